@@ -1,0 +1,1 @@
+"""Generated from proto/agentstate/v1 by scripts/generate.py. DO NOT EDIT."""

@@ -1,0 +1,534 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from agentstate.v1 import values_pb2 as _values_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ThreadStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    THREAD_STATUS_UNSPECIFIED: _ClassVar[ThreadStatus]
+    THREAD_STATUS_IDLE: _ClassVar[ThreadStatus]
+    THREAD_STATUS_BUSY: _ClassVar[ThreadStatus]
+    THREAD_STATUS_INTERRUPTED: _ClassVar[ThreadStatus]
+    THREAD_STATUS_ERROR: _ClassVar[ThreadStatus]
+
+class IfExists(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    IF_EXISTS_UNSPECIFIED: _ClassVar[IfExists]
+    IF_EXISTS_ERROR: _ClassVar[IfExists]
+    IF_EXISTS_RETURN: _ClassVar[IfExists]
+    IF_EXISTS_MERGE_METADATA: _ClassVar[IfExists]
+
+class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CHANGE_KIND_UNSPECIFIED: _ClassVar[ChangeKind]
+    CHANGE_KIND_ADDED: _ClassVar[ChangeKind]
+    CHANGE_KIND_REMOVED: _ClassVar[ChangeKind]
+    CHANGE_KIND_MODIFIED: _ClassVar[ChangeKind]
+THREAD_STATUS_UNSPECIFIED: ThreadStatus
+THREAD_STATUS_IDLE: ThreadStatus
+THREAD_STATUS_BUSY: ThreadStatus
+THREAD_STATUS_INTERRUPTED: ThreadStatus
+THREAD_STATUS_ERROR: ThreadStatus
+IF_EXISTS_UNSPECIFIED: IfExists
+IF_EXISTS_ERROR: IfExists
+IF_EXISTS_RETURN: IfExists
+IF_EXISTS_MERGE_METADATA: IfExists
+CHANGE_KIND_UNSPECIFIED: ChangeKind
+CHANGE_KIND_ADDED: ChangeKind
+CHANGE_KIND_REMOVED: ChangeKind
+CHANGE_KIND_MODIFIED: ChangeKind
+
+class Thread(_message.Message):
+    __slots__ = ("namespace", "thread_id", "metadata", "status", "create_time", "update_time", "etag")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    metadata: _containers.MessageMap[str, _values_pb2.Value]
+    status: ThreadStatus
+    create_time: _timestamp_pb2.Timestamp
+    update_time: _timestamp_pb2.Timestamp
+    etag: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., status: _Optional[_Union[ThreadStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
+
+class CreateThreadRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "metadata", "if_exists", "request_id")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    IF_EXISTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    metadata: _containers.MessageMap[str, _values_pb2.Value]
+    if_exists: IfExists
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., if_exists: _Optional[_Union[IfExists, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CreateThreadResponse(_message.Message):
+    __slots__ = ("thread", "created")
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    thread: Thread
+    created: bool
+    def __init__(self, thread: _Optional[_Union[Thread, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class GetThreadRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ...) -> None: ...
+
+class GetThreadResponse(_message.Message):
+    __slots__ = ("thread",)
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    thread: Thread
+    def __init__(self, thread: _Optional[_Union[Thread, _Mapping]] = ...) -> None: ...
+
+class ListThreadsRequest(_message.Message):
+    __slots__ = ("namespace", "metadata_filter", "page_size", "page_token")
+    class MetadataFilterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FILTER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    metadata_filter: _containers.MessageMap[str, _values_pb2.Value]
+    page_size: int
+    page_token: str
+    def __init__(self, namespace: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, _values_pb2.Value]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListThreadsResponse(_message.Message):
+    __slots__ = ("threads", "next_page_token")
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    threads: _containers.RepeatedCompositeFieldContainer[Thread]
+    next_page_token: str
+    def __init__(self, threads: _Optional[_Iterable[_Union[Thread, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class UpdateThreadRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "set_metadata", "remove_metadata_keys", "replace_metadata", "etag", "request_id")
+    class SetMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    SET_METADATA_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_METADATA_KEYS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_METADATA_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    set_metadata: _containers.MessageMap[str, _values_pb2.Value]
+    remove_metadata_keys: _containers.RepeatedScalarFieldContainer[str]
+    replace_metadata: bool
+    etag: str
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., set_metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., remove_metadata_keys: _Optional[_Iterable[str]] = ..., replace_metadata: _Optional[bool] = ..., etag: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class UpdateThreadResponse(_message.Message):
+    __slots__ = ("thread",)
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    thread: Thread
+    def __init__(self, thread: _Optional[_Union[Thread, _Mapping]] = ...) -> None: ...
+
+class DeleteThreadRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "allow_missing", "etag", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_MISSING_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    allow_missing: bool
+    etag: str
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., allow_missing: _Optional[bool] = ..., etag: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteThreadResponse(_message.Message):
+    __slots__ = ("deleted_checkpoints", "deleted")
+    DELETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted_checkpoints: int
+    deleted: bool
+    def __init__(self, deleted_checkpoints: _Optional[int] = ..., deleted: _Optional[bool] = ...) -> None: ...
+
+class CopyThreadRequest(_message.Message):
+    __slots__ = ("namespace", "source_thread_id", "target_thread_id", "metadata", "replace_metadata", "request_id")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    TARGET_THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_METADATA_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    source_thread_id: str
+    target_thread_id: str
+    metadata: _containers.MessageMap[str, _values_pb2.Value]
+    replace_metadata: bool
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., source_thread_id: _Optional[str] = ..., target_thread_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., replace_metadata: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CopyThreadResponse(_message.Message):
+    __slots__ = ("thread", "copied_checkpoints")
+    THREAD_FIELD_NUMBER: _ClassVar[int]
+    COPIED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    thread: Thread
+    copied_checkpoints: int
+    def __init__(self, thread: _Optional[_Union[Thread, _Mapping]] = ..., copied_checkpoints: _Optional[int] = ...) -> None: ...
+
+class ChannelWrite(_message.Message):
+    __slots__ = ("value", "delta", "keep")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
+    value: _values_pb2.Value
+    delta: _values_pb2.ValueDelta
+    keep: bool
+    def __init__(self, value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., delta: _Optional[_Union[_values_pb2.ValueDelta, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
+
+class PendingWrite(_message.Message):
+    __slots__ = ("task_id", "idx", "channel", "value", "task_path", "replace")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    IDX_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TASK_PATH_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    idx: int
+    channel: str
+    value: _values_pb2.Value
+    task_path: str
+    replace: bool
+    def __init__(self, task_id: _Optional[str] = ..., idx: _Optional[int] = ..., channel: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., task_path: _Optional[str] = ..., replace: _Optional[bool] = ...) -> None: ...
+
+class ChannelValue(_message.Message):
+    __slots__ = ("root", "value", "delta")
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    root: bytes
+    value: _values_pb2.Value
+    delta: _values_pb2.ValueDelta
+    def __init__(self, root: _Optional[bytes] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., delta: _Optional[_Union[_values_pb2.ValueDelta, _Mapping]] = ...) -> None: ...
+
+class Checkpoint(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "metadata", "channels", "extra", "create_time", "etag", "pending_writes", "schema_version")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    class ChannelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ChannelValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ChannelValue, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ETAG_FIELD_NUMBER: _ClassVar[int]
+    PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    metadata: _containers.MessageMap[str, _values_pb2.Value]
+    channels: _containers.MessageMap[str, ChannelValue]
+    extra: _values_pb2.Value
+    create_time: _timestamp_pb2.Timestamp
+    etag: str
+    pending_writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
+    schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelValue]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., schema_version: _Optional[int] = ...) -> None: ...
+
+class PutCheckpointRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    class ChannelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ChannelWrite
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ChannelWrite, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_HEAD_ETAG_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_THREAD_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    base_checkpoint_id: str
+    metadata: _containers.MessageMap[str, _values_pb2.Value]
+    channels: _containers.MessageMap[str, ChannelWrite]
+    extra: _values_pb2.Value
+    expected_head_etag: str
+    schema_version: int
+    require_thread: bool
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class PutCheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint", "created")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    created: bool
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class PutWritesRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "writes", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class PutWritesResponse(_message.Message):
+    __slots__ = ("stored", "kept")
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    stored: int
+    kept: int
+    def __init__(self, stored: _Optional[int] = ..., kept: _Optional[int] = ...) -> None: ...
+
+class GetCheckpointRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "omit_values", "known_roots", "include_pending_writes")
+    class KnownRootsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    OMIT_VALUES_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    channels: _containers.RepeatedScalarFieldContainer[str]
+    omit_values: bool
+    known_roots: _containers.ScalarMap[str, bytes]
+    include_pending_writes: bool
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[str]] = ..., omit_values: _Optional[bool] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ..., include_pending_writes: _Optional[bool] = ...) -> None: ...
+
+class GetCheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint",)
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
+
+class ListCheckpointsRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "metadata_filter", "before_checkpoint_id", "limit", "page_size", "page_token", "include_values", "include_pending_writes")
+    class MetadataFilterEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _values_pb2.Value
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FILTER_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_VALUES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    metadata_filter: _containers.MessageMap[str, _values_pb2.Value]
+    before_checkpoint_id: str
+    limit: int
+    page_size: int
+    page_token: str
+    include_values: bool
+    include_pending_writes: bool
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, _values_pb2.Value]] = ..., before_checkpoint_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_values: _Optional[bool] = ..., include_pending_writes: _Optional[bool] = ...) -> None: ...
+
+class ListCheckpointsResponse(_message.Message):
+    __slots__ = ("checkpoints", "next_page_token")
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    checkpoints: _containers.RepeatedCompositeFieldContainer[Checkpoint]
+    next_page_token: str
+    def __init__(self, checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PruneCheckpointsRequest(_message.Message):
+    __slots__ = ("namespace", "thread_ids", "checkpoint_ns", "keep_latest", "older_than", "delete_all", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_IDS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_LATEST_FIELD_NUMBER: _ClassVar[int]
+    OLDER_THAN_FIELD_NUMBER: _ClassVar[int]
+    DELETE_ALL_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_ids: _containers.RepeatedScalarFieldContainer[str]
+    checkpoint_ns: str
+    keep_latest: int
+    older_than: _timestamp_pb2.Timestamp
+    delete_all: bool
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_ids: _Optional[_Iterable[str]] = ..., checkpoint_ns: _Optional[str] = ..., keep_latest: _Optional[int] = ..., older_than: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delete_all: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class PruneCheckpointsResponse(_message.Message):
+    __slots__ = ("deleted_checkpoints",)
+    DELETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    deleted_checkpoints: int
+    def __init__(self, deleted_checkpoints: _Optional[int] = ...) -> None: ...
+
+class DeleteCheckpointsForRunsRequest(_message.Message):
+    __slots__ = ("namespace", "run_ids", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., run_ids: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeleteCheckpointsForRunsResponse(_message.Message):
+    __slots__ = ("deleted_checkpoints",)
+    DELETED_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    deleted_checkpoints: int
+    def __init__(self, deleted_checkpoints: _Optional[int] = ...) -> None: ...
+
+class DiffCheckpointsRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "from_checkpoint_id", "to_checkpoint_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    FROM_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    TO_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    from_checkpoint_id: str
+    to_checkpoint_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., from_checkpoint_id: _Optional[str] = ..., to_checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class ChannelChange(_message.Message):
+    __slots__ = ("channel", "kind", "from_root", "to_root", "lists", "from_length", "to_length", "common_prefix", "appended")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    FROM_ROOT_FIELD_NUMBER: _ClassVar[int]
+    TO_ROOT_FIELD_NUMBER: _ClassVar[int]
+    LISTS_FIELD_NUMBER: _ClassVar[int]
+    FROM_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    TO_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    COMMON_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    APPENDED_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    kind: ChangeKind
+    from_root: bytes
+    to_root: bytes
+    lists: bool
+    from_length: int
+    to_length: int
+    common_prefix: int
+    appended: bool
+    def __init__(self, channel: _Optional[str] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., from_root: _Optional[bytes] = ..., to_root: _Optional[bytes] = ..., lists: _Optional[bool] = ..., from_length: _Optional[int] = ..., to_length: _Optional[int] = ..., common_prefix: _Optional[int] = ..., appended: _Optional[bool] = ...) -> None: ...
+
+class DiffCheckpointsResponse(_message.Message):
+    __slots__ = ("changes",)
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    changes: _containers.RepeatedCompositeFieldContainer[ChannelChange]
+    def __init__(self, changes: _Optional[_Iterable[_Union[ChannelChange, _Mapping]]] = ...) -> None: ...

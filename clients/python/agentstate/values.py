@@ -1,0 +1,120 @@
+"""values: Python values <-> agentstate.v1 Value messages, and the delta helpers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import grpc
+
+from . import codec
+from .codec import Opaque
+from .errors import InvalidArgument
+from .v1 import threads_pb2, values_pb2
+
+__all__ = ["Append", "SetKeys", "Keep", "to_value", "from_value", "channel_write"]
+
+
+@dataclass(frozen=True)
+class Append:
+    """Delta for a list channel: keep the first ``keep_first`` items (all when None), then append ``items``."""
+
+    items: Iterable[Any] = ()
+    keep_first: int | None = None
+    base_root: bytes = b""
+
+
+@dataclass(frozen=True)
+class SetKeys:
+    """Delta for a map channel: set ``set`` keys and remove ``delete`` keys."""
+
+    set: Mapping[str, Any] = field(default_factory=dict)
+    delete: Iterable[str] = ()
+    base_root: bytes = b""
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Take the channel's value from the base checkpoint unchanged."""
+
+
+def to_value(value: Any, out: values_pb2.Value | None = None) -> values_pb2.Value:
+    """Encode a Python value (raises codec.UnsupportedValue naming the path)."""
+    out = out if out is not None else values_pb2.Value()
+    if type(value) is Opaque:
+        out.opaque.type = value.type
+        out.opaque.data = value.data
+    else:
+        out.msgpack = codec.encode(value)
+    return out
+
+
+def from_value(value: values_pb2.Value) -> Any:
+    """Decode a Value message into Python objects."""
+    kind = value.WhichOneof("kind")
+    if kind == "msgpack":
+        return codec.decode(value.msgpack)
+    if kind == "opaque":
+        return Opaque(value.opaque.type, value.opaque.data)
+    if kind == "list":
+        return [from_value(v) for v in value.list.items]
+    if kind == "map":
+        return {k: from_value(v) for k, v in value.map.entries.items()}
+    return None
+
+
+def invalid_value(field: str, e: codec.UnsupportedValue) -> InvalidArgument:
+    """The client-side twin of the server's UNSUPPORTED_VALUE error."""
+    path = field + e.path[1:]
+    return InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"{path}: {e.reason}", "UNSUPPORTED_VALUE",
+                           {"field": path})
+
+
+def encode_into(value: Any, out: values_pb2.Value, field: str) -> None:
+    """to_value, raising InvalidArgument (reason UNSUPPORTED_VALUE) that names ``field`` and the path."""
+    try:
+        to_value(value, out)
+    except codec.UnsupportedValue as e:
+        raise invalid_value(field, e) from None
+
+
+def channel_write(value: Any, out: threads_pb2.ChannelWrite, field: str = "value") -> None:
+    """Fill a ChannelWrite from a value, Append, SetKeys or Keep (InvalidArgument names ``field``)."""
+    try:
+        _channel_write(value, out)
+    except codec.UnsupportedValue as e:
+        raise invalid_value(field, e) from None
+
+
+def _channel_write(value: Any, out: threads_pb2.ChannelWrite) -> None:
+    if isinstance(value, Keep):
+        out.keep = True
+    elif isinstance(value, Append):
+        d = out.delta
+        d.SetInParent()
+        if value.base_root:
+            d.base_root = value.base_root
+        if value.keep_first is not None:
+            d.keep_first = value.keep_first
+        for i, item in enumerate(value.items):
+            try:
+                to_value(item, d.append.add())
+            except codec.UnsupportedValue as e:
+                raise e.under(f".append[{i}]") from None
+    elif isinstance(value, SetKeys):
+        d = out.delta
+        d.SetInParent()
+        if value.base_root:
+            d.base_root = value.base_root
+        for k, v in value.set.items():
+            try:
+                to_value(v, d.set[k])
+            except codec.UnsupportedValue as e:
+                raise e.under(f".set[{k!r}]") from None
+        d.delete.extend(value.delete)
+    elif isinstance(value, list) and value and all(type(v) is Opaque for v in value):
+        items = out.value.list.items
+        out.value.list.SetInParent()
+        for v in value:
+            to_value(v, items.add())
+    else:
+        to_value(value, out.value)

@@ -1,0 +1,58 @@
+"""Build script: packages plus the compiled hot path.
+
+``_native/_hotpath_c.pyx`` is compiled (Cython) into the extension module
+``sidecar._hotpath_c``. If it cannot be built (no compiler), the install
+still succeeds and ``sidecar.hotpath`` uses the pure-Python twin; set
+``SIDECAR_REQUIRE_EXTENSIONS=1`` to make a failed build an error instead.
+The ``agentstate`` client package (clients/python) ships in the same
+distribution, since the server uses its generated stubs and codec.
+"""
+import os
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+try:
+    from Cython.Build import cythonize
+except ImportError:  # pragma: no cover
+    cythonize = None
+
+
+class OptionalBuildExt(build_ext):
+    def run(self):
+        try:
+            super().run()
+        except Exception as e:  # noqa: BLE001
+            self._failed(e)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as e:  # noqa: BLE001
+            self._failed(e)
+
+    def _failed(self, e):
+        if os.environ.get("SIDECAR_REQUIRE_EXTENSIONS"):
+            raise e
+        print(f"WARNING: the compiled hot path could not be built ({e}); using pure Python", file=sys.stderr)
+
+
+ext_modules = []
+if cythonize is not None and not os.environ.get("SIDECAR_NO_EXTENSIONS"):
+    ext_modules = cythonize(
+        [Extension("sidecar._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"])],
+        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
+                             "cdivision": True, "initializedcheck": False},
+        quiet=True,
+    )
+elif os.environ.get("SIDECAR_REQUIRE_EXTENSIONS"):
+    raise SystemExit("Cython is required to build the compiled hot path")
+
+setup(
+    packages=["sidecar", "agentstate", "agentstate.v1"],
+    package_dir={"agentstate": "clients/python/agentstate"},
+    package_data={"agentstate": ["py.typed"], "agentstate.v1": ["*.pyi"]},
+    ext_modules=ext_modules,
+    cmdclass={"build_ext": OptionalBuildExt},
+)

@@ -1,0 +1,505 @@
+"""_hotpath_py: pure-Python twin of the compiled write path (``_native/_hotpath_c.pyx``).
+
+Both modules expose the same functions and give byte-identical results
+(golden vectors in tests/golden/ prove it). Import them through
+:mod:`sidecar.hotpath`, never directly.
+
+Node formats (docs/storage.md). Every node is a blob addressed by the blake3
+hash of its bytes; the first byte says what it is:
+
+``v`` + encoding                          a value stored whole
+``c`` + bytes                             one content-defined chunk of a large encoding
+``C`` + u64 length + u32 n + n hashes     a large encoding cut into chunks
+``L`` + u64 n + peaks + tail              list root (see below)
+``l`` + 8 hashes                          list leaf: 8 consecutive items
+``n`` + 2 hashes                          list inner node: two equal perfect subtrees
+``M`` + u32 n + n × (u16 klen, key, hash) map leaf, keys sorted by bytes
+``N`` + u64 n + u16 bitmap + hashes       map inner node, one child per key-hash nibble
+
+A list of n items is cut into m = n // 8 full leaves plus a tail of n % 8
+items. The leaves form a Merkle mountain range: one perfect binary tree of
+2**k leaves for each bit k set in m, largest first (the "peaks"). The root
+holds n, the peak hashes and the tail item hashes, so appending needs only
+the old root: O(k + log n) new bytes, never the whole list.
+
+A map with at most 32 entries is one leaf; a bigger one is split 16 ways by
+the next nibble of blake3(key) (a hash trie), so one key's change rewrites
+one path. Both shapes depend only on the content: a value sent whole and the
+same value built by deltas get the same root.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import msgspec
+from blake3 import blake3
+
+from agentstate import codec as _codec
+
+NATIVE = False
+
+HASH_SIZE = 32
+LEAF_ITEMS = 8
+MAP_LEAF_MAX = 32
+#: Encodings longer than this are cut by content-defined chunking.
+CHUNK_THRESHOLD = 32 * 1024
+CDC_MIN = 4 * 1024
+CDC_AVG = 16 * 1024
+CDC_MAX = 64 * 1024
+_M64 = (1 << 64) - 1
+#: Stricter mask before the average size, looser after it (normalised chunking).
+CDC_MASK_SMALL = ((1 << 16) - 1) << 48
+CDC_MASK_LARGE = ((1 << 12) - 1) << 52
+
+KIND_SCALAR = 0
+KIND_LIST = 1
+KIND_MAP = 2
+
+TAG_VALUE = 0x76  # v
+TAG_CHUNK = 0x63  # c
+TAG_CHUNKED = 0x43  # C
+TAG_LIST = 0x4C  # L
+TAG_LEAF = 0x6C  # l
+TAG_INNER = 0x6E  # n
+TAG_MAP = 0x4D  # M
+TAG_MAP_INNER = 0x4E  # N
+
+GEAR = tuple(
+    int.from_bytes(blake3(b"agentstate.v1 gear" + bytes((i,))).digest()[:8], "little") for i in range(256)
+)
+
+UnsupportedValue = _codec.UnsupportedValue
+canonicalize = _codec.canonicalize
+_encoder = msgspec.msgpack.Encoder()
+_raw_decoder = msgspec.msgpack.Decoder(ext_hook=msgspec.msgpack.Ext)
+
+Nodes = list  # list[tuple[bytes, bytes]]: (hash, node bytes)
+Fetch = Callable[[bytes], bytes]
+
+
+class CorruptNode(Exception):
+    """A stored node does not parse (the store is damaged)."""
+
+
+def hash_bytes(data: bytes) -> bytes:
+    return blake3(data).digest()
+
+
+# ------------------------------------------------------------------ values
+
+def decompose(data: bytes) -> tuple[int, object]:
+    """Split an encoded value into what the trees store.
+
+    Returns (KIND_LIST, [item encodings]), (KIND_MAP, [(key, value encoding)]
+    sorted by key bytes) or (KIND_SCALAR, canonical encoding). Raises
+    UnsupportedValue.
+    """
+    try:
+        value = _raw_decoder.decode(data)
+    except RecursionError:
+        raise UnsupportedValue(f"nested deeper than {_codec.MAX_DEPTH}") from None
+    except msgspec.DecodeError as e:
+        raise UnsupportedValue(f"not valid MessagePack: {e}") from None
+    t = type(value)
+    if t is list:
+        out = []
+        for i, item in enumerate(value):
+            try:
+                out.append(_encoder.encode(_codec.normalize(item, 1)))
+            except UnsupportedValue as e:
+                raise e.under(f"[{i}]") from None
+        return KIND_LIST, out
+    if t is dict:
+        pairs = []
+        for key in value:
+            if type(key) is not str:
+                raise UnsupportedValue(f"map key {key!r} is not a string")
+        for key in sorted(value):
+            try:
+                pairs.append((key, _encoder.encode(_codec.normalize(value[key], 1))))
+            except UnsupportedValue as e:
+                raise e.under(f"[{key!r}]") from None
+        return KIND_MAP, pairs
+    return KIND_SCALAR, _encoder.encode(_codec.normalize(value))
+
+
+def encode_opaque(type_: str, data: bytes) -> bytes:
+    """Canonical encoding of an opaque value (extension 6)."""
+    return _encoder.encode(msgspec.msgpack.Ext(_codec.EXT_OPAQUE, _codec.opaque_payload(type_, data)))
+
+
+def opaque_parts(encoding: bytes) -> tuple[str, bytes] | None:
+    """Return (type, data) when ``encoding`` is an opaque value, else None."""
+    n = len(encoding)
+    if n < 3:
+        return None
+    head = encoding[0]
+    if head == 0xC7:  # ext 8
+        size, code, start = encoding[1], encoding[2], 3
+    elif head == 0xC8:  # ext 16
+        size, code, start = int.from_bytes(encoding[1:3], "big"), encoding[3], 4
+    elif head == 0xC9:  # ext 32
+        size, code, start = int.from_bytes(encoding[1:5], "big"), encoding[5], 6
+    elif 0xD4 <= head <= 0xD8:  # fixext 1..16
+        size, code, start = 1 << (head - 0xD4), encoding[1], 2
+    else:
+        return None
+    if code != _codec.EXT_OPAQUE or start + size != n:
+        return None
+    tlen = encoding[start]
+    return encoding[start + 1:start + 1 + tlen].decode(), encoding[start + 1 + tlen:]
+
+
+# ------------------------------------------------------------------ chunking
+
+def cdc_cut_points(data: bytes) -> list[int]:
+    """End offsets of the content-defined chunks of ``data`` (FastCDC-style gear hash)."""
+    n = len(data)
+    cuts = []
+    start = 0
+    gear = GEAR
+    while start < n:
+        remaining = n - start
+        if remaining <= CDC_MIN:
+            cuts.append(n)
+            break
+        end = min(remaining, CDC_MAX)
+        normal = min(end, CDC_AVG)
+        h = 0
+        i = CDC_MIN
+        cut = end
+        while i < normal:
+            h = ((h << 1) + gear[data[start + i]]) & _M64
+            i += 1
+            if not h & CDC_MASK_SMALL:
+                cut = i
+                break
+        else:
+            while i < end:
+                h = ((h << 1) + gear[data[start + i]]) & _M64
+                i += 1
+                if not h & CDC_MASK_LARGE:
+                    cut = i
+                    break
+        start += cut
+        cuts.append(start)
+    return cuts
+
+
+def value_node(encoding: bytes, nodes: Nodes) -> bytes:
+    """Append the node(s) storing ``encoding`` to ``nodes``; return the value's hash."""
+    if len(encoding) <= CHUNK_THRESHOLD:
+        node = b"v" + encoding
+        h = hash_bytes(node)
+        nodes.append((h, node))
+        return h
+    hashes = []
+    prev = 0
+    for cut in cdc_cut_points(encoding):
+        node = b"c" + encoding[prev:cut]
+        h = hash_bytes(node)
+        nodes.append((h, node))
+        hashes.append(h)
+        prev = cut
+    node = b"C" + len(encoding).to_bytes(8, "big") + len(hashes).to_bytes(4, "big") + b"".join(hashes)
+    h = hash_bytes(node)
+    nodes.append((h, node))
+    return h
+
+
+def read_encoding(h: bytes, fetch: Fetch) -> bytes:
+    """Return the encoding stored under value hash ``h``."""
+    node = fetch(h)
+    tag = node[0]
+    if tag == TAG_VALUE:
+        return node[1:]
+    if tag == TAG_CHUNKED:
+        total = int.from_bytes(node[1:9], "big")
+        count = int.from_bytes(node[9:13], "big")
+        parts = [fetch(node[13 + i * 32:45 + i * 32])[1:] for i in range(count)]
+        out = b"".join(parts)
+        if len(out) != total:
+            raise CorruptNode("chunked value length mismatch")
+        return out
+    raise CorruptNode(f"hash does not name a value node (tag {tag:#x})")
+
+
+# ------------------------------------------------------------------ lists
+
+def _parse_list_root(root: bytes) -> tuple[int, list[tuple[int, bytes]], list[bytes]]:
+    if not root or root[0] != TAG_LIST:
+        raise CorruptNode("not a list root")
+    n = int.from_bytes(root[1:9], "big")
+    m = n // LEAF_ITEMS
+    peaks = []
+    pos = 9
+    for k in range(m.bit_length() - 1, -1, -1):
+        if m >> k & 1:
+            peaks.append((k, root[pos:pos + 32]))
+            pos += 32
+    tail = [root[pos + i * 32:pos + 32 + i * 32] for i in range(n % LEAF_ITEMS)]
+    if pos + 32 * len(tail) != len(root):
+        raise CorruptNode("list root length mismatch")
+    return n, peaks, tail
+
+
+def list_append(root: bytes | None, item_hashes: Iterable[bytes], nodes: Nodes) -> bytes:
+    """Append items to the list whose root node is ``root`` (None: empty list).
+
+    New nodes (the new root last) are appended to ``nodes``; returns the new root hash.
+    """
+    if root is None:
+        n, peaks, tail = 0, [], []
+    else:
+        n, peaks, tail = _parse_list_root(root)
+    for h in item_hashes:
+        tail.append(h)
+        n += 1
+        if len(tail) == LEAF_ITEMS:
+            node = b"l" + b"".join(tail)
+            level, cur = 0, hash_bytes(node)
+            nodes.append((cur, node))
+            tail = []
+            while peaks and peaks[-1][0] == level:
+                node = b"n" + peaks.pop()[1] + cur
+                cur = hash_bytes(node)
+                nodes.append((cur, node))
+                level += 1
+            peaks.append((level, cur))
+    node = b"L" + n.to_bytes(8, "big") + b"".join(p[1] for p in peaks) + b"".join(tail)
+    h = hash_bytes(node)
+    nodes.append((h, node))
+    return h
+
+
+def list_length(root: bytes) -> int:
+    return int.from_bytes(root[1:9], "big")
+
+
+def list_item_hashes(root: bytes, fetch: Fetch) -> list[bytes]:
+    """Return the item hashes of a list, in order."""
+    _, peaks, tail = _parse_list_root(root)
+    out: list[bytes] = []
+    for level, h in peaks:
+        _expand(h, level, fetch, out)
+    out.extend(tail)
+    return out
+
+
+def _expand(h: bytes, level: int, fetch: Fetch, out: list[bytes]) -> None:
+    node = fetch(h)
+    if level == 0:
+        if len(node) != 1 + 32 * LEAF_ITEMS or node[0] != TAG_LEAF:
+            raise CorruptNode("bad list leaf")
+        out.extend(node[1 + i * 32:33 + i * 32] for i in range(LEAF_ITEMS))
+        return
+    if len(node) != 65 or node[0] != TAG_INNER:
+        raise CorruptNode("bad list inner node")
+    _expand(node[1:33], level - 1, fetch, out)
+    _expand(node[33:65], level - 1, fetch, out)
+
+
+# ------------------------------------------------------------------ maps
+
+def _nibble(key_hash: bytes, depth: int) -> int:
+    b = key_hash[depth >> 1]
+    return b >> 4 if not depth & 1 else b & 15
+
+
+def _map_leaf(pairs: list[tuple[bytes, bytes]], nodes: Nodes) -> bytes:
+    parts = [b"M", len(pairs).to_bytes(4, "big")]
+    for key, h in pairs:
+        parts.append(len(key).to_bytes(2, "big"))
+        parts.append(key)
+        parts.append(h)
+    node = b"".join(parts)
+    h = hash_bytes(node)
+    nodes.append((h, node))
+    return h
+
+
+def _map_build(items: list[tuple[bytes, bytes, bytes]], depth: int, nodes: Nodes) -> bytes:
+    """items: (key bytes, key hash, value hash), sorted by key bytes."""
+    if len(items) <= MAP_LEAF_MAX or depth >= 2 * HASH_SIZE:
+        return _map_leaf([(k, v) for k, _, v in items], nodes)
+    groups: list[list] = [[] for _ in range(16)]
+    for item in items:
+        groups[_nibble(item[1], depth)].append(item)
+    bitmap = 0
+    children = []
+    for nib in range(16):
+        if groups[nib]:
+            bitmap |= 1 << nib
+            children.append(_map_build(groups[nib], depth + 1, nodes))
+    node = b"N" + len(items).to_bytes(8, "big") + bitmap.to_bytes(2, "big") + b"".join(children)
+    h = hash_bytes(node)
+    nodes.append((h, node))
+    return h
+
+
+def _check_key(key: bytes) -> bytes:
+    if len(key) > 0xFFFF:
+        raise UnsupportedValue("map key longer than 65535 bytes")
+    return key
+
+
+def map_build(pairs: Iterable[tuple[str, bytes]], nodes: Nodes) -> bytes:
+    """Build a map from (key, value hash) pairs; returns the root hash."""
+    items = sorted((_check_key(k.encode()), b"", v) for k, v in pairs)
+    items = [(k, hash_bytes(k), v) for k, _, v in items]
+    return _map_build(items, 0, nodes)
+
+
+def map_entries(root_hash: bytes, fetch: Fetch) -> list[tuple[str, bytes]]:
+    """Return (key, value hash) pairs of a map, sorted by key bytes."""
+    raw: list[tuple[bytes, bytes]] = []
+    _map_collect(fetch(root_hash), fetch, raw)
+    raw.sort()
+    return [(k.decode(), v) for k, v in raw]
+
+
+def _parse_map_leaf(node: bytes) -> list[tuple[bytes, bytes]]:
+    count = int.from_bytes(node[1:5], "big")
+    pos = 5
+    out = []
+    for _ in range(count):
+        klen = int.from_bytes(node[pos:pos + 2], "big")
+        key = node[pos + 2:pos + 2 + klen]
+        pos += 2 + klen
+        out.append((key, node[pos:pos + 32]))
+        pos += 32
+    if pos != len(node):
+        raise CorruptNode("map leaf length mismatch")
+    return out
+
+
+def _parse_map_inner(node: bytes) -> tuple[int, dict[int, bytes]]:
+    count = int.from_bytes(node[1:9], "big")
+    bitmap = int.from_bytes(node[9:11], "big")
+    children = {}
+    pos = 11
+    for nib in range(16):
+        if bitmap >> nib & 1:
+            children[nib] = node[pos:pos + 32]
+            pos += 32
+    if pos != len(node):
+        raise CorruptNode("map inner node length mismatch")
+    return count, children
+
+
+def _map_collect(node: bytes, fetch: Fetch, out: list[tuple[bytes, bytes]]) -> None:
+    if node[0] == TAG_MAP:
+        out.extend(_parse_map_leaf(node))
+    elif node[0] == TAG_MAP_INNER:
+        for child in _parse_map_inner(node)[1].values():
+            _map_collect(fetch(child), fetch, out)
+    else:
+        raise CorruptNode("not a map node")
+
+
+def map_count(root: bytes) -> int:
+    if root[0] == TAG_MAP:
+        return int.from_bytes(root[1:5], "big")
+    return int.from_bytes(root[1:9], "big")
+
+
+def map_update(root_hash: bytes, sets: Iterable[tuple[str, bytes]], deletes: Iterable[str],
+               fetch: Fetch, nodes: Nodes) -> bytes:
+    """Set and delete keys of a map; returns the new root hash (deletes apply first)."""
+    changes: dict[bytes, bytes | None] = {}
+    for key in deletes:
+        changes[_check_key(key.encode())] = None
+    for key, h in sets:
+        changes[_check_key(key.encode())] = h
+    if not changes:
+        return root_hash
+    items = sorted((k, hash_bytes(k), v) for k, v in changes.items())
+    h, _ = _map_update(root_hash, 0, items, fetch, nodes)
+    return h
+
+
+def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes) -> tuple[bytes, int]:
+    node = fetch(node_hash)
+    if node[0] == TAG_MAP:
+        merged = dict(_parse_map_leaf(node))
+        for key, _, value in changes:
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        items = sorted((k, hash_bytes(k), v) for k, v in merged.items())
+        return _map_build(items, depth, nodes), len(items)
+    if node[0] != TAG_MAP_INNER:
+        raise CorruptNode("not a map node")
+    total, children = _parse_map_inner(node)
+    groups: dict[int, list] = {}
+    for item in changes:
+        groups.setdefault(_nibble(item[1], depth), []).append(item)
+    for nib, group in groups.items():
+        child = children.get(nib)
+        if child is None:
+            added = [item for item in group if item[2] is not None]
+            if added:
+                children[nib] = _map_build(added, depth + 1, nodes)
+                total += len(added)
+            continue
+        old = map_count(fetch(child))
+        new_child, new_count = _map_update(child, depth + 1, group, fetch, nodes)
+        total += new_count - old
+        if new_count:
+            children[nib] = new_child
+        else:
+            del children[nib]
+    if total <= MAP_LEAF_MAX:
+        raw: list[tuple[bytes, bytes]] = []
+        for child in children.values():
+            _map_collect(fetch(child), fetch, raw)
+        raw.sort()
+        return _map_leaf(raw, nodes), total
+    bitmap = 0
+    for nib in children:
+        bitmap |= 1 << nib
+    node = b"N" + total.to_bytes(8, "big") + bitmap.to_bytes(2, "big") + b"".join(
+        children[nib] for nib in sorted(children))
+    h = hash_bytes(node)
+    nodes.append((h, node))
+    return h, total
+
+
+# ------------------------------------------------------------------ composite builders
+
+def build_list(encodings: Iterable[bytes], nodes: Nodes, root: bytes | None = None) -> bytes:
+    """Store each item encoding as a value node and append them to ``root`` (None: new list)."""
+    return list_append(root, [value_node(e, nodes) for e in encodings], nodes)
+
+
+def build_map(pairs: Iterable[tuple[str, bytes]], nodes: Nodes) -> bytes:
+    """Store each (key, encoding) pair's value and build the map."""
+    return map_build([(k, value_node(e, nodes)) for k, e in pairs], nodes)
+
+
+def children(node: bytes) -> list[bytes]:
+    """Hashes a node refers to (for garbage collection and integrity checks)."""
+    tag = node[0]
+    if tag == TAG_VALUE or tag == TAG_CHUNK:
+        return []
+    if tag == TAG_CHUNKED:
+        count = int.from_bytes(node[9:13], "big")
+        return [node[13 + i * 32:45 + i * 32] for i in range(count)]
+    if tag == TAG_LIST:
+        _, peaks, tail = _parse_list_root(node)
+        return [h for _, h in peaks] + tail
+    if tag == TAG_LEAF:
+        return [node[1 + i * 32:33 + i * 32] for i in range(LEAF_ITEMS)]
+    if tag == TAG_INNER:
+        return [node[1:33], node[33:65]]
+    if tag == TAG_MAP:
+        return [v for _, v in _parse_map_leaf(node)]
+    if tag == TAG_MAP_INNER:
+        return list(_parse_map_inner(node)[1].values())
+    raise CorruptNode(f"unknown node tag {tag:#x}")
+
+
+def list_encodings(root: bytes, fetch: Fetch) -> list[bytes]:
+    """Return the item encodings of a list, in order."""
+    return [read_encoding(h, fetch) for h in list_item_hashes(root, fetch)]

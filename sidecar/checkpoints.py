@@ -1,0 +1,703 @@
+"""checkpoints: ThreadService calls on checkpoints and pending writes.
+
+A put is prepared outside the writer (validation, canonical encoding, tree
+building, hashing: the CPU work) against a read snapshot, then applied by the
+writer in one transaction that re-checks everything the preparation assumed
+(base checkpoint unchanged, expected head) before writing anything.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import msgspec
+
+from agentstate.v1 import threads_pb2 as pb
+from agentstate.v1 import values_pb2
+
+from . import hotpath as hp
+from . import idempotency, layout, limits, threads, validate, wire
+from .errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
+from .layout import Manifest
+from .store import RetryJob, Store, now_us
+
+LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
+MAX_PREPARE_ATTEMPTS = 5
+
+
+def fetcher(txn, store: Store) -> Callable[[bytes], bytes]:
+    get = txn.get
+    blobs = store.db["blobs"]
+
+    def fetch(h: bytes) -> bytes:
+        node = get(h, db=blobs)
+        if node is None:
+            raise hp.CorruptNode(f"missing blob {bytes(h).hex()}")
+        return node
+
+    return fetch
+
+
+def load_manifest(txn, store: Store, tkey: int, cns: str, checkpoint_id: str) -> Manifest | None:
+    raw = txn.get(layout.ckpt_key(tkey, cns, checkpoint_id), db=store.db["ckpts"])
+    return None if raw is None else layout.manifest_decoder.decode(raw)
+
+
+def latest(txn, store: Store, tkey: int, cns: str) -> tuple[str, Manifest] | None:
+    """(checkpoint_id, manifest) of the newest checkpoint of (thread, cns)."""
+    prefix = layout.cns_prefix(tkey, cns)
+    cursor = txn.cursor(db=store.db["ckpts"])
+    end = layout.prefix_end(prefix)
+    if end is None or not cursor.set_range(end):
+        if not cursor.last():
+            return None
+    elif not cursor.prev():
+        return None
+    key = cursor.key()
+    if not key.startswith(prefix):
+        return None
+    return bytes(key[len(prefix):]).decode(), layout.manifest_decoder.decode(cursor.value())
+
+
+# ----------------------------------------------------------------- ids
+
+_id_lock = threading.Lock()
+_last_ms = 0
+_seq = 0
+
+
+def new_checkpoint_id() -> str:
+    """A time-ordered UUIDv7 string; strictly increasing within this process."""
+    global _last_ms, _seq
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            _seq += 1
+            if _seq >= 1 << 12:
+                _last_ms += 1
+                _seq = 0
+            ms = _last_ms
+        else:
+            _last_ms, _seq = ms, int.from_bytes(os.urandom(1), "big")
+        seq = _seq
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+# ----------------------------------------------------------------- put
+
+@dataclass
+class PutPlan:
+    ns: str
+    thread_id: str
+    cns: str
+    checkpoint_id: str
+    manifest: Manifest
+    etag: str
+    nodes: list = field(default_factory=list)
+    base_id: str = ""
+    base_roots: dict = field(default_factory=dict)  # channel -> root the plan assumed in the base
+    external: list = field(default_factory=list)  # hashes referenced but not built here
+
+
+def _run_id(metadata: dict[str, bytes]) -> str | None:
+    enc = metadata.get("run_id")
+    if enc is None:
+        return None
+    try:
+        value = msgspec.msgpack.decode(enc)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, str) and value and "\x00" not in value and len(value) <= limits.MAX_ID_BYTES else None
+
+
+def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
+    ns = validate.namespace(req.namespace)
+    thread_id = validate.ident(req.thread_id, "thread_id")
+    cns = validate.checkpoint_ns(req.checkpoint_ns)
+    checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id", required=False) or new_checkpoint_id()
+    parent_id = validate.ident(req.parent_checkpoint_id, "parent_checkpoint_id", required=False)
+    base_id = validate.ident(req.base_checkpoint_id, "base_checkpoint_id", required=False) or parent_id
+    base_field = "base_checkpoint_id" if req.base_checkpoint_id else "parent_checkpoint_id"
+    if len(req.channels) > limits.MAX_CHANNELS:
+        raise limit("channels", f"channels: at most {limits.MAX_CHANNELS} per checkpoint", field="channels")
+    metadata = wire.metadata_items(req.metadata, "metadata")
+    metadata_enc = wire.encode_metadata_dict(metadata, "metadata")
+    nodes: list = []
+    roots: dict[str, bytes] = {}
+    base_roots: dict[str, bytes] = {}
+    external: list[bytes] = []
+    needs_base = [name for name, w in req.channels.items() if w.WhichOneof("op") in ("delta", "keep")]
+    base: Manifest | None = None
+    fetch = None
+    with store.read() as txn:
+        if needs_base:
+            if not base_id:
+                raise ApiError("BASE_MISMATCH", f"channels[{needs_base[0]!r}]: a delta or keep needs "
+                               "parent_checkpoint_id or base_checkpoint_id", field=base_field)
+            rec = threads.load(txn, store, ns, thread_id)
+            base = None if rec is None else load_manifest(txn, store, rec.tkey, cns, base_id)
+            if base is None:
+                raise ApiError("BASE_MISMATCH", f"{base_field}: base checkpoint {base_id!r} not found in thread "
+                               f"{thread_id!r} (checkpoint_ns {cns!r}); send whole values", field=base_field,
+                               checkpoint_id=base_id)
+            fetch = fetcher(txn, store)
+        base_channels = dict(base.channels) if base is not None else {}
+        for name in sorted(req.channels):
+            f = f"channels[{name!r}]"
+            validate.ident(name, f"channels key {name!r}")
+            w = req.channels[name]
+            op = w.WhichOneof("op")
+            if op == "value":
+                roots[name] = wire.value_tree(w.value, f + ".value", nodes)
+            elif op == "keep":
+                if not w.keep:
+                    raise invalid(f + ".keep", "must be true when set")
+                if name not in base_channels:
+                    raise ApiError("BASE_MISMATCH", f"{f}.keep: channel not in base checkpoint {base_id!r}",
+                                   field=f + ".keep")
+                roots[name] = base_roots[name] = base_channels[name]
+                external.append(roots[name])
+            elif op == "delta":
+                if name not in base_channels:
+                    raise ApiError("BASE_MISMATCH", f"{f}.delta: channel not in base checkpoint {base_id!r}; "
+                                   "send the whole value", field=f + ".delta")
+                root = base_roots[name] = base_channels[name]
+                roots[name] = _apply_delta(w.delta, root, fetch, nodes, f + ".delta")
+                external.append(root)
+            else:
+                raise invalid(f, "one of value, delta or keep is required")
+    extra = None
+    if req.HasField("extra"):
+        extra = hp.value_node(wire.value_encoding(req.extra, "extra"), nodes)
+    manifest = Manifest(layout.FORMAT_VERSION, parent_id, now_us(), msgspec.Raw(metadata_enc),
+                        sorted(roots.items()), extra, req.schema_version, _run_id(metadata))
+    return PutPlan(ns, thread_id, cns, checkpoint_id, manifest, layout.checkpoint_etag(checkpoint_id, manifest),
+                   nodes, base_id, base_roots, external)
+
+
+def _apply_delta(delta: values_pb2.ValueDelta, root: bytes, fetch, nodes: list, f: str) -> bytes:
+    if delta.base_root and delta.base_root != root:
+        raise ApiError("BASE_MISMATCH", f"{f}.base_root: the base checkpoint's value has another root; "
+                       "send the whole value", field=f + ".base_root")
+    node = fetch(root)
+    tag = node[0]
+    is_list_op = bool(delta.append) or delta.HasField("keep_first")
+    is_map_op = bool(delta.set) or bool(delta.delete)
+    if tag == hp.TAG_LIST:
+        if is_map_op:
+            raise ApiError("BASE_MISMATCH", f"{f}: set/delete on a list value", field=f)
+        encodings = wire.item_encodings(delta.append, f + ".append")
+        n = hp.list_length(node)
+        if delta.HasField("keep_first") and delta.keep_first != n:
+            if delta.keep_first > n:
+                raise invalid(f + ".keep_first", f"{delta.keep_first} is more than the list's {n} items")
+            kept = hp.list_item_hashes(node, fetch)[:delta.keep_first]
+            return hp.list_append(None, kept + [hp.value_node(e, nodes) for e in encodings], nodes)
+        if not encodings:
+            return root
+        return hp.build_list(encodings, nodes, node)
+    if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
+        if is_list_op:
+            raise ApiError("BASE_MISMATCH", f"{f}: append/keep_first on a map value", field=f)
+        sets = [(k, hp.value_node(wire.value_encoding(delta.set[k], f"{f}.set[{k!r}]", 1), nodes))
+                for k in sorted(delta.set)]
+        for i, k in enumerate(delta.delete):
+            validate.ident(k, f"{f}.delete[{i}]")
+        try:
+            return hp.map_update(root, sets, list(delta.delete), fetch, nodes)
+        except hp.UnsupportedValue as e:
+            raise unsupported_value(f, e.reason) from None
+    if is_list_op or is_map_op:
+        raise ApiError("BASE_MISMATCH", f"{f}: the base value is neither a list nor a map", field=f)
+    return root
+
+
+def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest) -> pb.PutCheckpointResponse:
+    rec = threads.load(txn, store, plan.ns, plan.thread_id)
+    if rec is None:
+        if req.require_thread:
+            raise thread_not_found(plan.ns, plan.thread_id)
+        if plan.base_roots:
+            raise RetryJob()  # the base vanished with its thread
+        rec = threads.create_record(txn, store, plan.ns, plan.thread_id)
+    tkey = rec.tkey
+    if plan.base_roots:
+        base = load_manifest(txn, store, tkey, plan.cns, plan.base_id)
+        if base is None:
+            raise RetryJob()
+        current = dict(base.channels)
+        if any(current.get(ch) != root for ch, root in plan.base_roots.items()):
+            raise RetryJob()
+    key = layout.ckpt_key(tkey, plan.cns, plan.checkpoint_id)
+    ckpts = store.db["ckpts"]
+    old_raw = txn.get(key, db=ckpts)
+    old = None if old_raw is None else layout.manifest_decoder.decode(old_raw)
+    if old is not None and layout.checkpoint_etag(plan.checkpoint_id, old) == plan.etag:
+        return _put_response(plan, old, created=False)
+    if req.HasField("expected_head_etag"):
+        head = latest(txn, store, tkey, plan.cns)
+        head_etag = "" if head is None else layout.checkpoint_etag(*head)
+        if head_etag != req.expected_head_etag:
+            raise ApiError("ETAG_MISMATCH", f"expected_head_etag {req.expected_head_etag!r} is stale; the head of "
+                           f"thread {plan.thread_id!r} (checkpoint_ns {plan.cns!r}) is {head_etag!r}",
+                           field="expected_head_etag", current_etag=head_etag,
+                           checkpoint_id=head[0] if head else None)
+    blobs = store.db["blobs"]
+    put = txn.put
+    for h, node in plan.nodes:
+        put(h, node, db=blobs, overwrite=False)
+    keep = store.gc_keep
+    if keep is not None:
+        keep.update(h for h, _ in plan.nodes)
+        keep.update(plan.external)
+    if old is not None and old.run_id is not None:
+        txn.delete(layout.run_key(plan.ns, old.run_id, tkey, plan.cns, plan.checkpoint_id), db=store.db["runidx"])
+    put(key, layout.encode(plan.manifest), db=ckpts)
+    if plan.manifest.run_id is not None:
+        put(layout.run_key(plan.ns, plan.manifest.run_id, tkey, plan.cns, plan.checkpoint_id), b"",
+            db=store.db["runidx"])
+    return _put_response(plan, plan.manifest, created=True)
+
+
+def _put_response(plan: PutPlan, m: Manifest, created: bool) -> pb.PutCheckpointResponse:
+    resp = pb.PutCheckpointResponse(created=created)
+    c = resp.checkpoint
+    c.namespace, c.thread_id, c.checkpoint_ns, c.checkpoint_id = plan.ns, plan.thread_id, plan.cns, plan.checkpoint_id
+    c.parent_checkpoint_id = m.parent_id
+    c.schema_version = m.schema_version
+    c.etag = layout.checkpoint_etag(plan.checkpoint_id, m)
+    wire.set_timestamp(c.create_time, m.created_us)
+    for name, root in m.channels:
+        c.channels[name].root = root
+    return resp
+
+
+async def put(store: Store, req: pb.PutCheckpointRequest) -> pb.PutCheckpointResponse:
+    loop = asyncio.get_running_loop()
+    large = req.ByteSize() > LARGE_REQUEST
+    for _ in range(MAX_PREPARE_ATTEMPTS):
+        plan = await loop.run_in_executor(None, prepare_put, store, req) if large else prepare_put(store, req)
+        try:
+            return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
+                txn, store.db, plan.ns, "PutCheckpoint", req, pb.PutCheckpointResponse,
+                lambda t: apply_put(t, store, plan, req))))
+        except RetryJob:
+            continue
+    raise ApiError("CONFLICT", "the base checkpoint kept changing while this put was prepared; retry")
+
+
+# ----------------------------------------------------------------- writes
+
+async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResponse:
+    ns = validate.namespace(req.namespace)
+    thread_id = validate.ident(req.thread_id, "thread_id")
+    cns = validate.checkpoint_ns(req.checkpoint_ns)
+    checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id")
+    if len(req.writes) > limits.MAX_WRITES:
+        raise limit("writes", f"writes: at most {limits.MAX_WRITES} per call", field="writes")
+    nodes: list = []
+    rows = []
+    for i, w in enumerate(req.writes):
+        f = f"writes[{i}]"
+        task_id = validate.ident(w.task_id, f + ".task_id")
+        channel = validate.ident(w.channel, f + ".channel")
+        task_path = validate.task_path(w.task_path, f + ".task_path")
+        if not w.HasField("value"):
+            raise invalid(f + ".value", "is required")
+        h = hp.value_node(wire.value_encoding(w.value, f + ".value"), nodes)
+        rows.append((task_id, w.idx, w.replace, layout.encode(layout.WriteRec(1, channel, h, task_path))))
+
+    def apply(txn):
+        rec = threads.load(txn, store, ns, thread_id) or threads.create_record(txn, store, ns, thread_id)
+        db = store.db["writes"]
+        blobs = store.db["blobs"]
+        stored = kept = 0
+        wrote_nodes = False
+        for task_id, idx, replace, value in rows:
+            key = layout.write_key(rec.tkey, cns, checkpoint_id, task_id, idx)
+            if txn.put(key, value, db=db, overwrite=replace):
+                stored += 1
+                if not wrote_nodes:
+                    for h, node in nodes:
+                        txn.put(h, node, db=blobs, overwrite=False)
+                    wrote_nodes = True
+            else:
+                kept += 1
+        keep = store.gc_keep
+        if keep is not None:
+            keep.update(h for h, _ in nodes)
+        return pb.PutWritesResponse(stored=stored, kept=kept)
+
+    return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
+        txn, store.db, ns, "PutWrites", req, pb.PutWritesResponse, apply)))
+
+
+def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
+    prefix = layout.writes_prefix(tkey, cns, checkpoint_id)
+    cursor = txn.cursor(db=store.db["writes"])
+    if not cursor.set_range(prefix):
+        return
+    for key, value in cursor.iternext():
+        if not key.startswith(prefix):
+            break
+        task_id, idx = layout.split_write_suffix(key[len(prefix):])
+        rec = layout.write_decoder.decode(value)
+        w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
+        wire.set_value(w.value, hp.read_encoding(rec.value, fetch))
+
+
+# ----------------------------------------------------------------- reads
+
+def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: str, tkey: int, cns: str,
+                    checkpoint_id: str, m: Manifest, fetch, *, values: bool, channels=None,
+                    known_roots=None, pending_writes: bool = False) -> None:
+    out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
+    out.parent_checkpoint_id = m.parent_id
+    out.schema_version = m.schema_version
+    out.etag = layout.checkpoint_etag(checkpoint_id, m)
+    wire.set_timestamp(out.create_time, m.created_us)
+    wire.fill_metadata(out.metadata, m.metadata)
+    for name, root in m.channels:
+        if channels and name not in channels:
+            continue
+        cv = out.channels[name]
+        cv.root = root
+        if not values:
+            continue
+        known = known_roots.get(name) if known_roots else None
+        if known == root:
+            continue
+        if known is not None and _fill_list_delta(cv, known, root, fetch):
+            continue
+        wire.read_value(cv.value, root, fetch)
+    if values and m.extra is not None:
+        wire.set_value(out.extra, hp.read_encoding(m.extra, fetch))
+    if pending_writes:
+        read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
+
+
+def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root: bytes, fetch) -> bool:
+    """When the known root is a list that ``root`` extends, send only the new items."""
+    try:
+        old = fetch(known)
+    except hp.CorruptNode:
+        return False
+    new = fetch(root)
+    if old[0] != hp.TAG_LIST or new[0] != hp.TAG_LIST:
+        return False
+    n_old, n_new = hp.list_length(old), hp.list_length(new)
+    if n_old > n_new:
+        return False
+    old_items = hp.list_item_hashes(old, fetch)
+    new_items = hp.list_item_hashes(new, fetch)
+    if new_items[:n_old] != old_items:
+        return False
+    cv.delta.base_root = known
+    cv.delta.keep_first = n_old
+    for h in new_items[n_old:]:
+        wire.set_value(cv.delta.append.add(), hp.read_encoding(h, fetch))
+    return True
+
+
+async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointResponse:
+    ns = validate.namespace(req.namespace)
+    thread_id = validate.ident(req.thread_id, "thread_id")
+    cns = validate.checkpoint_ns(req.checkpoint_ns)
+    checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id", required=False)
+    channels = {validate.ident(c, f"channels[{i}]") for i, c in enumerate(req.channels)}
+    resp = pb.GetCheckpointResponse()
+    with store.read() as txn:
+        rec = threads.require(txn, store, ns, thread_id)
+        if checkpoint_id:
+            m = load_manifest(txn, store, rec.tkey, cns, checkpoint_id)
+        else:
+            found = latest(txn, store, rec.tkey, cns)
+            checkpoint_id, m = found if found else ("", None)
+        if m is None:
+            raise checkpoint_not_found(thread_id, cns, checkpoint_id)
+        fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, checkpoint_id, m,
+                        fetcher(txn, store), values=not req.omit_values, channels=channels,
+                        known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes)
+    return resp
+
+
+def _thread_ckpts_desc(txn, store: Store, tkey: int, cns: str | None, before: str, after: tuple | None):
+    """Yield (checkpoint_id, cns, key, raw manifest) newest first within one thread.
+
+    ``after`` = (checkpoint_id, cns) resumes strictly after that position.
+    """
+    db = store.db["ckpts"]
+    if cns is not None:
+        prefixes = [layout.cns_prefix(tkey, cns)]
+    else:
+        prefixes = []
+        tprefix = layout.tkey_prefix(tkey)
+        cursor = txn.cursor(db=db)
+        found = cursor.set_range(tprefix)
+        while found:
+            key = bytes(cursor.key())
+            if not key.startswith(tprefix):
+                break
+            sep = key.index(layout.SEP, 8)
+            prefixes.append(key[:sep + 1])
+            end = layout.prefix_end(key[:sep + 1])
+            found = end is not None and cursor.set_range(end)
+    iters = [_prefix_desc(txn, db, p, before, after) for p in prefixes]
+    heads = []
+    for it in iters:
+        item = next(it, None)
+        if item is not None:
+            heads.append([item, it])
+    while heads:
+        best = max(range(len(heads)), key=lambda i: (heads[i][0][0], heads[i][0][1]))
+        item, it = heads[best]
+        yield item
+        nxt = next(it, None)
+        if nxt is None:
+            heads.pop(best)
+        else:
+            heads[best][0] = nxt
+
+
+def _prefix_desc(txn, db, prefix: bytes, before: str, after: tuple | None):
+    """Checkpoints of one (thread, cns) newest first, below ``before`` and after ``after``.
+
+    The merged order over checkpoint namespaces is (checkpoint_id, cns)
+    descending; ``after`` = (checkpoint_id, cns) is the last item already sent.
+    """
+    cns = prefix[8:-1].decode()
+    bound, inclusive = None, False
+    if before:
+        bound = before
+    if after is not None:
+        a_id, a_cns = after
+        if bound is None or a_id < bound:
+            bound, inclusive = a_id, cns < a_cns
+        elif a_id == bound:
+            inclusive = False
+    cursor = txn.cursor(db=db)
+    if bound is None:
+        end = layout.prefix_end(prefix)
+        ok = cursor.prev() if end is not None and cursor.set_range(end) else cursor.last()
+    else:
+        start = prefix + bound.encode()
+        ok = cursor.set_range(start)
+        if not (ok and inclusive and cursor.key() == start):
+            ok = cursor.prev() if ok else cursor.last()
+    while ok:
+        key = cursor.key()
+        if not key.startswith(prefix):
+            return
+        yield bytes(key[len(prefix):]).decode(), cns, bytes(key), cursor.value()
+        ok = cursor.prev()
+
+
+async def list_(store: Store, req: pb.ListCheckpointsRequest) -> pb.ListCheckpointsResponse:
+    ns = validate.namespace(req.namespace)
+    thread_id = validate.ident(req.thread_id, "thread_id", required=False)
+    cns = validate.checkpoint_ns(req.checkpoint_ns) if req.HasField("checkpoint_ns") else None
+    before = validate.ident(req.before_checkpoint_id, "before_checkpoint_id", required=False)
+    size = validate.page_size(req.page_size)
+    wanted = wire.metadata_items(req.metadata_filter, "metadata_filter")
+    fp = wire.fingerprint("checkpoints", ns, thread_id, cns, before, req.limit, sorted(wanted.items()))
+    position = wire.read_token(req.page_token, fp)
+    # position: (emitted so far, thread_id, checkpoint_id, cns)
+    emitted = position[0] if position else 0
+    remaining = req.limit - emitted if req.limit else None
+    if remaining is not None and remaining <= 0:
+        return pb.ListCheckpointsResponse()
+    page = size if remaining is None else min(size, remaining)
+    out = pb.ListCheckpointsResponse()
+    loop = asyncio.get_running_loop()
+    if req.include_values:
+        await loop.run_in_executor(None, _list_into, store, req, ns, thread_id, cns, before, wanted, position,
+                                   page, emitted, remaining, fp, out)
+    else:
+        _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, emitted, remaining, fp, out)
+    return out
+
+
+def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, emitted, remaining, fp, out):
+    with store.read() as txn:
+        fetch = fetcher(txn, store)
+        if thread_id:
+            rec = threads.load(txn, store, ns, thread_id)
+            thread_list = [] if rec is None else [(thread_id, rec)]
+        else:
+            thread_list = _threads_from(txn, store, ns, position[1] if position else None)
+        last = None
+        for tid, rec in thread_list:
+            after = None
+            if position and tid == position[1]:
+                after = (position[2], position[3])
+            for cid, c_ns, _key, raw in _thread_ckpts_desc(txn, store, rec.tkey, cns, before, after):
+                m = layout.manifest_decoder.decode(raw)
+                if not wire.metadata_matches(m.metadata, wanted):
+                    continue
+                if len(out.checkpoints) == page:
+                    if remaining is None or page < remaining:
+                        out.next_page_token = wire.make_token(fp, (emitted + page, *last))
+                    return
+                fill_checkpoint(out.checkpoints.add(), txn, store, ns, tid, rec.tkey, c_ns, cid, m, fetch,
+                                values=req.include_values, pending_writes=req.include_pending_writes)
+                last = (tid, cid, c_ns)
+
+
+def _threads_from(txn, store: Store, ns: str, start_id: str | None):
+    prefix = layout.thread_prefix(ns)
+    cursor = txn.cursor(db=store.db["threads"])
+    found = cursor.set_range(prefix + (start_id.encode() if start_id else b""))
+    while found:
+        key = cursor.key()
+        if not key.startswith(prefix):
+            return
+        yield layout.thread_id_of(key, len(prefix)), layout.thread_decoder.decode(cursor.value())
+        found = cursor.next()
+
+
+# ----------------------------------------------------------------- deletes
+
+def delete_checkpoint_at(txn, store: Store, ns: str, key: bytes, m: Manifest | None = None) -> None:
+    """Delete one checkpoint (by ckpts key) with its pending writes and run-index entry."""
+    db = store.db["ckpts"]
+    if m is None:
+        raw = txn.get(key, db=db)
+        if raw is None:
+            return
+        m = layout.manifest_decoder.decode(raw)
+    txn.delete(key, db=db)
+    if m.run_id is not None:
+        tkey, cns, cid = layout.split_ckpt_key(key)
+        txn.delete(layout.run_key(ns, m.run_id, tkey, cns, cid), db=store.db["runidx"])
+    threads._delete_prefix(txn, store.db["writes"], key + layout.SEP)
+
+
+async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) -> pb.PruneCheckpointsResponse:
+    ns = validate.namespace(req.namespace)
+    thread_ids = validate.id_list(req.thread_ids, "thread_ids")
+    cns = validate.checkpoint_ns(req.checkpoint_ns) if req.HasField("checkpoint_ns") else None
+    policy = req.WhichOneof("policy")
+    if policy is None:
+        raise invalid("policy", "one of keep_latest, older_than or delete_all is required")
+    if policy == "keep_latest" and req.keep_latest < 1:
+        raise invalid("keep_latest", "must be at least 1 (use delete_all to delete everything)")
+    if policy == "delete_all" and not req.delete_all:
+        raise invalid("delete_all", "must be true when set")
+    horizon = wire.timestamp_us(req.older_than, "older_than") if policy == "older_than" else 0
+
+    def apply(txn):
+        deleted = 0
+        db = store.db["ckpts"]
+        for tid in thread_ids:
+            rec = threads.load(txn, store, ns, tid)
+            if rec is None:
+                continue
+            groups: dict[str, list[bytes]] = {}
+            prefix = layout.tkey_prefix(rec.tkey) if cns is None else layout.cns_prefix(rec.tkey, cns)
+            cursor = txn.cursor(db=db)
+            if cursor.set_range(prefix):
+                for key in cursor.iternext(values=False):
+                    if not key.startswith(prefix):
+                        break
+                    key = bytes(key)
+                    groups.setdefault(layout.split_ckpt_key(key)[1], []).append(key)
+            for keys in groups.values():
+                if policy == "keep_latest":
+                    doomed = keys[:-req.keep_latest] if len(keys) > req.keep_latest else []
+                elif policy == "delete_all":
+                    doomed = keys
+                else:
+                    doomed = [k for k in keys
+                              if layout.manifest_decoder.decode(txn.get(k, db=db)).created_us < horizon]
+                for key in doomed:
+                    delete_checkpoint_at(txn, store, ns, key)
+                deleted += len(doomed)
+        return pb.PruneCheckpointsResponse(deleted_checkpoints=deleted)
+
+    resp = await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
+        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply)))
+    if on_garbage and resp.deleted_checkpoints:
+        on_garbage()
+    return resp
+
+
+async def delete_for_runs(store: Store, req: pb.DeleteCheckpointsForRunsRequest,
+                          on_garbage=None) -> pb.DeleteCheckpointsForRunsResponse:
+    ns = validate.namespace(req.namespace)
+    run_ids = validate.id_list(req.run_ids, "run_ids")
+
+    def apply(txn):
+        deleted = 0
+        idx = store.db["runidx"]
+        for run_id in run_ids:
+            prefix = layout.run_prefix(ns, run_id)
+            cursor = txn.cursor(db=idx)
+            keys = []
+            if cursor.set_range(prefix):
+                for key in cursor.iternext(values=False):
+                    if not key.startswith(prefix):
+                        break
+                    keys.append(bytes(key[len(prefix):]))
+            for ckey in keys:
+                delete_checkpoint_at(txn, store, ns, ckey)
+                txn.delete(prefix + ckey, db=idx)
+            deleted += len(keys)
+        return pb.DeleteCheckpointsForRunsResponse(deleted_checkpoints=deleted)
+
+    resp = await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
+        txn, store.db, ns, "DeleteCheckpointsForRuns", req, pb.DeleteCheckpointsForRunsResponse, apply)))
+    if on_garbage and resp.deleted_checkpoints:
+        on_garbage()
+    return resp
+
+
+# ----------------------------------------------------------------- diff
+
+async def diff(store: Store, req: pb.DiffCheckpointsRequest) -> pb.DiffCheckpointsResponse:
+    ns = validate.namespace(req.namespace)
+    thread_id = validate.ident(req.thread_id, "thread_id")
+    cns = validate.checkpoint_ns(req.checkpoint_ns)
+    from_id = validate.ident(req.from_checkpoint_id, "from_checkpoint_id")
+    to_id = validate.ident(req.to_checkpoint_id, "to_checkpoint_id")
+    out = pb.DiffCheckpointsResponse()
+    with store.read() as txn:
+        rec = threads.require(txn, store, ns, thread_id)
+        a = load_manifest(txn, store, rec.tkey, cns, from_id)
+        if a is None:
+            raise checkpoint_not_found(thread_id, cns, from_id, "from_checkpoint_id")
+        b = load_manifest(txn, store, rec.tkey, cns, to_id)
+        if b is None:
+            raise checkpoint_not_found(thread_id, cns, to_id, "to_checkpoint_id")
+        fetch = fetcher(txn, store)
+        old, new = dict(a.channels), dict(b.channels)
+        for name in sorted(set(old) | set(new)):
+            ra, rb = old.get(name), new.get(name)
+            if ra == rb:
+                continue
+            ch = out.changes.add(channel=name, from_root=ra or b"", to_root=rb or b"")
+            if ra is None:
+                ch.kind = pb.CHANGE_KIND_ADDED
+                continue
+            if rb is None:
+                ch.kind = pb.CHANGE_KIND_REMOVED
+                continue
+            ch.kind = pb.CHANGE_KIND_MODIFIED
+            na, nb = fetch(ra), fetch(rb)
+            if na[0] == hp.TAG_LIST and nb[0] == hp.TAG_LIST:
+                ia, ib = hp.list_item_hashes(na, fetch), hp.list_item_hashes(nb, fetch)
+                common = 0
+                for x, y in zip(ia, ib):
+                    if x != y:
+                        break
+                    common += 1
+                ch.lists = True
+                ch.from_length, ch.to_length, ch.common_prefix = len(ia), len(ib), common
+                ch.appended = common == len(ia)
+    return out

@@ -1,0 +1,81 @@
+"""errors: the one table of error reasons, their gRPC codes, and how they go on the wire.
+
+Every failure the sidecar reports is an :class:`ApiError`. It becomes a gRPC
+status with one ``google.rpc.ErrorInfo`` (domain ``agentstate.v1``) whose reason
+is a name from ``agentstate.v1.ErrorReason`` (proto/agentstate/v1/errors.proto).
+"""
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+DOMAIN = "agentstate.v1"
+
+#: reason -> gRPC status code. Keep in step with errors.proto.
+REASONS: dict[str, grpc.StatusCode] = {
+    "INVALID_FIELD": grpc.StatusCode.INVALID_ARGUMENT,
+    "UNSUPPORTED_VALUE": grpc.StatusCode.INVALID_ARGUMENT,
+    "THREAD_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "CHECKPOINT_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "THREAD_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "ETAG_MISMATCH": grpc.StatusCode.FAILED_PRECONDITION,
+    "BASE_MISMATCH": grpc.StatusCode.FAILED_PRECONDITION,
+    "LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "REQUEST_ID_REUSED": grpc.StatusCode.INVALID_ARGUMENT,
+    "STORAGE_FULL": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "OVERLOADED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "SHUTTING_DOWN": grpc.StatusCode.UNAVAILABLE,
+    "CONFLICT": grpc.StatusCode.ABORTED,
+    "INTERNAL_ERROR": grpc.StatusCode.INTERNAL,
+}
+
+
+class ApiError(Exception):
+    """A failure to report to the client: reason (see REASONS), message and metadata."""
+
+    def __init__(self, reason: str, message: str, **metadata: object) -> None:
+        if reason not in REASONS:
+            raise ValueError(f"unknown error reason {reason}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.metadata = {k: str(v) for k, v in metadata.items() if v is not None}
+
+    @property
+    def code(self) -> grpc.StatusCode:
+        return REASONS[self.reason]
+
+    def to_status(self) -> status_pb2.Status:
+        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        return status_pb2.Status(code=self.code.value[0], message=self.message, details=[detail])
+
+    def __repr__(self) -> str:
+        return f"ApiError({self.reason}, {self.message!r}, {self.metadata})"
+
+
+def invalid(field: str, message: str) -> ApiError:
+    """INVALID_ARGUMENT naming the request field at fault."""
+    return ApiError("INVALID_FIELD", f"{field}: {message}", field=field)
+
+
+def unsupported_value(field: str, message: str) -> ApiError:
+    return ApiError("UNSUPPORTED_VALUE", f"{field}: {message}", field=field)
+
+
+def limit(name: str, message: str, field: str | None = None) -> ApiError:
+    return ApiError("LIMIT_EXCEEDED", message, limit=name, field=field)
+
+
+def thread_not_found(namespace: str, thread_id: str) -> ApiError:
+    return ApiError("THREAD_NOT_FOUND", f"thread {thread_id!r} not found in namespace {namespace!r}",
+                    thread_id=thread_id, field="thread_id")
+
+
+def checkpoint_not_found(thread_id: str, checkpoint_ns: str, checkpoint_id: str, field: str = "checkpoint_id") -> ApiError:
+    what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "no checkpoint"
+    return ApiError("CHECKPOINT_NOT_FOUND",
+                    f"{what} in thread {thread_id!r} (checkpoint_ns {checkpoint_ns!r})",
+                    thread_id=thread_id, checkpoint_id=checkpoint_id or None, field=field)

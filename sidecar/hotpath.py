@@ -1,0 +1,56 @@
+"""hotpath: the write path's hashing, chunking, tree building and encoding.
+
+The one facade the rest of the server imports. It picks the compiled module
+(``sidecar._hotpath_c``, built from ``_native/_hotpath_c.pyx``) and falls back to
+the pure-Python twin (``sidecar._hotpath_py``) when the extension is missing
+or ``SIDECAR_NO_EXTENSIONS`` is set to a non-empty value. Both give
+byte-identical results.
+"""
+from __future__ import annotations
+
+import os
+
+NO_EXTENSIONS = bool(os.environ.get("SIDECAR_NO_EXTENSIONS"))
+
+if NO_EXTENSIONS:
+    from . import _hotpath_py as _impl
+else:
+    try:
+        from . import _hotpath_c as _impl  # type: ignore[attr-defined, no-redef]
+    except ImportError:  # pragma: no cover - exercised by builds without a compiler
+        from . import _hotpath_py as _impl  # type: ignore[no-redef]
+
+NATIVE: bool = _impl.NATIVE
+implementation = _impl
+
+HASH_SIZE = _impl.HASH_SIZE
+KIND_SCALAR = _impl.KIND_SCALAR
+KIND_LIST = _impl.KIND_LIST
+KIND_MAP = _impl.KIND_MAP
+TAG_VALUE = _impl.TAG_VALUE
+TAG_CHUNKED = _impl.TAG_CHUNKED
+TAG_LIST = _impl.TAG_LIST
+TAG_MAP = _impl.TAG_MAP
+TAG_MAP_INNER = _impl.TAG_MAP_INNER
+CorruptNode = _impl.CorruptNode
+UnsupportedValue = _impl.UnsupportedValue
+
+hash_bytes = _impl.hash_bytes
+canonicalize = _impl.canonicalize
+decompose = _impl.decompose
+encode_opaque = _impl.encode_opaque
+opaque_parts = _impl.opaque_parts
+cdc_cut_points = _impl.cdc_cut_points
+value_node = _impl.value_node
+read_encoding = _impl.read_encoding
+list_append = _impl.list_append
+list_length = _impl.list_length
+list_item_hashes = _impl.list_item_hashes
+list_encodings = _impl.list_encodings
+map_build = _impl.map_build
+map_update = _impl.map_update
+map_entries = _impl.map_entries
+map_count = _impl.map_count
+build_list = _impl.build_list
+build_map = _impl.build_map
+children = _impl.children

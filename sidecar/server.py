@@ -1,0 +1,146 @@
+"""server: builds and runs the gRPC server around one store.
+
+Defaults (no flags): data in ./sidecar-data, listening on the unix socket
+./sidecar-data/sidecar.sock (mode 0600) and on 127.0.0.1:7421. Health
+checking (grpc.health.v1) and server reflection are always on. SIGTERM and
+SIGINT drain in-flight calls, stop the writer and close LMDB.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2, threads_pb2_grpc
+
+from . import gc, hotpath, limits, service
+from .store import Store
+
+log = logging.getLogger("sidecar.server")
+
+DEFAULT_DATA_DIR = "sidecar-data"
+DEFAULT_TCP = "127.0.0.1:7421"
+SOCKET_NAME = "sidecar.sock"
+SERVICE_NAMES = (
+    threads_pb2.DESCRIPTOR.services_by_name["ThreadService"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+)
+
+
+@dataclass
+class Config:
+    data_dir: str = DEFAULT_DATA_DIR
+    listen: list[str] = field(default_factory=list)
+    map_size: int | None = None
+    grace_seconds: float = 10.0
+    gc_delay_seconds: float = 2.0
+
+    def addresses(self) -> list[str]:
+        return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
+
+
+class DataDirLocked(RuntimeError):
+    pass
+
+
+class Sidecar:
+    """A running sidecar: store, garbage collector and gRPC server."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.store: Store | None = None
+        self.server: grpc.aio.Server | None = None
+        self.collector: gc.GarbageCollector | None = None
+        self.health = health.aio.HealthServicer()
+        self._lock_fd: int | None = None
+        self.bound: list[str] = []
+
+    def _lock_data_dir(self) -> None:
+        os.makedirs(self.config.data_dir, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(self.config.data_dir, "sidecar.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirLocked(f"{self.config.data_dir} is in use by another sidecar") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    async def start(self) -> None:
+        self._lock_data_dir()
+        self.store = Store(self.config.data_dir, map_size=self.config.map_size)
+        self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
+        self.server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ])
+        threads_pb2_grpc.add_ThreadServiceServicer_to_server(service.ThreadService(self.store, self.collector),
+                                                             self.server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(service.AdminService(self.store, self.collector),
+                                                          self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
+                                            self.server)
+        sockets = []
+        for addr in self.config.addresses():
+            if addr.startswith("unix:"):
+                path = addr[len("unix:"):]
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # stale socket of a killed sidecar (we hold the data-dir lock)
+                sockets.append(path)
+            old_umask = os.umask(0o177) if addr.startswith("unix:") else None
+            try:
+                port = self.server.add_insecure_port(addr)
+            finally:
+                if old_umask is not None:
+                    os.umask(old_umask)
+            if not addr.startswith("unix:") and port == 0:
+                raise OSError(f"cannot listen on {addr}")
+            self.bound.append(addr if addr.startswith("unix:") or not addr.endswith(":0")
+                              else f"{addr.rsplit(':', 1)[0]}:{port}")
+        await self.server.start()
+        for path in sockets:
+            os.chmod(path, 0o600)
+        for name in (*SERVICE_NAMES, ""):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("sidecar serving %s (data %s, native hot path: %s)", ", ".join(self.bound),
+                 os.path.abspath(self.config.data_dir), hotpath.NATIVE)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.health.enter_graceful_shutdown()
+            await self.server.stop(self.config.grace_seconds)
+        if self.collector is not None:
+            self.collector.cancel()
+        if self.store is not None:
+            self.store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        for addr in self.config.addresses():
+            if addr.startswith("unix:"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(addr[len("unix:"):])
+        log.info("sidecar stopped")
+
+
+async def serve(config: Config) -> None:
+    sidecar = Sidecar(config)
+    await sidecar.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"sidecar ready: {' '.join(sidecar.bound)}", flush=True)
+    await stop.wait()
+    await sidecar.stop()

@@ -1,0 +1,139 @@
+"""service: the gRPC servicers (asyncio) of agentstate.v1.
+
+Each handler only maps a call to its operation; errors become statuses here:
+an ApiError with its reason, anything unexpected INTERNAL (logged). A handler
+never lets an exception escape, so a bad request cannot take the server down.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+import grpc
+
+from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2_grpc
+
+from . import checkpoints, gc, hotpath, layout, threads
+from .errors import ApiError
+from .store import Store
+
+log = logging.getLogger("sidecar.service")
+
+
+async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
+    status = err.to_status()
+    await context.abort(err.code, err.message,
+                        trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),))
+
+
+def handler(fn):
+    """Wrap an operation so every failure becomes a proper status."""
+
+    @functools.wraps(fn)
+    async def call(self, request, context):
+        try:
+            return await fn(self, request, context)
+        except ApiError as e:
+            await abort(context, e)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            if isinstance(e, grpc.RpcError) or type(e).__name__ == "AbortError":
+                raise
+            log.exception("internal error in %s", fn.__name__)
+            await abort(context, ApiError("INTERNAL_ERROR", f"internal error: {type(e).__name__}"))
+
+    return call
+
+
+class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
+    def __init__(self, store: Store, collector: gc.GarbageCollector) -> None:
+        self.store = store
+        self.gc = collector
+
+    @handler
+    async def CreateThread(self, request, context):
+        return await threads.create(self.store, request)
+
+    @handler
+    async def GetThread(self, request, context):
+        return await threads.get(self.store, request)
+
+    @handler
+    async def ListThreads(self, request, context):
+        return await threads.list_(self.store, request)
+
+    @handler
+    async def UpdateThread(self, request, context):
+        return await threads.update(self.store, request)
+
+    @handler
+    async def DeleteThread(self, request, context):
+        return await threads.delete(self.store, request, self.gc.soon)
+
+    @handler
+    async def CopyThread(self, request, context):
+        return await threads.copy(self.store, request)
+
+    @handler
+    async def PutCheckpoint(self, request, context):
+        return await checkpoints.put(self.store, request)
+
+    @handler
+    async def PutWrites(self, request, context):
+        return await checkpoints.put_writes(self.store, request)
+
+    @handler
+    async def GetCheckpoint(self, request, context):
+        return await checkpoints.get(self.store, request)
+
+    @handler
+    async def ListCheckpoints(self, request, context):
+        return await checkpoints.list_(self.store, request)
+
+    @handler
+    async def PruneCheckpoints(self, request, context):
+        return await checkpoints.prune(self.store, request, self.gc.soon)
+
+    @handler
+    async def DeleteCheckpointsForRuns(self, request, context):
+        return await checkpoints.delete_for_runs(self.store, request, self.gc.soon)
+
+    @handler
+    async def DiffCheckpoints(self, request, context):
+        return await checkpoints.diff(self.store, request)
+
+
+class AdminService(admin_pb2_grpc.AdminServiceServicer):
+    def __init__(self, store: Store, collector: gc.GarbageCollector) -> None:
+        self.store = store
+        self.gc = collector
+
+    @handler
+    async def GetStoreStats(self, request, context):
+        return await asyncio.get_running_loop().run_in_executor(None, store_stats, self.store)
+
+    @handler
+    async def CollectGarbage(self, request, context):
+        stats = await asyncio.get_running_loop().run_in_executor(None, self.gc.collect)
+        return admin_pb2.CollectGarbageResponse(reachable_blobs=stats.reachable_blobs,
+                                                freed_blobs=stats.freed_blobs, freed_bytes=stats.freed_bytes)
+
+    @handler
+    async def CheckIntegrity(self, request, context):
+        report = await asyncio.get_running_loop().run_in_executor(None, gc.check_integrity, self.store)
+        return admin_pb2.CheckIntegrityResponse(**report)
+
+
+def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:
+    out = admin_pb2.GetStoreStatsResponse(format_version=layout.FORMAT_NAME, native=hotpath.NATIVE,
+                                          map_size_bytes=store.map_size, data_file_bytes=store.data_file_bytes())
+    with store.read() as txn:
+        db = store.db
+        out.threads = txn.stat(db["threads"])["entries"]
+        out.checkpoints = txn.stat(db["ckpts"])["entries"]
+        out.pending_writes = txn.stat(db["writes"])["entries"]
+        out.blobs = txn.stat(db["blobs"])["entries"]
+        out.blob_bytes = sum(len(v) for _, v in txn.cursor(db=db["blobs"]).iternext())
+    return out

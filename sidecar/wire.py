@@ -1,0 +1,216 @@
+"""wire: conversion between API messages and what the store holds.
+
+Values (proto ``Value``) become canonical encodings and trees; stored
+encodings become ``Value`` messages again; timestamps and page tokens are
+converted here too. Errors name the request field (and the path inside a
+value) at fault.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Callable, Iterable
+
+import msgspec
+from blake3 import blake3
+from google.protobuf import timestamp_pb2
+
+from agentstate.v1 import values_pb2
+
+from . import hotpath as hp
+from . import limits
+from .errors import invalid, limit, unsupported_value
+from .layout import metadata_decoder
+
+Value = values_pb2.Value
+Fetch = Callable[[bytes], bytes]
+_str_encoder = msgspec.msgpack.Encoder()
+
+
+def _array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + n.to_bytes(2, "big")
+    return b"\xdd" + n.to_bytes(4, "big")
+
+
+def _map_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x80 | n,))
+    if n < 0x10000:
+        return b"\xde" + n.to_bytes(2, "big")
+    return b"\xdf" + n.to_bytes(4, "big")
+
+
+def _value_error(field: str, e: hp.UnsupportedValue) -> Exception:
+    return unsupported_value(field + e.path[1:], e.reason)
+
+
+# ----------------------------------------------------------------- values in
+
+def value_encoding(v: Value, field: str, depth: int = 0) -> bytes:
+    """Canonical encoding of a whole Value (items and entries included)."""
+    kind = v.WhichOneof("kind")
+    try:
+        if kind == "msgpack":
+            return hp.canonicalize(v.msgpack)
+        if kind == "opaque":
+            return hp.encode_opaque(v.opaque.type, v.opaque.data)
+    except hp.UnsupportedValue as e:
+        raise _value_error(f"{field}.{kind}", e) from None
+    if kind is None:
+        raise unsupported_value(field, "no value set (one of msgpack, opaque, list, map is required)")
+    if depth >= 64:
+        raise unsupported_value(field, "nested deeper than 64")
+    if kind == "list":
+        items = v.list.items
+        return _array_header(len(items)) + b"".join(
+            value_encoding(item, f"{field}.list.items[{i}]", depth + 1) for i, item in enumerate(items))
+    entries = v.map.entries
+    keys = sorted(entries)
+    return _map_header(len(keys)) + b"".join(
+        _str_encoder.encode(k) + value_encoding(entries[k], f"{field}.map.entries[{k!r}]", depth + 1) for k in keys)
+
+
+def value_tree(v: Value, field: str, nodes: list) -> bytes:
+    """Store a channel value as a tree (lists and maps item by item); return its root hash."""
+    kind = v.WhichOneof("kind")
+    try:
+        if kind == "list":
+            return hp.build_list(
+                [value_encoding(item, f"{field}.list.items[{i}]", 1) for i, item in enumerate(v.list.items)], nodes)
+        if kind == "map":
+            entries = v.map.entries
+            return hp.build_map(
+                [(k, value_encoding(entries[k], f"{field}.map.entries[{k!r}]", 1)) for k in sorted(entries)], nodes)
+        if kind == "msgpack":
+            shape, payload = hp.decompose(v.msgpack)
+            if shape == hp.KIND_LIST:
+                return hp.build_list(payload, nodes)
+            if shape == hp.KIND_MAP:
+                return hp.build_map(payload, nodes)
+            return hp.value_node(payload, nodes)
+    except hp.UnsupportedValue as e:
+        raise _value_error(f"{field}.{kind}", e) from None
+    return hp.value_node(value_encoding(v, field), nodes)
+
+
+def item_encodings(items: Iterable[Value], field: str) -> list[bytes]:
+    return [value_encoding(item, f"{field}[{i}]", 1) for i, item in enumerate(items)]
+
+
+def metadata_encoding(entries, field: str) -> bytes:
+    """Canonical encoding of a metadata map (map<string, Value>), within the size limit."""
+    keys = sorted(entries)
+    enc = _map_header(len(keys)) + b"".join(
+        _str_encoder.encode(k) + value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in keys)
+    if len(enc) > limits.MAX_METADATA_BYTES:
+        raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
+                    f"{limits.MAX_METADATA_BYTES}", field=field)
+    return enc
+
+
+def metadata_items(entries, field: str) -> dict[str, bytes]:
+    """{key: canonical encoding} of a map<string, Value> (for filters and merges)."""
+    return {k: value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in entries}
+
+
+def encode_metadata_dict(items: dict[str, bytes], field: str) -> bytes:
+    keys = sorted(items)
+    enc = _map_header(len(keys)) + b"".join(_str_encoder.encode(k) + items[k] for k in keys)
+    if len(enc) > limits.MAX_METADATA_BYTES:
+        raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
+                    f"{limits.MAX_METADATA_BYTES}", field=field)
+    return enc
+
+
+def stored_metadata(raw: bytes | msgspec.Raw) -> dict[str, bytes]:
+    """{key: canonical encoding} of stored metadata."""
+    return {k: bytes(v) for k, v in metadata_decoder.decode(raw).items()}
+
+
+def metadata_matches(raw: bytes | msgspec.Raw, wanted: dict[str, bytes]) -> bool:
+    if not wanted:
+        return True
+    have = metadata_decoder.decode(raw)
+    for k, enc in wanted.items():
+        got = have.get(k)
+        if got is None or bytes(got) != enc:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------- values out
+
+def set_value(out: Value, encoding: bytes) -> None:
+    """Fill ``out`` with a stored encoding (opaque values come back as opaque)."""
+    parts = hp.opaque_parts(encoding)
+    if parts is None:
+        out.msgpack = encoding
+    else:
+        out.opaque.type, out.opaque.data = parts
+
+
+def read_value(out: Value, root: bytes, fetch: Fetch) -> None:
+    """Fill ``out`` with the value whose root hash is ``root``."""
+    node = fetch(root)
+    tag = node[0]
+    if tag == hp.TAG_LIST:
+        items = out.list.items
+        out.list.SetInParent()
+        for enc in hp.list_encodings(node, fetch):
+            set_value(items.add(), enc)
+    elif tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
+        out.map.SetInParent()
+        entries = out.map.entries
+        for k, h in hp.map_entries(root, fetch):
+            set_value(entries[k], hp.read_encoding(h, fetch))
+    else:
+        set_value(out, hp.read_encoding(root, fetch))
+
+
+def fill_metadata(out_map, raw: bytes | msgspec.Raw) -> None:
+    for k, enc in metadata_decoder.decode(raw).items():
+        set_value(out_map[k], bytes(enc))
+
+
+# ----------------------------------------------------------------- timestamps
+
+def set_timestamp(ts: timestamp_pb2.Timestamp, micros: int) -> None:
+    ts.seconds, rest = divmod(micros, 1_000_000)
+    ts.nanos = rest * 1000
+
+
+def timestamp_us(ts: timestamp_pb2.Timestamp, field: str) -> int:
+    if not 0 <= ts.nanos < 1_000_000_000:
+        raise invalid(field, "nanos out of range")
+    return ts.seconds * 1_000_000 + ts.nanos // 1000
+
+
+# ----------------------------------------------------------------- page tokens
+
+_token_encoder = msgspec.msgpack.Encoder()
+_token_decoder = msgspec.msgpack.Decoder(tuple)
+
+
+def fingerprint(*parts: object) -> bytes:
+    """Short hash of the request fields a page token is bound to."""
+    return blake3(_token_encoder.encode(parts)).digest()[:8]
+
+
+def make_token(fp: bytes, position: tuple) -> str:
+    return base64.urlsafe_b64encode(_token_encoder.encode((1, fp, position))).decode().rstrip("=")
+
+
+def read_token(token: str, fp: bytes, field: str = "page_token") -> tuple | None:
+    """The position in a page token (None for an empty token); INVALID_ARGUMENT if foreign."""
+    if not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        version, got_fp, position = _token_decoder.decode(raw)
+    except Exception:
+        raise invalid(field, "malformed page token") from None
+    if version != 1 or got_fp != fp or not isinstance(position, (list, tuple)):
+        raise invalid(field, "page token does not belong to this request (filters changed?)")
+    return tuple(position)

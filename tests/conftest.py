@@ -1,0 +1,139 @@
+"""Shared fixtures: sidecar processes, clients, and the two hot-path implementations."""
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+
+from agentstate import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SidecarProcess:
+    """A `sidecar serve` child process on a unix socket in its own data dir."""
+
+    def __init__(self, data_dir: Path, *extra_args: str, env: dict | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.socket = self.data_dir / "sidecar.sock"
+        self.address = f"unix:{self.socket}"
+        self.extra_args = extra_args
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    def start(self, timeout: float = 20.0) -> "SidecarProcess":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sidecar", "serve", "--data-dir", str(self.data_dir),
+             "--listen", self.address, *self.extra_args],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=str(self.data_dir.parent))
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sidecar exited with {self.proc.returncode}:\n{self.log()}")
+            if self.socket.exists():
+                ch = grpc.insecure_channel(self.address)
+                try:
+                    grpc.channel_ready_future(ch).result(timeout=1)
+                    return self
+                except grpc.FutureTimeoutError:
+                    pass
+                finally:
+                    ch.close()
+            time.sleep(0.05)
+        raise RuntimeError(f"sidecar did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL, no cleanup (a crash)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return self.proc.returncode
+
+    def client(self, **kw) -> Client:
+        return Client(self.address, **kw)
+
+
+@pytest.fixture(scope="session")
+def session_tmp():
+    d = Path(tempfile.mkdtemp(prefix="sidecar-tests-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def sidecar(session_tmp):
+    """One sidecar shared by a test session (tests use their own thread ids)."""
+    proc = SidecarProcess(session_tmp / "shared").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def fresh_sidecar(tmp_path):
+    """A sidecar with an empty store, for tests that look at the whole store."""
+    proc = SidecarProcess(tmp_path / "data").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def client(sidecar):
+    with sidecar.client() as c:
+        yield c
+
+
+@pytest.fixture
+def tid():
+    """A fresh thread id."""
+    return f"t-{uuid.uuid4()}"
+
+
+def native_available() -> bool:
+    try:
+        importlib.import_module("sidecar._hotpath_c")
+        return True
+    except ImportError:
+        return False
+
+
+@pytest.fixture(params=["native", "python"])
+def impl(request):
+    """Both hot-path implementations, imported directly (not through the selector)."""
+    if request.param == "native":
+        if not native_available():
+            pytest.fail("sidecar._hotpath_c is not built: run `pip install -e .` with Cython and a C compiler")
+        return importlib.import_module("sidecar._hotpath_c")
+    return importlib.import_module("sidecar._hotpath_py")
