@@ -54,10 +54,9 @@ def expire(txn, db: dict, now: int | None = None, max_records: int = 10_000) -> 
         return 0
     while removed < max_records:
         key = cursor.key()
-        if layout.read_u64(key[:8]) >= horizon:
+        if not key or layout.read_u64(key[:8]) >= horizon:
             break
         txn.delete(bytes(key[8:]), db=db["requests"])
         removed += 1
-        if not cursor.delete():
-            break
+        cursor.delete()  # moves to the next record (key() is empty past the end)
     return removed

@@ -1,0 +1,222 @@
+"""Store-level behaviour: group commit isolation, map growth, garbage collection under writes."""
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+import pytest
+
+from agentstate import codec
+from agentstate.v1 import threads_pb2 as pb
+from agentstate.v1 import values_pb2
+from sidecar import checkpoints, gc, layout, threads
+from sidecar.errors import ApiError
+from sidecar.store import Store
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(str(tmp_path / "data"))
+    yield s
+    s.close()
+
+
+def value(obj) -> values_pb2.Value:
+    return values_pb2.Value(msgpack=codec.encode(obj))
+
+
+def put(store, thread_id, channels, **kw):
+    req = pb.PutCheckpointRequest(thread_id=thread_id, **kw)
+    for name, v in channels.items():
+        if isinstance(v, pb.ChannelWrite):
+            req.channels[name].CopyFrom(v)
+        else:
+            req.channels[name].value.CopyFrom(value(v))
+    return run(checkpoints.put(store, req))
+
+
+def get_values(store, thread_id, checkpoint_id=""):
+    cp = run(checkpoints.get(store, pb.GetCheckpointRequest(thread_id=thread_id, checkpoint_id=checkpoint_id))).checkpoint
+    out = {}
+    for name, cv in cp.channels.items():
+        v = cv.value
+        if v.WhichOneof("kind") == "list":
+            out[name] = [codec.decode(i.msgpack) for i in v.list.items]
+        elif v.WhichOneof("kind") == "map":
+            out[name] = {k: codec.decode(e.msgpack) for k, e in v.map.entries.items()}
+        else:
+            out[name] = codec.decode(v.msgpack)
+    return out
+
+
+def blob_count(store) -> int:
+    with store.read() as txn:
+        return txn.stat(store.db["blobs"])["entries"]
+
+
+def test_group_commit_isolates_a_failing_job(store):
+    """Jobs batched into one transaction: a failing job leaves nothing, the others commit."""
+    gate = threading.Event()
+    blocker = store.submit(lambda txn: gate.wait(5))  # holds the writer so the next jobs queue up together
+    db = store.db["meta"]
+
+    def good(key):
+        return lambda txn: txn.put(key, b"ok", db=db)
+
+    def bad(txn):
+        txn.put(b"half-written", b"x", db=db)
+        raise ApiError("INVALID_FIELD", "boom")
+
+    futures = [store.submit(good(b"a")), store.submit(bad), store.submit(good(b"b"))]
+    gate.set()
+    blocker.result(5)
+    assert futures[0].result(5) is True
+    with pytest.raises(ApiError):
+        futures[1].result(5)
+    assert futures[2].result(5) is True
+    with store.read() as txn:
+        assert txn.get(b"a", db=db) == b"ok"
+        assert txn.get(b"b", db=db) == b"ok"
+        assert txn.get(b"half-written", db=db) is None
+
+
+def test_map_grows_by_itself(tmp_path):
+    s = Store(str(tmp_path / "small"), map_size=256 * 1024)
+    try:
+        start = s.map_size
+        rng = random.Random(1)
+        payloads = {}
+        for i in range(40):
+            data = rng.randbytes(100_000)
+            payloads[f"t{i}"] = data
+            put(s, f"t{i}", {"blob": data})
+        assert s.map_size > start
+        for tid_, data in payloads.items():
+            assert get_values(s, tid_)["blob"] == data
+    finally:
+        s.close()
+
+
+def test_map_growth_survives_reopen(tmp_path):
+    path = str(tmp_path / "reopen")
+    s = Store(path, map_size=128 * 1024)
+    put(s, "t", {"blob": b"x" * 600_000})
+    s.close()
+    s = Store(path, map_size=128 * 1024)  # smaller than the file: opening must still work
+    try:
+        assert get_values(s, "t")["blob"] == b"x" * 600_000
+        put(s, "t2", {"blob": b"y" * 300_000})
+    finally:
+        s.close()
+
+
+def test_gc_frees_only_unshared_blobs(store):
+    shared = [f"shared message {i}" for i in range(20)]
+    put(store, "a", {"messages": shared, "own": "only in a"})
+    put(store, "b", {"messages": shared + ["b's own"], "own": "only in b"})
+    before = blob_count(store)
+    run(threads.delete(store, pb.DeleteThreadRequest(thread_id="a")))
+    stats = gc.GarbageCollector(store).collect()
+    assert stats.freed_blobs >= 2  # a's list root and its "own" value at least
+    assert blob_count(store) == before - stats.freed_blobs
+    assert get_values(store, "b")["messages"] == shared + ["b's own"]
+    assert gc.check_integrity(store)["missing_blobs"] == 0
+    # a second collection finds nothing more
+    assert gc.GarbageCollector(store).collect().freed_blobs == 0
+
+
+def test_gc_keeps_everything_written_during_collection(store, monkeypatch):
+    """Writes that reuse garbage while a collection runs must not lose it."""
+    items = [f"item {i}" for i in range(50)]
+    put(store, "old", {"messages": items})
+    run(threads.delete(store, pb.DeleteThreadRequest(thread_id="old")))  # everything is garbage now
+    collector = gc.GarbageCollector(store)
+    marked_snapshot = threading.Event()
+    original_mark = gc.mark
+
+    def mark_then_write(get, start, marked, missing=None):
+        original_mark(get, start, marked, missing)
+        if not marked_snapshot.is_set():
+            marked_snapshot.set()
+            # a put and a copy re-reference the garbage between the mark and the sweep
+            put(store, "new", {"messages": items})
+            run(threads.copy(store, pb.CopyThreadRequest(source_thread_id="new", target_thread_id="copy")))
+
+    monkeypatch.setattr(gc, "mark", mark_then_write)
+    collector.collect()
+    assert marked_snapshot.is_set()
+    assert get_values(store, "new")["messages"] == items
+    assert get_values(store, "copy")["messages"] == items
+    assert gc.check_integrity(store)["missing_blobs"] == 0
+
+
+def test_gc_concurrent_random_workload(store):
+    """Random puts, deltas, copies, deletes and prunes race with repeated collections."""
+    rng = random.Random(7)
+    vocab = [f"m{i}" for i in range(30)]
+    expected: dict[str, list] = {}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def collector_loop():
+        c = gc.GarbageCollector(store)
+        try:
+            while not stop.is_set():
+                c.collect()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=collector_loop)
+    t.start()
+    try:
+        for step in range(300):
+            op = rng.random()
+            tid_ = f"t{rng.randrange(8)}"
+            if op < 0.45:
+                msgs = [rng.choice(vocab) for _ in range(rng.randrange(1, 12))]
+                put(store, tid_, {"messages": msgs})
+                expected[tid_] = msgs
+            elif op < 0.7 and tid_ in expected:
+                head = run(checkpoints.get(store, pb.GetCheckpointRequest(thread_id=tid_, omit_values=True)))
+                extra = [rng.choice(vocab) for _ in range(rng.randrange(1, 4))]
+                w = pb.ChannelWrite()
+                for x in extra:
+                    w.delta.append.add().msgpack = codec.encode(x)
+                put(store, tid_, {"messages": w}, parent_checkpoint_id=head.checkpoint.checkpoint_id)
+                expected[tid_] = expected[tid_] + extra
+            elif op < 0.8 and tid_ in expected:
+                dst = f"t{rng.randrange(8)}"
+                if dst not in expected:
+                    run(threads.copy(store, pb.CopyThreadRequest(source_thread_id=tid_, target_thread_id=dst)))
+                    expected[dst] = list(expected[tid_])
+            elif op < 0.9 and tid_ in expected:
+                run(threads.delete(store, pb.DeleteThreadRequest(thread_id=tid_)))
+                del expected[tid_]
+            elif tid_ in expected:
+                run(checkpoints.prune(store, pb.PruneCheckpointsRequest(thread_ids=[tid_], keep_latest=1)))
+    finally:
+        stop.set()
+        t.join(30)
+    assert not errors, errors
+    for tid_, msgs in expected.items():
+        assert get_values(store, tid_)["messages"] == msgs, tid_
+    assert gc.check_integrity(store)["missing_blobs"] == 0
+
+
+def test_request_ids_expire(store, monkeypatch):
+    from sidecar import idempotency
+
+    req = pb.CreateThreadRequest(thread_id="x", request_id="r1")
+    run(threads.create(store, req))
+    with store.read() as txn:
+        assert txn.stat(store.db["requests"])["entries"] == 1
+    far_future = 2**62
+    assert store.write(lambda txn: idempotency.expire(txn, store.db, now=far_future)) == 1
+    with store.read() as txn:
+        assert txn.stat(store.db["requests"])["entries"] == 0
+        assert txn.stat(store.db["reqtime"])["entries"] == 0
