@@ -207,23 +207,6 @@ def value_node(encoding: bytes, nodes: Nodes) -> bytes:
     return h
 
 
-def read_encoding(h: bytes, fetch: Fetch) -> bytes:
-    """Return the encoding stored under value hash ``h``."""
-    node = fetch(h)
-    tag = node[0]
-    if tag == TAG_VALUE:
-        return node[1:]
-    if tag == TAG_CHUNKED:
-        total = int.from_bytes(node[1:9], "big")
-        count = int.from_bytes(node[9:13], "big")
-        parts = [fetch(node[13 + i * 32:45 + i * 32])[1:] for i in range(count)]
-        out = b"".join(parts)
-        if len(out) != total:
-            raise CorruptNode("chunked value length mismatch")
-        return out
-    raise CorruptNode(f"hash does not name a value node (tag {tag:#x})")
-
-
 # ------------------------------------------------------------------ lists
 
 def _parse_list_root(root: bytes) -> tuple[int, list[tuple[int, bytes]], list[bytes]]:
@@ -276,29 +259,6 @@ def list_length(root: bytes) -> int:
     return int.from_bytes(root[1:9], "big")
 
 
-def list_item_hashes(root: bytes, fetch: Fetch) -> list[bytes]:
-    """Return the item hashes of a list, in order."""
-    _, peaks, tail = _parse_list_root(root)
-    out: list[bytes] = []
-    for level, h in peaks:
-        _expand(h, level, fetch, out)
-    out.extend(tail)
-    return out
-
-
-def _expand(h: bytes, level: int, fetch: Fetch, out: list[bytes]) -> None:
-    node = fetch(h)
-    if level == 0:
-        if len(node) != 1 + 32 * LEAF_ITEMS or node[0] != TAG_LEAF:
-            raise CorruptNode("bad list leaf")
-        out.extend(node[1 + i * 32:33 + i * 32] for i in range(LEAF_ITEMS))
-        return
-    if len(node) != 65 or node[0] != TAG_INNER:
-        raise CorruptNode("bad list inner node")
-    _expand(node[1:33], level - 1, fetch, out)
-    _expand(node[33:65], level - 1, fetch, out)
-
-
 # ------------------------------------------------------------------ maps
 
 def _nibble(key_hash: bytes, depth: int) -> int:
@@ -348,14 +308,6 @@ def map_build(pairs: Iterable[tuple[str, bytes]], nodes: Nodes) -> bytes:
     items = sorted((_check_key(k.encode()), b"", v) for k, v in pairs)
     items = [(k, hash_bytes(k), v) for k, _, v in items]
     return _map_build(items, 0, nodes)
-
-
-def map_entries(root_hash: bytes, fetch: Fetch) -> list[tuple[str, bytes]]:
-    """Return (key, value hash) pairs of a map, sorted by key bytes."""
-    raw: list[tuple[bytes, bytes]] = []
-    _map_collect(fetch(root_hash), fetch, raw)
-    raw.sort()
-    return [(k.decode(), v) for k, v in raw]
 
 
 def _parse_map_leaf(node: bytes) -> list[tuple[bytes, bytes]]:
@@ -479,27 +431,161 @@ def build_map(pairs: Iterable[tuple[str, bytes]], nodes: Nodes) -> bytes:
 
 
 def children(node: bytes) -> list[bytes]:
-    """Hashes a node refers to (for garbage collection and integrity checks)."""
+    """Hashes a canonical node refers to."""
+    out: list[bytes] = []
+    _swap_refs(node, HASH_SIZE, HASH_SIZE, lambda r: out.append(r) or r)
+    return out
+
+
+# ------------------------------------------------------------------ stored records
+#
+# In LMDB each node is a *record* under an 8-byte id (ids increase as nodes
+# are written, so records of one write sit together and pages fill up):
+#
+#     record = hash (32 bytes) + stored node
+#
+# The stored node is the node with every child hash replaced by the child's
+# id. Hashes (what content addressing, etags and clients see) are always
+# computed over the canonical node; ids are local to one store. A separate
+# index maps hash -> id for deduplication.
+
+ID_SIZE = 8
+RecordFetch = Callable[[bytes], bytes]  # id -> record
+
+
+def _ref_layout(node: bytes) -> tuple[int, int]:
+    """(offset of the first child reference, total reference count) for fixed-layout nodes."""
     tag = node[0]
-    if tag == TAG_VALUE or tag == TAG_CHUNK:
-        return []
-    if tag == TAG_CHUNKED:
-        count = int.from_bytes(node[9:13], "big")
-        return [node[13 + i * 32:45 + i * 32] for i in range(count)]
     if tag == TAG_LIST:
-        _, peaks, tail = _parse_list_root(node)
-        return [h for _, h in peaks] + tail
+        n = int.from_bytes(node[1:9], "big")
+        return 9, bin(n // LEAF_ITEMS).count("1") + n % LEAF_ITEMS
     if tag == TAG_LEAF:
-        return [node[1 + i * 32:33 + i * 32] for i in range(LEAF_ITEMS)]
+        return 1, LEAF_ITEMS
     if tag == TAG_INNER:
-        return [node[1:33], node[33:65]]
-    if tag == TAG_MAP:
-        return [v for _, v in _parse_map_leaf(node)]
+        return 1, 2
+    if tag == TAG_CHUNKED:
+        return 13, int.from_bytes(node[9:13], "big")
     if tag == TAG_MAP_INNER:
-        return list(_parse_map_inner(node)[1].values())
+        return 11, bin(int.from_bytes(node[9:11], "big")).count("1")
+    if tag == TAG_VALUE or tag == TAG_CHUNK:
+        return len(node), 0
     raise CorruptNode(f"unknown node tag {tag:#x}")
 
 
-def list_encodings(root: bytes, fetch: Fetch) -> list[bytes]:
-    """Return the item encodings of a list, in order."""
-    return [read_encoding(h, fetch) for h in list_item_hashes(root, fetch)]
+def _swap_refs(node: bytes, old: int, new: int, convert: Callable[[bytes], bytes]) -> bytes:
+    """Rewrite every child reference of ``node`` from ``old``-byte to ``new``-byte form."""
+    if node[0] == TAG_MAP:
+        count = int.from_bytes(node[1:5], "big")
+        parts = [node[:5]]
+        pos = 5
+        for _ in range(count):
+            klen = int.from_bytes(node[pos:pos + 2], "big")
+            parts.append(node[pos:pos + 2 + klen])
+            pos += 2 + klen
+            parts.append(convert(node[pos:pos + old]))
+            pos += old
+        if pos != len(node):
+            raise CorruptNode("map leaf length mismatch")
+        return b"".join(parts)
+    start, count = _ref_layout(node)
+    if start + count * old != len(node):
+        raise CorruptNode(f"node {chr(node[0])!r} length mismatch")
+    refs = [convert(node[start + i * old:start + (i + 1) * old]) for i in range(count)]
+    return node[:start] + b"".join(refs)
+
+
+def stored_node(node: bytes, id_of: Callable[[bytes], bytes]) -> bytes:
+    """The stored form of a canonical node (``id_of`` maps a child hash to its id)."""
+    return _swap_refs(node, HASH_SIZE, ID_SIZE, id_of)
+
+
+def canonical_node(stored: bytes, hash_of: Callable[[bytes], bytes]) -> bytes:
+    """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
+    return _swap_refs(stored, ID_SIZE, HASH_SIZE, hash_of)
+
+
+def stored_children(stored: bytes) -> list[bytes]:
+    """Ids a stored node refers to."""
+    out: list[bytes] = []
+    _swap_refs(stored, ID_SIZE, ID_SIZE, lambda r: out.append(r) or r)
+    return out
+
+
+def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
+    """The value encoding held by a value record (``v``, or ``C`` reassembled from its chunks)."""
+    tag = record[HASH_SIZE]
+    if tag == TAG_VALUE:
+        return record[HASH_SIZE + 1:]
+    if tag == TAG_CHUNKED:
+        base = HASH_SIZE + 13
+        total = int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")
+        count = int.from_bytes(record[HASH_SIZE + 9:base], "big")
+        out = b"".join(fetch(record[base + i * ID_SIZE:base + (i + 1) * ID_SIZE])[HASH_SIZE + 1:]
+                       for i in range(count))
+        if len(out) != total:
+            raise CorruptNode("chunked value length mismatch")
+        return out
+    raise CorruptNode(f"record does not hold a value (tag {tag:#x})")
+
+
+def stored_list_length(record: bytes) -> int:
+    return int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")
+
+
+def stored_list_ids(record: bytes, fetch: RecordFetch) -> list[bytes]:
+    """Item ids of a list, in order, from its root record."""
+    if record[HASH_SIZE] != TAG_LIST:
+        raise CorruptNode("not a list root")
+    n = stored_list_length(record)
+    m = n // LEAF_ITEMS
+    pos = HASH_SIZE + 9
+    out: list[bytes] = []
+    for k in range(m.bit_length() - 1, -1, -1):
+        if m >> k & 1:
+            _expand_stored(record[pos:pos + ID_SIZE], k, fetch, out)
+            pos += ID_SIZE
+    out.extend(record[pos + i * ID_SIZE:pos + (i + 1) * ID_SIZE] for i in range(n % LEAF_ITEMS))
+    return out
+
+
+def _expand_stored(node_id: bytes, level: int, fetch: RecordFetch, out: list[bytes]) -> None:
+    rec = fetch(node_id)
+    base = HASH_SIZE + 1
+    if level == 0:
+        if rec[HASH_SIZE] != TAG_LEAF or len(rec) != base + LEAF_ITEMS * ID_SIZE:
+            raise CorruptNode("bad list leaf")
+        out.extend(rec[base + i * ID_SIZE:base + (i + 1) * ID_SIZE] for i in range(LEAF_ITEMS))
+        return
+    if rec[HASH_SIZE] != TAG_INNER or len(rec) != base + 2 * ID_SIZE:
+        raise CorruptNode("bad list inner node")
+    _expand_stored(rec[base:base + ID_SIZE], level - 1, fetch, out)
+    _expand_stored(rec[base + ID_SIZE:base + 2 * ID_SIZE], level - 1, fetch, out)
+
+
+def stored_list_encodings(record: bytes, fetch: RecordFetch) -> list[bytes]:
+    """Item encodings of a list, in order, from its root record."""
+    return [stored_encoding(fetch(i), fetch) for i in stored_list_ids(record, fetch)]
+
+
+def stored_map_entries(record: bytes, fetch: RecordFetch) -> list[tuple[str, bytes]]:
+    """(key, value id) pairs of a map, sorted by key bytes, from its root record."""
+    out: list[tuple[bytes, bytes]] = []
+    _collect_stored_map(record, fetch, out)
+    out.sort()
+    return [(k.decode(), v) for k, v in out]
+
+
+def _collect_stored_map(record: bytes, fetch: RecordFetch, out: list) -> None:
+    node = record[HASH_SIZE:]
+    if node[0] == TAG_MAP:
+        count = int.from_bytes(node[1:5], "big")
+        pos = 5
+        for _ in range(count):
+            klen = int.from_bytes(node[pos:pos + 2], "big")
+            out.append((node[pos + 2:pos + 2 + klen], node[pos + 2 + klen:pos + 2 + klen + ID_SIZE]))
+            pos += 2 + klen + ID_SIZE
+    elif node[0] == TAG_MAP_INNER:
+        for child in stored_children(node):
+            _collect_stored_map(fetch(child), fetch, out)
+    else:
+        raise CorruptNode("not a map node")

@@ -20,26 +20,13 @@ from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
 
 from . import hotpath as hp
-from . import idempotency, layout, limits, threads, validate, wire
+from . import idempotency, layout, limits, nodes, threads, validate, wire
 from .errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
 from .layout import Manifest
 from .store import RetryJob, Store, now_us
 
 LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
 MAX_PREPARE_ATTEMPTS = 5
-
-
-def fetcher(txn, store: Store) -> Callable[[bytes], bytes]:
-    get = txn.get
-    blobs = store.db["blobs"]
-
-    def fetch(h: bytes) -> bytes:
-        node = get(h, db=blobs)
-        if node is None:
-            raise hp.CorruptNode(f"missing blob {bytes(h).hex()}")
-        return node
-
-    return fetch
 
 
 def load_manifest(txn, store: Store, tkey: int, cns: str, checkpoint_id: str) -> Manifest | None:
@@ -98,12 +85,36 @@ class PutPlan:
     thread_id: str
     cns: str
     checkpoint_id: str
-    manifest: Manifest
+    parent_id: str
+    created_us: int
+    metadata: bytes  # canonical encoding
+    roots: dict  # channel -> root hash
+    extra: bytes | None  # hash of the extra value
+    schema_version: int
+    run_id: str | None
     etag: str
-    nodes: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)  # canonical nodes built for this put
     base_id: str = ""
-    base_roots: dict = field(default_factory=dict)  # channel -> root the plan assumed in the base
-    external: list = field(default_factory=list)  # hashes referenced but not built here
+    base_roots: dict = field(default_factory=dict)  # channel -> root node id the plan assumed in the base
+    known: dict = field(default_factory=dict)  # hash -> node id of stored nodes the new ones refer to
+
+    def manifest(self, ids: dict[bytes, bytes]) -> Manifest:
+        return Manifest(layout.FORMAT_VERSION, layout.pack_id(self.parent_id), self.created_us,
+                        msgspec.Raw(self.metadata), [(name, ids[h]) for name, h in sorted(self.roots.items())],
+                        ids[self.extra] if self.extra else None, self.schema_version, self.run_id)
+
+
+def root_hashes(m: Manifest, fetch) -> tuple[list[tuple[str, bytes, bytes]], bytes | None]:
+    """[(channel, root hash, root id)] of a manifest and its extra's hash (hashes live in the records)."""
+    roots = [(name, fetch(node_id)[:hp.HASH_SIZE], node_id) for name, node_id in m.channels]
+    extra = fetch(m.extra)[:hp.HASH_SIZE] if m.extra else None
+    return roots, extra
+
+
+def etag_of(checkpoint_id: str, m: Manifest, fetch) -> str:
+    roots, extra = root_hashes(m, fetch)
+    return layout.checkpoint_etag(checkpoint_id, m.parent_id, m.metadata, [(n, h) for n, h, _ in roots], extra,
+                                  m.schema_version)
 
 
 def _run_id(metadata: dict[str, bytes]) -> str | None:
@@ -129,13 +140,13 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
         raise limit("channels", f"channels: at most {limits.MAX_CHANNELS} per checkpoint", field="channels")
     metadata = wire.metadata_items(req.metadata, "metadata")
     metadata_enc = wire.encode_metadata_dict(metadata, "metadata")
-    nodes: list = []
+    built: list = []
     roots: dict[str, bytes] = {}
     base_roots: dict[str, bytes] = {}
-    external: list[bytes] = []
+    known: dict[bytes, bytes] = {}
     needs_base = [name for name, w in req.channels.items() if w.WhichOneof("op") in ("delta", "keep")]
     base: Manifest | None = None
-    fetch = None
+    reader = None
     with store.read() as txn:
         if needs_base:
             if not base_id:
@@ -147,7 +158,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
                 raise ApiError("BASE_MISMATCH", f"{base_field}: base checkpoint {base_id!r} not found in thread "
                                f"{thread_id!r} (checkpoint_ns {cns!r}); send whole values", field=base_field,
                                checkpoint_id=base_id)
-            fetch = fetcher(txn, store)
+            reader = nodes.CanonicalReader(txn, store)
         base_channels = dict(base.channels) if base is not None else {}
         for name in sorted(req.channels):
             f = f"channels[{name!r}]"
@@ -155,63 +166,60 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
             w = req.channels[name]
             op = w.WhichOneof("op")
             if op == "value":
-                roots[name] = wire.value_tree(w.value, f + ".value", nodes)
-            elif op == "keep":
-                if not w.keep:
+                roots[name] = wire.value_tree(w.value, f + ".value", built)
+            elif op in ("keep", "delta"):
+                if op == "keep" and not w.keep:
                     raise invalid(f + ".keep", "must be true when set")
                 if name not in base_channels:
-                    raise ApiError("BASE_MISMATCH", f"{f}.keep: channel not in base checkpoint {base_id!r}",
-                                   field=f + ".keep")
-                roots[name] = base_roots[name] = base_channels[name]
-                external.append(roots[name])
-            elif op == "delta":
-                if name not in base_channels:
-                    raise ApiError("BASE_MISMATCH", f"{f}.delta: channel not in base checkpoint {base_id!r}; "
-                                   "send the whole value", field=f + ".delta")
-                root = base_roots[name] = base_channels[name]
-                roots[name] = _apply_delta(w.delta, root, fetch, nodes, f + ".delta")
-                external.append(root)
+                    raise ApiError("BASE_MISMATCH", f"{f}.{op}: channel not in base checkpoint {base_id!r}"
+                                   + ("; send the whole value" if op == "delta" else ""), field=f"{f}.{op}")
+                root_id = base_roots[name] = base_channels[name]
+                root = reader.hash_of(root_id)
+                roots[name] = root if op == "keep" else _apply_delta(w.delta, root, root_id, reader, built,
+                                                                      f + ".delta")
             else:
                 raise invalid(f, "one of value, delta or keep is required")
     extra = None
     if req.HasField("extra"):
-        extra = hp.value_node(wire.value_encoding(req.extra, "extra"), nodes)
-    manifest = Manifest(layout.FORMAT_VERSION, parent_id, now_us(), msgspec.Raw(metadata_enc),
-                        sorted(roots.items()), extra, req.schema_version, _run_id(metadata))
-    return PutPlan(ns, thread_id, cns, checkpoint_id, manifest, layout.checkpoint_etag(checkpoint_id, manifest),
-                   nodes, base_id, base_roots, external)
+        extra = hp.value_node(wire.value_encoding(req.extra, "extra"), built)
+    etag = layout.checkpoint_etag(checkpoint_id, parent_id, metadata_enc, sorted(roots.items()), extra,
+                                  req.schema_version)
+    return PutPlan(ns, thread_id, cns, checkpoint_id, parent_id, now_us(), metadata_enc, roots, extra,
+                   req.schema_version, _run_id(metadata), etag, built, base_id, base_roots,
+                   reader.known if reader is not None else known)
 
 
-def _apply_delta(delta: values_pb2.ValueDelta, root: bytes, fetch, nodes: list, f: str) -> bytes:
+def _apply_delta(delta: values_pb2.ValueDelta, root: bytes, root_id: bytes, reader: nodes.CanonicalReader,
+                 built: list, f: str) -> bytes:
     if delta.base_root and delta.base_root != root:
         raise ApiError("BASE_MISMATCH", f"{f}.base_root: the base checkpoint's value has another root; "
                        "send the whole value", field=f + ".base_root")
-    node = fetch(root)
-    tag = node[0]
+    rec = reader.fetch(root_id)
+    tag = rec[hp.HASH_SIZE]
     is_list_op = bool(delta.append) or delta.HasField("keep_first")
     is_map_op = bool(delta.set) or bool(delta.delete)
     if tag == hp.TAG_LIST:
         if is_map_op:
             raise ApiError("BASE_MISMATCH", f"{f}: set/delete on a list value", field=f)
         encodings = wire.item_encodings(delta.append, f + ".append")
-        n = hp.list_length(node)
+        n = hp.stored_list_length(rec)
         if delta.HasField("keep_first") and delta.keep_first != n:
             if delta.keep_first > n:
                 raise invalid(f + ".keep_first", f"{delta.keep_first} is more than the list's {n} items")
-            kept = hp.list_item_hashes(node, fetch)[:delta.keep_first]
-            return hp.list_append(None, kept + [hp.value_node(e, nodes) for e in encodings], nodes)
+            kept = [reader.hash_of(i) for i in hp.stored_list_ids(rec, reader.fetch)[:delta.keep_first]]
+            return hp.list_append(None, kept + [hp.value_node(e, built) for e in encodings], built)
         if not encodings:
             return root
-        return hp.build_list(encodings, nodes, node)
+        return hp.build_list(encodings, built, hp.canonical_node(rec[hp.HASH_SIZE:], reader.hash_of))
     if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
         if is_list_op:
             raise ApiError("BASE_MISMATCH", f"{f}: append/keep_first on a map value", field=f)
-        sets = [(k, hp.value_node(wire.value_encoding(delta.set[k], f"{f}.set[{k!r}]", 1), nodes))
+        sets = [(k, hp.value_node(wire.value_encoding(delta.set[k], f"{f}.set[{k!r}]", 1), built))
                 for k in sorted(delta.set)]
         for i, k in enumerate(delta.delete):
             validate.ident(k, f"{f}.delete[{i}]")
         try:
-            return hp.map_update(root, sets, list(delta.delete), fetch, nodes)
+            return hp.map_update(root, sets, list(delta.delete), reader.node, built)
         except hp.UnsupportedValue as e:
             raise unsupported_value(f, e.reason) from None
     if is_list_op or is_map_op:
@@ -233,48 +241,47 @@ def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest) ->
         if base is None:
             raise RetryJob()
         current = dict(base.channels)
-        if any(current.get(ch) != root for ch, root in plan.base_roots.items()):
+        if any(current.get(ch) != root_id for ch, root_id in plan.base_roots.items()):
             raise RetryJob()
     key = layout.ckpt_key(tkey, plan.cns, plan.checkpoint_id)
     ckpts = store.db["ckpts"]
+    fetch = nodes.fetcher(txn, store)
     old_raw = txn.get(key, db=ckpts)
     old = None if old_raw is None else layout.manifest_decoder.decode(old_raw)
-    if old is not None and layout.checkpoint_etag(plan.checkpoint_id, old) == plan.etag:
-        return _put_response(plan, old, created=False)
+    if old is not None and etag_of(plan.checkpoint_id, old, fetch) == plan.etag:
+        return _put_response(plan, old.created_us, created=False)
     if req.HasField("expected_head_etag"):
         head = latest(txn, store, tkey, plan.cns)
-        head_etag = "" if head is None else layout.checkpoint_etag(*head)
+        head_etag = "" if head is None else etag_of(head[0], head[1], fetch)
         if head_etag != req.expected_head_etag:
             raise ApiError("ETAG_MISMATCH", f"expected_head_etag {req.expected_head_etag!r} is stale; the head of "
                            f"thread {plan.thread_id!r} (checkpoint_ns {plan.cns!r}) is {head_etag!r}",
                            field="expected_head_etag", current_etag=head_etag,
                            checkpoint_id=head[0] if head else None)
-    blobs = store.db["blobs"]
-    put = txn.put
-    for h, node in plan.nodes:
-        put(h, node, db=blobs, overwrite=False)
+    ids = nodes.write(txn, store, plan.nodes, plan.known,
+                      [*plan.roots.values(), *((plan.extra,) if plan.extra else ())])
+    m = plan.manifest(ids)
     keep = store.gc_keep
     if keep is not None:
-        keep.update(h for h, _ in plan.nodes)
-        keep.update(plan.external)
+        keep.update(ids.values())
+    put = txn.put
     if old is not None and old.run_id is not None:
         txn.delete(layout.run_key(plan.ns, old.run_id, tkey, plan.cns, plan.checkpoint_id), db=store.db["runidx"])
-    put(key, layout.encode(plan.manifest), db=ckpts)
-    if plan.manifest.run_id is not None:
-        put(layout.run_key(plan.ns, plan.manifest.run_id, tkey, plan.cns, plan.checkpoint_id), b"",
-            db=store.db["runidx"])
-    return _put_response(plan, plan.manifest, created=True)
+    put(key, layout.encode(m), db=ckpts)
+    if m.run_id is not None:
+        put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id), b"", db=store.db["runidx"])
+    return _put_response(plan, m.created_us, created=True)
 
 
-def _put_response(plan: PutPlan, m: Manifest, created: bool) -> pb.PutCheckpointResponse:
+def _put_response(plan: PutPlan, created_us: int, created: bool) -> pb.PutCheckpointResponse:
     resp = pb.PutCheckpointResponse(created=created)
     c = resp.checkpoint
     c.namespace, c.thread_id, c.checkpoint_ns, c.checkpoint_id = plan.ns, plan.thread_id, plan.cns, plan.checkpoint_id
-    c.parent_checkpoint_id = m.parent_id
-    c.schema_version = m.schema_version
-    c.etag = layout.checkpoint_etag(plan.checkpoint_id, m)
-    wire.set_timestamp(c.create_time, m.created_us)
-    for name, root in m.channels:
+    c.parent_checkpoint_id = plan.parent_id
+    c.schema_version = plan.schema_version
+    c.etag = plan.etag
+    wire.set_timestamp(c.create_time, created_us)
+    for name, root in plan.roots.items():
         c.channels[name].root = root
     return resp
 
@@ -302,7 +309,7 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
     checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id")
     if len(req.writes) > limits.MAX_WRITES:
         raise limit("writes", f"writes: at most {limits.MAX_WRITES} per call", field="writes")
-    nodes: list = []
+    built: list = []
     rows = []
     for i, w in enumerate(req.writes):
         f = f"writes[{i}]"
@@ -311,29 +318,25 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
         task_path = validate.task_path(w.task_path, f + ".task_path")
         if not w.HasField("value"):
             raise invalid(f + ".value", "is required")
-        h = hp.value_node(wire.value_encoding(w.value, f + ".value"), nodes)
-        rows.append((task_id, w.idx, w.replace, layout.encode(layout.WriteRec(1, channel, h, task_path))))
+        h = hp.value_node(wire.value_encoding(w.value, f + ".value"), built)
+        rows.append((task_id, w.idx, w.replace, channel, h, task_path))
 
     def apply(txn):
         rec = threads.load(txn, store, ns, thread_id) or threads.create_record(txn, store, ns, thread_id)
         db = store.db["writes"]
-        blobs = store.db["blobs"]
-        stored = kept = 0
-        wrote_nodes = False
-        for task_id, idx, replace, value in rows:
+        todo = []
+        for task_id, idx, replace, channel, h, task_path in rows:
             key = layout.write_key(rec.tkey, cns, checkpoint_id, task_id, idx)
-            if txn.put(key, value, db=db, overwrite=replace):
-                stored += 1
-                if not wrote_nodes:
-                    for h, node in nodes:
-                        txn.put(h, node, db=blobs, overwrite=False)
-                    wrote_nodes = True
-            else:
-                kept += 1
-        keep = store.gc_keep
-        if keep is not None:
-            keep.update(h for h, _ in nodes)
-        return pb.PutWritesResponse(stored=stored, kept=kept)
+            if replace or txn.get(key, db=db) is None:
+                todo.append((key, channel, h, task_path))
+        if todo:
+            ids = nodes.write(txn, store, built, {}, [h for _, _, h, _ in todo])
+            for key, channel, h, task_path in todo:
+                txn.put(key, layout.encode(layout.WriteRec(1, channel, ids[h], task_path)), db=db)
+            keep = store.gc_keep
+            if keep is not None:
+                keep.update(ids.values())
+        return pb.PutWritesResponse(stored=len(todo), kept=len(rows) - len(todo))
 
     return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
         txn, store.db, ns, "PutWrites", req, pb.PutWritesResponse, apply)))
@@ -350,7 +353,7 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
         task_id, idx = layout.split_write_suffix(key[len(prefix):])
         rec = layout.write_decoder.decode(value)
         w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
-        wire.set_value(w.value, hp.read_encoding(rec.value, fetch))
+        wire.set_value(w.value, hp.stored_encoding(fetch(rec.value), fetch))
 
 
 # ----------------------------------------------------------------- reads
@@ -361,10 +364,12 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = m.schema_version
-    out.etag = layout.checkpoint_etag(checkpoint_id, m)
+    roots, extra = root_hashes(m, fetch)
+    out.etag = layout.checkpoint_etag(checkpoint_id, m.parent_id, m.metadata, [(n, h) for n, h, _ in roots], extra,
+                                      m.schema_version)
     wire.set_timestamp(out.create_time, m.created_us)
     wire.fill_metadata(out.metadata, m.metadata)
-    for name, root in m.channels:
+    for name, root, root_id in roots:
         if channels and name not in channels:
             continue
         cv = out.channels[name]
@@ -374,35 +379,33 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
         known = known_roots.get(name) if known_roots else None
         if known == root:
             continue
-        if known is not None and _fill_list_delta(cv, known, root, fetch):
+        if known is not None and _fill_list_delta(cv, known, root_id, txn, store, fetch):
             continue
-        wire.read_value(cv.value, root, fetch)
+        wire.read_value(cv.value, root_id, fetch)
     if values and m.extra is not None:
-        wire.set_value(out.extra, hp.read_encoding(m.extra, fetch))
+        wire.set_value(out.extra, hp.stored_encoding(fetch(m.extra), fetch))
     if pending_writes:
         read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
 
 
-def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root: bytes, fetch) -> bool:
-    """When the known root is a list that ``root`` extends, send only the new items."""
-    try:
-        old = fetch(known)
-    except hp.CorruptNode:
+def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, store: Store, fetch) -> bool:
+    """When the known root is a list that the current one extends, send only the new items."""
+    known_id = txn.get(known, db=store.db["hashes"])
+    if known_id is None:
         return False
-    new = fetch(root)
-    if old[0] != hp.TAG_LIST or new[0] != hp.TAG_LIST:
+    old, new = fetch(known_id), fetch(root_id)
+    if old[hp.HASH_SIZE] != hp.TAG_LIST or new[hp.HASH_SIZE] != hp.TAG_LIST:
         return False
-    n_old, n_new = hp.list_length(old), hp.list_length(new)
-    if n_old > n_new:
+    n_old = hp.stored_list_length(old)
+    if n_old > hp.stored_list_length(new):
         return False
-    old_items = hp.list_item_hashes(old, fetch)
-    new_items = hp.list_item_hashes(new, fetch)
-    if new_items[:n_old] != old_items:
+    new_ids = hp.stored_list_ids(new, fetch)
+    if new_ids[:n_old] != hp.stored_list_ids(old, fetch):  # one id per content: equal ids = equal items
         return False
     cv.delta.base_root = known
     cv.delta.keep_first = n_old
-    for h in new_items[n_old:]:
-        wire.set_value(cv.delta.append.add(), hp.read_encoding(h, fetch))
+    for node_id in new_ids[n_old:]:
+        wire.set_value(cv.delta.append.add(), hp.stored_encoding(fetch(node_id), fetch))
     return True
 
 
@@ -423,7 +426,7 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
         if m is None:
             raise checkpoint_not_found(thread_id, cns, checkpoint_id)
         fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, checkpoint_id, m,
-                        fetcher(txn, store), values=not req.omit_values, channels=channels,
+                        nodes.fetcher(txn, store), values=not req.omit_values, channels=channels,
                         known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes)
     return resp
 
@@ -526,7 +529,7 @@ async def list_(store: Store, req: pb.ListCheckpointsRequest) -> pb.ListCheckpoi
 
 def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, emitted, remaining, fp, out):
     with store.read() as txn:
-        fetch = fetcher(txn, store)
+        fetch = nodes.fetcher(txn, store)
         if thread_id:
             rec = threads.load(txn, store, ns, thread_id)
             thread_list = [] if rec is None else [(thread_id, rec)]
@@ -675,13 +678,14 @@ async def diff(store: Store, req: pb.DiffCheckpointsRequest) -> pb.DiffCheckpoin
         b = load_manifest(txn, store, rec.tkey, cns, to_id)
         if b is None:
             raise checkpoint_not_found(thread_id, cns, to_id, "to_checkpoint_id")
-        fetch = fetcher(txn, store)
-        old, new = dict(a.channels), dict(b.channels)
+        fetch = nodes.fetcher(txn, store)
+        old = {name: (h, i) for name, h, i in root_hashes(a, fetch)[0]}
+        new = {name: (h, i) for name, h, i in root_hashes(b, fetch)[0]}
         for name in sorted(set(old) | set(new)):
             ra, rb = old.get(name), new.get(name)
             if ra == rb:
                 continue
-            ch = out.changes.add(channel=name, from_root=ra or b"", to_root=rb or b"")
+            ch = out.changes.add(channel=name, from_root=ra[0] if ra else b"", to_root=rb[0] if rb else b"")
             if ra is None:
                 ch.kind = pb.CHANGE_KIND_ADDED
                 continue
@@ -689,9 +693,9 @@ async def diff(store: Store, req: pb.DiffCheckpointsRequest) -> pb.DiffCheckpoin
                 ch.kind = pb.CHANGE_KIND_REMOVED
                 continue
             ch.kind = pb.CHANGE_KIND_MODIFIED
-            na, nb = fetch(ra), fetch(rb)
-            if na[0] == hp.TAG_LIST and nb[0] == hp.TAG_LIST:
-                ia, ib = hp.list_item_hashes(na, fetch), hp.list_item_hashes(nb, fetch)
+            na, nb = fetch(ra[1]), fetch(rb[1])
+            if na[hp.HASH_SIZE] == hp.TAG_LIST and nb[hp.HASH_SIZE] == hp.TAG_LIST:
+                ia, ib = hp.stored_list_ids(na, fetch), hp.stored_list_ids(nb, fetch)
                 common = 0
                 for x, y in zip(ia, ib):
                     if x != y:

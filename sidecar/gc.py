@@ -1,22 +1,27 @@
-"""gc: garbage collection of blobs no checkpoint or pending write reaches.
+"""gc: garbage collection of nodes no checkpoint or pending write reaches.
 
 Mark and sweep that never blocks writers for long and never removes a
 reachable blob:
 
 1. A writer job switches on the store's keep-set. From then on every write
-   job adds each hash it stores or refers to (new nodes, kept roots, copied
-   manifests) to it.
+   job adds the id of each node it stores or refers to (new nodes, reused
+   nodes, kept roots, copied manifests) to it.
 2. Mark: in a read snapshot taken after (1), walk every manifest and pending
    write down to the leaves.
-3. Candidates: blobs of that snapshot that were not marked.
+3. Candidates: nodes of that snapshot that were not marked.
 4. Sweep, in writer jobs of SWEEP_BATCH deletes: first mark everything the
    keep-set reaches *in the current state*, then delete the candidates still
    unmarked. Anything a write touched after the snapshot is in the keep-set,
-   so it and everything under it survive.
+   so it and everything under it survive. Candidates go in descending id
+   order: a node's children always have smaller ids than the node (they are
+   written first), so parents go before their children and every stored
+   node keeps all its descendants at every moment — a write that finds a
+   node by hash may rely on its whole subtree being there.
 5. Switch the keep-set off. The same cycle also drops expired request ids.
 
 A crash in the middle loses nothing: each sweep batch is one transaction and
-only deletes blobs proven unreachable at that moment.
+only deletes nodes proven unreachable at that moment (with their hash index
+entries).
 """
 from __future__ import annotations
 
@@ -43,11 +48,11 @@ class GcStats:
 
 
 def roots_of(txn, store: Store):
-    """Every hash a manifest or pending write refers to directly."""
+    """Every node id a manifest or pending write refers to directly."""
     for _, raw in txn.cursor(db=store.db["ckpts"]).iternext():
         m = layout.manifest_decoder.decode(raw)
-        for _, root in m.channels:
-            yield root
+        for _, node_id in m.channels:
+            yield node_id
         if m.extra is not None:
             yield m.extra
     for _, raw in txn.cursor(db=store.db["writes"]).iternext():
@@ -55,17 +60,17 @@ def roots_of(txn, store: Store):
 
 
 def mark(get, start, marked: set[bytes], missing: list | None = None) -> None:
-    """Add every hash reachable from ``start`` to ``marked`` (``get`` returns node bytes or None)."""
-    stack = [h for h in start if h not in marked]
+    """Add every node id reachable from ``start`` to ``marked`` (``get``: id -> record or None)."""
+    stack = [i for i in start if i not in marked]
     marked.update(stack)
     while stack:
-        h = stack.pop()
-        node = get(h)
-        if node is None:
+        node_id = stack.pop()
+        rec = get(node_id)
+        if rec is None:
             if missing is not None:
-                missing.append(h)
+                missing.append(node_id)
             continue
-        for child in hp.children(node):
+        for child in hp.stored_children(rec[hp.HASH_SIZE:]):
             if child not in marked:
                 marked.add(child)
                 stack.append(child)
@@ -113,7 +118,7 @@ class GarbageCollector:
         store = self.store
         started = time.monotonic()
         stats = GcStats()
-        blobs = store.db["blobs"]
+        records = store.db["nodes"]
 
         def switch_on(txn):
             store.gc_keep = set()
@@ -123,8 +128,9 @@ class GarbageCollector:
             marked: set[bytes] = set()
             with store.read() as txn:
                 get = txn.get
-                mark(lambda h: get(h, db=blobs), roots_of(txn, store), marked)
-                candidates = [bytes(k) for k in txn.cursor(db=blobs).iternext(values=False) if bytes(k) not in marked]
+                mark(lambda i: get(i, db=records), roots_of(txn, store), marked)
+                candidates = [k for k in (bytes(k) for k in txn.cursor(db=records).iterprev(values=False))
+                              if k not in marked]
             stats.reachable_blobs = len(marked)
             for i in range(0, len(candidates), SWEEP_BATCH):
                 batch = candidates[i:i + SWEEP_BATCH]
@@ -145,32 +151,48 @@ class GarbageCollector:
 
     def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int]:
         store = self.store
-        blobs = store.db["blobs"]
+        records, index = store.db["nodes"], store.db["hashes"]
         keep = store.gc_keep or set()
         if keep:
             get = txn.get
-            mark(lambda h: get(h, db=blobs), list(keep), marked)
+            mark(lambda i: get(i, db=records), list(keep), marked)
             keep.clear()
         freed = nbytes = 0
-        for h in batch:
-            if h in marked:
+        for node_id in batch:
+            if node_id in marked:
                 continue
-            node = txn.pop(h, db=blobs)
-            if node is not None:
+            rec = txn.pop(node_id, db=records)
+            if rec is not None:
+                txn.delete(rec[:hp.HASH_SIZE], db=index)
                 freed += 1
-                nbytes += len(node)
+                nbytes += len(rec)
         return freed, nbytes
 
 
 def check_integrity(store: Store) -> dict:
-    """Walk everything reachable; report references to missing blobs."""
+    """Walk everything reachable: report missing nodes, records whose content does not match
+    their hash, and hash-index entries that disagree with the records."""
     marked: set[bytes] = set()
     missing: list[bytes] = []
+    problems: list[str] = []
     with store.read() as txn:
-        blobs = store.db["blobs"]
+        records, index = store.db["nodes"], store.db["hashes"]
         get = txn.get
-        mark(lambda h: get(h, db=blobs), roots_of(txn, store), marked, missing)
+        mark(lambda i: get(i, db=records), roots_of(txn, store), marked, missing)
+        problems.extend(f"missing node {i.hex()}" for i in missing[:50])
+        for node_id in marked:
+            rec = get(node_id, db=records)
+            if rec is None:
+                continue
+            h = rec[:hp.HASH_SIZE]
+            try:
+                canonical = hp.canonical_node(rec[hp.HASH_SIZE:], lambda c: (get(c, db=records) or b"")[:hp.HASH_SIZE])
+                if hp.hash_bytes(canonical) != h:
+                    problems.append(f"node {node_id.hex()} does not match its hash")
+            except hp.CorruptNode as e:
+                problems.append(f"node {node_id.hex()}: {e}")
+            if get(h, db=index) != node_id:
+                problems.append(f"hash index entry of node {node_id.hex()} is wrong")
         checkpoints = txn.stat(store.db["ckpts"])["entries"]
-    problems = [f"missing blob {h.hex()}" for h in missing[:100]]
     return {"checked_checkpoints": checkpoints, "checked_blobs": len(marked) - len(missing),
-            "missing_blobs": len(missing), "problems": problems}
+            "missing_blobs": len(missing), "problems": problems[:100]}

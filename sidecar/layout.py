@@ -3,7 +3,8 @@
 One LMDB environment holds these named sub-databases (docs/storage.md):
 
 ``meta``      b"format" -> format version; b"next_tkey" -> u64 counter
-``blobs``     blake3 hash (32 bytes) -> node bytes (see _hotpath_py)
+``nodes``     node id (u64 BE, increasing) -> record: hash + stored node (see _hotpath_py)
+``hashes``    blake3 hash (32 bytes) -> node id
 ``threads``   ns NUL thread_id -> ThreadRec
 ``ckpts``     tkey(u64 BE) cns NUL checkpoint_id -> Manifest
 ``writes``    tkey cns NUL checkpoint_id NUL task_id NUL idx(u32 BE, offset 2**31) -> WriteRec
@@ -23,6 +24,8 @@ the record format version; readers accept every version ever written.
 from __future__ import annotations
 
 import struct
+from typing import Any
+import uuid
 
 import msgspec
 from blake3 import blake3
@@ -30,7 +33,7 @@ from blake3 import blake3
 FORMAT_VERSION = 1
 FORMAT_NAME = "agentstate-lmdb-1"
 
-DB_NAMES = ("meta", "blobs", "threads", "ckpts", "writes", "runidx", "requests", "reqtime")
+DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -49,19 +52,23 @@ class ThreadRec(msgspec.Struct, array_like=True):
 
 class Manifest(msgspec.Struct, array_like=True):
     fmt: int
-    parent_id: str
+    parent: Any  # parent checkpoint id packed by pack_id (str, or 16 UUID bytes)
     created_us: int
     metadata: msgspec.Raw  # canonical MessagePack map
-    channels: list[tuple[str, bytes]]  # (name, root hash), sorted by name
-    extra: bytes | None  # value hash of the checkpoint's extra, if any
+    channels: list[tuple[str, bytes]]  # (name, root node id), sorted by name; the hash is in the record
+    extra: bytes | None  # node id of the checkpoint's extra value, if any
     schema_version: int
     run_id: str | None  # metadata["run_id"] when it is a string (indexed in runidx)
+
+    @property
+    def parent_id(self) -> str:
+        return unpack_id(self.parent)
 
 
 class WriteRec(msgspec.Struct, array_like=True):
     fmt: int
     channel: str
-    value: bytes  # value hash
+    value: bytes  # node id of the value
     task_path: str
 
 
@@ -165,9 +172,26 @@ def reqtime_key(created_us: int, req_key: bytes) -> bytes:
 
 # ----------------------------------------------------------------- records
 
-def checkpoint_etag(checkpoint_id: str, m: Manifest) -> str:
-    """Content hash of a checkpoint: ids, parent, metadata, channel roots, extra (hex)."""
-    core = _enc.encode((checkpoint_id, m.parent_id, m.metadata, m.channels, m.extra, m.schema_version))
+def pack_id(checkpoint_id: str) -> str | bytes:
+    """A canonical lowercase UUID string is kept as its 16 bytes; anything else as the string."""
+    if len(checkpoint_id) == 36:
+        try:
+            u = uuid.UUID(checkpoint_id)
+        except ValueError:
+            return checkpoint_id
+        if str(u) == checkpoint_id:
+            return u.bytes
+    return checkpoint_id
+
+
+def unpack_id(packed: str | bytes) -> str:
+    return str(uuid.UUID(bytes=packed)) if isinstance(packed, bytes) else packed
+
+
+def checkpoint_etag(checkpoint_id: str, parent_id: str, metadata: bytes, roots: list[tuple[str, bytes]],
+                    extra: bytes | None, schema_version: int) -> str:
+    """Content hash of a checkpoint (hex): ids, parent, metadata, (channel, root hash) pairs, extra hash."""
+    core = _enc.encode((checkpoint_id, parent_id, msgspec.Raw(metadata), roots, extra, schema_version))
     return blake3(b"agentstate.v1 checkpoint" + core).hexdigest()
 
 

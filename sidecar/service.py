@@ -134,6 +134,6 @@ def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:
         out.threads = txn.stat(db["threads"])["entries"]
         out.checkpoints = txn.stat(db["ckpts"])["entries"]
         out.pending_writes = txn.stat(db["writes"])["entries"]
-        out.blobs = txn.stat(db["blobs"])["entries"]
-        out.blob_bytes = sum(len(v) for _, v in txn.cursor(db=db["blobs"]).iternext())
+        out.blobs = txn.stat(db["nodes"])["entries"]
+        out.blob_bytes = sum(len(v) for _, v in txn.cursor(db=db["nodes"]).iternext())
     return out

@@ -94,17 +94,17 @@ class Store:
         data_file = os.path.join(path, "data.mdb")
         current = os.path.getsize(data_file) if os.path.exists(data_file) else 0
         size = max(map_size or DEFAULT_MAP_SIZE, 2 * current)
-        self.env = lmdb.open(path, map_size=size, max_dbs=len(layout.DB_NAMES) + 8, max_readers=1024,
+        self.env = lmdb.open(path, map_size=size, max_dbs=len(layout.DB_NAMES) + 8, max_readers=126,
                              sync=sync, metasync=sync, subdir=True, lock=True, readahead=False, mode=0o600,
                              meminit=False, writemap=False)
         self.db = {name: self.env.open_db(name.encode()) for name in layout.DB_NAMES}
         self._gate = _Gate()
         self._queue: queue.Queue = queue.Queue()
         self._closed = False
-        self.gc_keep: set[bytes] | None = None  # hashes to keep while a GC cycle runs (see gc.py)
-        self.sweep_generation = 0
+        self.gc_keep: set[bytes] | None = None  # node ids to keep while a GC cycle runs (see gc.py)
         self.commits = 0
         self._init_meta()
+        self._next_node = self._last_node_id() + 1
         self._writer = threading.Thread(target=self._write_loop, name="sidecar-writer", daemon=True)
         self._writer.start()
 
@@ -118,6 +118,17 @@ class Store:
                 txn.put(b"next_tkey", layout.u64(1))
             elif fmt.decode() != layout.FORMAT_NAME:
                 raise RuntimeError(f"{self.path}: unknown store format {fmt!r}")
+
+    def _last_node_id(self) -> int:
+        with self.env.begin(db=self.db["nodes"]) as txn:
+            cursor = txn.cursor()
+            return layout.read_u64(cursor.key()) if cursor.last() else 0
+
+    def new_node_id(self) -> bytes:
+        """The next node id (writer thread only; ids of aborted writes are simply skipped)."""
+        node_id = self._next_node
+        self._next_node += 1
+        return layout.u64(node_id)
 
     @property
     def map_size(self) -> int:

@@ -261,7 +261,7 @@ def copy_contents(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int) -> i
                     _, cns, cid = layout.split_ckpt_key(key)
                     txn.put(layout.run_key(ns, m.run_id, dst_tkey, cns, cid), b"", db=store.db["runidx"])
                 if keep is not None:
-                    keep.update(root for _, root in m.channels)
+                    keep.update(node_id for _, node_id in m.channels)
                     if m.extra:
                         keep.add(m.extra)
             elif keep is not None:

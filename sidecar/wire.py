@@ -151,22 +151,22 @@ def set_value(out: Value, encoding: bytes) -> None:
         out.opaque.type, out.opaque.data = parts
 
 
-def read_value(out: Value, root: bytes, fetch: Fetch) -> None:
-    """Fill ``out`` with the value whose root hash is ``root``."""
-    node = fetch(root)
-    tag = node[0]
+def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
+    """Fill ``out`` with the value whose root node has id ``root_id`` (``fetch``: id -> record)."""
+    rec = fetch(root_id)
+    tag = rec[hp.HASH_SIZE]
     if tag == hp.TAG_LIST:
         items = out.list.items
         out.list.SetInParent()
-        for enc in hp.list_encodings(node, fetch):
+        for enc in hp.stored_list_encodings(rec, fetch):
             set_value(items.add(), enc)
     elif tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
         out.map.SetInParent()
         entries = out.map.entries
-        for k, h in hp.map_entries(root, fetch):
-            set_value(entries[k], hp.read_encoding(h, fetch))
+        for k, node_id in hp.stored_map_entries(rec, fetch):
+            set_value(entries[k], hp.stored_encoding(fetch(node_id), fetch))
     else:
-        set_value(out, hp.read_encoding(root, fetch))
+        set_value(out, hp.stored_encoding(rec, fetch))
 
 
 def fill_metadata(out_map, raw: bytes | msgspec.Raw) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 
 import pytest
 
@@ -56,7 +57,7 @@ def get_values(store, thread_id, checkpoint_id=""):
 
 def blob_count(store) -> int:
     with store.read() as txn:
-        return txn.stat(store.db["blobs"])["entries"]
+        return txn.stat(store.db["nodes"])["entries"]
 
 
 def test_group_commit_isolates_a_failing_job(store):
@@ -220,3 +221,34 @@ def test_request_ids_expire(store, monkeypatch):
     with store.read() as txn:
         assert txn.stat(store.db["requests"])["entries"] == 0
         assert txn.stat(store.db["reqtime"])["entries"] == 0
+
+
+def test_gc_sweep_never_leaves_a_node_without_its_children(store, monkeypatch):
+    """Between two sweep batches a put finds a garbage parent by hash and reuses it:
+    its children must still be there (sweeping goes parents first)."""
+    items = [f"item {i}" for i in range(40)]  # 5 leaves: a list root over inner nodes and leaves
+    put(store, "old", {"messages": items})
+    run(threads.delete(store, pb.DeleteThreadRequest(thread_id="old")))
+    monkeypatch.setattr(gc, "SWEEP_BATCH", 1)
+    collector = gc.GarbageCollector(store)
+    original = collector._sweep
+    batches = []
+
+    def sweep_then_reuse(txn, batch, marked):
+        result = original(txn, batch, marked)
+        batches.append(batch)
+        if len(batches) == 2:  # after the first node went, re-store the same list from another thread
+            threading.Thread(target=put, args=(store, "new", {"messages": items})).start()
+        return result
+
+    monkeypatch.setattr(collector, "_sweep", sweep_then_reuse)
+    collector.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            got = get_values(store, "new")["messages"]
+            break
+        except Exception:  # noqa: BLE001 - not written yet
+            time.sleep(0.05)
+    assert got == items
+    assert gc.check_integrity(store) == {**gc.check_integrity(store), "missing_blobs": 0, "problems": []}
