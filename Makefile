@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-native test-pure generate check-generated bench clean
+.PHONY: serve test test-native test-pure generate check-generated clean
 
 $(STAMP): pyproject.toml setup.py $(wildcard _native/*.pyx _native/*.pxd) clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,9 +34,6 @@ generate: $(STAMP)
 
 check-generated: $(STAMP)
 	$(PY) scripts/generate.py --check
-
-bench: $(STAMP)
-	$(PY) benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/*.so
