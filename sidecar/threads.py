@@ -140,7 +140,7 @@ async def update(store: Store, req: pb.UpdateThreadRequest) -> pb.UpdateThreadRe
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     sets = wire.metadata_items(req.set_metadata, "set_metadata")
-    removes = [validate.ident(k, f"remove_metadata_keys[{i}]") for i, k in enumerate(req.remove_metadata_keys)]
+    removes = list(req.remove_metadata_keys)  # metadata keys are any strings, not identifiers
 
     def apply(txn):
         rec = require(txn, store, ns, thread_id)
