@@ -98,7 +98,7 @@ def decompose(data: bytes) -> tuple[int, object]:
         value = _raw_decoder.decode(data)
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {_codec.MAX_DEPTH}") from None
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec: bad UTF-8 in a str
         raise UnsupportedValue(f"not valid MessagePack: {e}") from None
     t = type(value)
     if t is list:
