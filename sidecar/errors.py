@@ -69,9 +69,9 @@ def limit(name: str, message: str, field: str | None = None) -> ApiError:
     return ApiError("LIMIT_EXCEEDED", message, limit=name, field=field)
 
 
-def thread_not_found(namespace: str, thread_id: str) -> ApiError:
+def thread_not_found(namespace: str, thread_id: str, field: str = "thread_id") -> ApiError:
     return ApiError("THREAD_NOT_FOUND", f"thread {thread_id!r} not found in namespace {namespace!r}",
-                    thread_id=thread_id, field="thread_id")
+                    thread_id=thread_id, field=field)
 
 
 def checkpoint_not_found(thread_id: str, checkpoint_ns: str, checkpoint_id: str, field: str = "checkpoint_id") -> ApiError:

@@ -439,7 +439,7 @@ def test_copy_errors(nsclient, tid):
         nsclient.copy_thread(tid, "taken")
     assert nsclient.get_thread("taken") == taken
     assert list(nsclient.list_checkpoints("taken")) == []
-    with expect_error(NOT_FOUND, "THREAD_NOT_FOUND", "thread_id"):
+    with expect_error(NOT_FOUND, "THREAD_NOT_FOUND", "source_thread_id"):
         nsclient.copy_thread("no-such-thread", "target")
     with expect_error(NOT_FOUND, "THREAD_NOT_FOUND"):
         nsclient.get_thread("target")
