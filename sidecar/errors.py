@@ -11,6 +11,10 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 DOMAIN = "agentstate.v1"
+#: Status messages and ErrorInfo metadata values echo requests (map keys in field paths, etags);
+#: they are cut to these many UTF-8 bytes so the trailers stay well under gRPC's 8 KiB limit.
+MAX_MESSAGE_BYTES = 512
+MAX_METADATA_VALUE_BYTES = 512
 
 #: reason -> gRPC status code. Keep in step with errors.proto.
 REASONS: dict[str, grpc.StatusCode] = {
@@ -37,10 +41,11 @@ class ApiError(Exception):
     def __init__(self, reason: str, message: str, **metadata: object) -> None:
         if reason not in REASONS:
             raise ValueError(f"unknown error reason {reason}")
+        message = _cut(message, MAX_MESSAGE_BYTES)
         super().__init__(message)
         self.reason = reason
         self.message = message
-        self.metadata = {k: str(v) for k, v in metadata.items() if v is not None}
+        self.metadata = {k: _cut(str(v), MAX_METADATA_VALUE_BYTES) for k, v in metadata.items() if v is not None}
 
     @property
     def code(self) -> grpc.StatusCode:
@@ -54,6 +59,13 @@ class ApiError(Exception):
 
     def __repr__(self) -> str:
         return f"ApiError({self.reason}, {self.message!r}, {self.metadata})"
+
+
+def _cut(text: str, limit: int) -> str:
+    raw = text.encode(errors="replace")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit - 3].decode(errors="ignore") + "\u2026"
 
 
 def invalid(field: str, message: str) -> ApiError:
