@@ -359,14 +359,14 @@ def test_request_id_reused_by_every_mutating_call(c, t):
         rid = f"rid-{method}"
         first = call(rid, 1)
         assert call(rid, 1) == first, method
-        before = store_state(c, t, f"rid-2", f"cp-2")
+        before = store_state(c, t, "rid-2", "cp-2")
         with pytest.raises(InvalidArgument) as raised:
             call(rid, 2)
         code, info = error_info(c.last_error)
         assert (code, info.reason, info.domain, info.metadata["field"]) == (
             CODES.INVALID_ARGUMENT, "REQUEST_ID_REUSED", DOMAIN, "request_id"), method
         assert raised.value.reason == "REQUEST_ID_REUSED"
-        assert store_state(c, t, f"rid-2", f"cp-2") == before, method
+        assert store_state(c, t, "rid-2", "cp-2") == before, method
         # the same id in another method is another request as well
         other = next(m for m in calls if m != method)
         with pytest.raises(InvalidArgument):

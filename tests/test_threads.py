@@ -23,11 +23,7 @@ def create(c: Client, thread_id: str = "", metadata=None, **fields) -> pb.Create
     req = pb.CreateThreadRequest(namespace=c.namespace, thread_id=thread_id, **fields)
     for k, v in (metadata or {}).items():
         req.metadata[k].msgpack = msgspec.msgpack.encode(v)
-    try:
-        return c.threads.CreateThread(req)
-    except grpc.RpcError as e:
-        from agentstate.errors import from_rpc_error
-        raise from_rpc_error(e) from None
+    return c._call(c.threads.CreateThread, req, None)
 
 
 def ids(threads) -> list[str]:
