@@ -341,7 +341,7 @@ FUZZ = settings(deadline=None, derandomize=False, suppress_health_check=list(Hea
 
 
 @pytest.mark.parametrize("method", METHODS, ids=METHOD_IDS)
-@settings(FUZZ, max_examples=int(500 * SCALE))
+@settings(FUZZ, max_examples=int(800 * SCALE))
 @given(data=st.data())
 def test_structured_requests(seeded, method, data):
     _, channel = seeded
@@ -354,7 +354,7 @@ def test_structured_requests(seeded, method, data):
 
 
 @pytest.mark.parametrize("method", METHODS, ids=METHOD_IDS)
-@settings(FUZZ, max_examples=int(250 * SCALE))
+@settings(FUZZ, max_examples=int(400 * SCALE))
 @given(data=st.data())
 def test_raw_request_bodies(seeded, method, data):
     _, channel = seeded
