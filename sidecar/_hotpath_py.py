@@ -98,7 +98,7 @@ def decompose(data: bytes) -> tuple[int, object]:
         value = _raw_decoder.decode(data)
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {_codec.MAX_DEPTH}") from None
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec: bad UTF-8 in a str
         raise UnsupportedValue(f"not valid MessagePack: {e}") from None
     t = type(value)
     if t is list:
@@ -366,8 +366,21 @@ def map_update(root_hash: bytes, sets: Iterable[tuple[str, bytes]], deletes: Ite
     if not changes:
         return root_hash
     items = sorted((k, hash_bytes(k), v) for k, v in changes.items())
-    h, _ = _map_update(root_hash, 0, items, fetch, nodes)
+    h, _ = _map_update(root_hash, 0, items, _fetch_built_too(fetch, nodes, len(nodes)), nodes)
     return h
+
+
+def _fetch_built_too(fetch: Fetch, nodes: Nodes, start: int) -> Fetch:
+    """``fetch`` that also finds the nodes built since ``nodes[start]`` (not stored yet): merging
+    a shrunken inner node into a leaf reads children this update has just rebuilt."""
+
+    def get(h: bytes) -> bytes:
+        for built, node in nodes[start:]:
+            if built == h:
+                return node
+        return fetch(h)
+
+    return get
 
 
 def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes) -> tuple[bytes, int]:

@@ -162,7 +162,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
         base_channels = dict(base.channels) if base is not None else {}
         for name in sorted(req.channels):
             f = f"channels[{name!r}]"
-            validate.ident(name, f"channels key {name!r}")
+            validate.ident(name, f)
             w = req.channels[name]
             op = w.WhichOneof("op")
             if op == "value":
@@ -216,9 +216,7 @@ def _apply_delta(delta: values_pb2.ValueDelta, root: bytes, root_id: bytes, read
             raise ApiError("BASE_MISMATCH", f"{f}: append/keep_first on a map value", field=f)
         sets = [(k, hp.value_node(wire.value_encoding(delta.set[k], f"{f}.set[{k!r}]", 1), built))
                 for k in sorted(delta.set)]
-        for i, k in enumerate(delta.delete):
-            validate.ident(k, f"{f}.delete[{i}]")
-        try:
+        try:  # map keys are any strings (at most 65535 bytes), not identifiers
             return hp.map_update(root, sets, list(delta.delete), reader.node, built)
         except hp.UnsupportedValue as e:
             raise unsupported_value(f, e.reason) from None
@@ -390,6 +388,8 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
 
 def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, store: Store, fetch) -> bool:
     """When the known root is a list that the current one extends, send only the new items."""
+    if len(known) != hp.HASH_SIZE:  # not a hash (LMDB refuses an empty key): send the whole value
+        return False
     known_id = txn.get(known, db=store.db["hashes"])
     if known_id is None:
         return False

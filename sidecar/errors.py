@@ -11,6 +11,10 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 DOMAIN = "agentstate.v1"
+#: Status messages and ErrorInfo metadata values echo requests (map keys in field paths, etags);
+#: they are cut to these many UTF-8 bytes so the trailers stay well under gRPC's 8 KiB limit.
+MAX_MESSAGE_BYTES = 512
+MAX_METADATA_VALUE_BYTES = 512
 
 #: reason -> gRPC status code. Keep in step with errors.proto.
 REASONS: dict[str, grpc.StatusCode] = {
@@ -37,10 +41,11 @@ class ApiError(Exception):
     def __init__(self, reason: str, message: str, **metadata: object) -> None:
         if reason not in REASONS:
             raise ValueError(f"unknown error reason {reason}")
+        message = _cut(message, MAX_MESSAGE_BYTES)
         super().__init__(message)
         self.reason = reason
         self.message = message
-        self.metadata = {k: str(v) for k, v in metadata.items() if v is not None}
+        self.metadata = {k: _cut(str(v), MAX_METADATA_VALUE_BYTES) for k, v in metadata.items() if v is not None}
 
     @property
     def code(self) -> grpc.StatusCode:
@@ -56,6 +61,13 @@ class ApiError(Exception):
         return f"ApiError({self.reason}, {self.message!r}, {self.metadata})"
 
 
+def _cut(text: str, limit: int) -> str:
+    raw = text.encode(errors="replace")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit - 3].decode(errors="ignore") + "\u2026"
+
+
 def invalid(field: str, message: str) -> ApiError:
     """INVALID_ARGUMENT naming the request field at fault."""
     return ApiError("INVALID_FIELD", f"{field}: {message}", field=field)
@@ -69,9 +81,9 @@ def limit(name: str, message: str, field: str | None = None) -> ApiError:
     return ApiError("LIMIT_EXCEEDED", message, limit=name, field=field)
 
 
-def thread_not_found(namespace: str, thread_id: str) -> ApiError:
+def thread_not_found(namespace: str, thread_id: str, field: str = "thread_id") -> ApiError:
     return ApiError("THREAD_NOT_FOUND", f"thread {thread_id!r} not found in namespace {namespace!r}",
-                    thread_id=thread_id, field="thread_id")
+                    thread_id=thread_id, field=field)
 
 
 def checkpoint_not_found(thread_id: str, checkpoint_ns: str, checkpoint_id: str, field: str = "checkpoint_id") -> ApiError:

@@ -19,7 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2, threads_pb2_grpc
+from agentstate.v1 import admin_pb2, threads_pb2
 
 from . import gc, hotpath, limits, service
 from .store import Store
@@ -84,10 +84,10 @@ class Sidecar:
             ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ])
-        threads_pb2_grpc.add_ThreadServiceServicer_to_server(service.ThreadService(self.store, self.collector),
-                                                             self.server)
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(service.AdminService(self.store, self.collector),
-                                                          self.server)
+        service.add_to_server(service.ThreadService(self.store, self.collector),
+                              threads_pb2.DESCRIPTOR.services_by_name["ThreadService"], self.server)
+        service.add_to_server(service.AdminService(self.store, self.collector),
+                              admin_pb2.DESCRIPTOR.services_by_name["AdminService"], self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)

@@ -11,6 +11,8 @@ import functools
 import logging
 
 import grpc
+from google.protobuf import message as _message
+from google.protobuf import message_factory
 
 from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2_grpc
 
@@ -27,12 +29,54 @@ async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
                         trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),))
 
 
+class MalformedRequest:
+    """Stands in for a request body that does not parse; its handler answers INVALID_ARGUMENT."""
+
+    __slots__ = ("type_name", "error")
+
+    def __init__(self, type_name: str, error: Exception) -> None:
+        self.type_name = type_name
+        self.error = error
+
+
+def _tolerant(request_type):
+    parse = request_type.FromString
+    name = request_type.DESCRIPTOR.full_name
+
+    def deserialize(data: bytes):
+        try:
+            return parse(data)
+        except _message.DecodeError as e:  # grpc would answer UNKNOWN
+            return MalformedRequest(name, e)
+
+    return deserialize
+
+
+def add_to_server(servicer, service_descriptor, server: grpc.aio.Server) -> None:
+    """Register ``servicer`` like the generated add_*_to_server, but a body that
+    does not parse reaches the handler as a MalformedRequest. Unary methods only
+    (all of agentstate.v1 so far); a streaming one needs its own handler kind."""
+    handlers = {}
+    for method in service_descriptor.methods:
+        if method.client_streaming or method.server_streaming:
+            raise NotImplementedError(f"{method.full_name}: streaming methods are not wired up here yet")
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, method.name),
+            request_deserializer=_tolerant(message_factory.GetMessageClass(method.input_type)),
+            response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString)
+    name = service_descriptor.full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
+    server.add_registered_method_handlers(name, handlers)
+
+
 def handler(fn):
     """Wrap an operation so every failure becomes a proper status."""
 
     @functools.wraps(fn)
     async def call(self, request, context):
         try:
+            if isinstance(request, MalformedRequest):
+                raise ApiError("INVALID_FIELD", f"the request is not a valid {request.type_name}: {request.error}")
             return await fn(self, request, context)
         except ApiError as e:
             await abort(context, e)

@@ -140,7 +140,7 @@ async def update(store: Store, req: pb.UpdateThreadRequest) -> pb.UpdateThreadRe
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     sets = wire.metadata_items(req.set_metadata, "set_metadata")
-    removes = [validate.ident(k, f"remove_metadata_keys[{i}]") for i, k in enumerate(req.remove_metadata_keys)]
+    removes = list(req.remove_metadata_keys)  # metadata keys are any strings, not identifiers
 
     def apply(txn):
         rec = require(txn, store, ns, thread_id)
@@ -220,7 +220,9 @@ async def copy(store: Store, req: pb.CopyThreadRequest) -> pb.CopyThreadResponse
     new_metadata = wire.metadata_items(req.metadata, "metadata")
 
     def apply(txn):
-        src = require(txn, store, ns, src_id)
+        src = load(txn, store, ns, src_id)
+        if src is None:
+            raise thread_not_found(ns, src_id, "source_thread_id")
         if load(txn, store, ns, dst_id) is not None:
             raise ApiError("THREAD_ALREADY_EXISTS", f"target thread {dst_id!r} exists in namespace {ns!r}",
                            field="target_thread_id", thread_id=dst_id)

@@ -1,6 +1,7 @@
 """Shared fixtures: sidecar processes, clients, and the two hot-path implementations."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -15,7 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agentstate import Client
+from agentstate import AgentStateError, Client
+from agentstate.v1 import threads_pb2 as pb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,6 +111,14 @@ def fresh_sidecar(tmp_path):
     proc.stop()
 
 
+@pytest.fixture(scope="module")
+def module_sidecar(tmp_path_factory):
+    """A sidecar private to one test module, for whole-store counts that other modules must not disturb."""
+    proc = SidecarProcess(tmp_path_factory.mktemp("module") / "data").start()
+    yield proc
+    proc.stop()
+
+
 @pytest.fixture
 def client(sidecar):
     with sidecar.client() as c:
@@ -119,6 +129,51 @@ def client(sidecar):
 def tid():
     """A fresh thread id."""
     return f"t-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def ns():
+    """A fresh namespace (so list calls see only what the test made)."""
+    return f"ns-{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+def nsclient(sidecar, ns):
+    """A client of the shared sidecar in a namespace of its own."""
+    with sidecar.client(namespace=ns) as c:
+        yield c
+
+
+# ---------------------------------------------------------------- helpers for API tests
+
+@contextlib.contextmanager
+def expect_error(code, reason: str, field: str | None = None, **metadata: str):
+    """Expect an AgentStateError with this gRPC code, ErrorInfo reason and (optionally) metadata."""
+    with pytest.raises(AgentStateError) as info:
+        yield info
+    err = info.value
+    assert (err.code, err.reason) == (code, reason), f"{err!r}: {err.metadata}"
+    if field is not None:
+        assert err.field == field, f"field {err.field!r} != {field!r} ({err})"
+    for key, value in metadata.items():
+        assert err.metadata.get(key) == value, f"metadata[{key!r}] = {err.metadata.get(key)!r} != {value!r}"
+
+
+def store_state(client: Client, *thread_ids: str) -> dict:
+    """Everything a failed call must leave alone: store counts, and each thread with all its
+    checkpoints (every checkpoint namespace, values and pending writes)."""
+    stats = client.store_stats()
+    state = {"stats": (stats.threads, stats.checkpoints, stats.pending_writes, stats.blobs, stats.blob_bytes)}
+    for thread_id in thread_ids:
+        req = pb.GetThreadRequest(namespace=client.namespace, thread_id=thread_id)
+        try:
+            thread = client.threads.GetThread(req).thread.SerializeToString(deterministic=True)
+        except grpc.RpcError as e:
+            thread = e.code()
+        checkpoints = [c.SerializeToString(deterministic=True) for c in client.list_checkpoints(
+            thread_id, include_values=True, include_pending_writes=True)]
+        state[thread_id] = (thread, checkpoints)
+    return state
 
 
 def native_available() -> bool:

@@ -19,7 +19,7 @@ import grpc
 
 from .errors import from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc, values_pb2
-from .values import channel_write, encode_into, from_value
+from .values import channel_write, check_key, encode_into, from_value
 
 DEFAULT_ADDRESS = "unix:sidecar-data/sidecar.sock"
 _IF_EXISTS = {"error": pb.IF_EXISTS_ERROR, "return": pb.IF_EXISTS_RETURN, "merge": pb.IF_EXISTS_MERGE_METADATA}
@@ -32,7 +32,7 @@ def channel_options() -> list[tuple[str, Any]]:
 
 def _fill_map(target, values: Mapping[str, Any] | None, field: str = "metadata") -> None:
     for k, v in (values or {}).items():
-        encode_into(v, target[k], f"{field}[{k!r}]")
+        encode_into(v, target[check_key(k, field)], f"{field}[{k!r}]")
 
 
 def decode_map(entries) -> dict[str, Any]:
@@ -144,7 +144,7 @@ class Client:
                                       base_checkpoint_id=base_id, schema_version=schema_version,
                                       require_thread=require_thread, request_id=request_id)
         for name, value in channels.items():
-            channel_write(value, req.channels[name], f"channels[{name!r}]")
+            channel_write(value, req.channels[check_key(name, "channels")], f"channels[{name!r}]")
         _fill_map(req.metadata, metadata)
         if extra is not None:
             encode_into(extra, req.extra, "extra")

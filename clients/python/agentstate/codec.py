@@ -194,7 +194,7 @@ def _canonical_ext(ext: msgspec.msgpack.Ext, depth: int) -> Any:
             raise UnsupportedValue(f"nested deeper than {MAX_DEPTH}")
         try:
             items = _raw_decoder.decode(data)
-        except (msgspec.DecodeError, RecursionError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             raise UnsupportedValue("malformed set extension") from None
         if type(items) is not list:
             raise UnsupportedValue("set extension must hold an array")
@@ -324,7 +324,7 @@ def canonicalize(data: bytes) -> bytes:
         value = _raw_decoder.decode(data)
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {MAX_DEPTH}") from None
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec: bad UTF-8 in a str
         raise UnsupportedValue(f"not valid MessagePack: {e}") from None
     return _encoder.encode(normalize(value))
 

@@ -41,6 +41,7 @@ def to_value(value: Any, out: values_pb2.Value | None = None) -> values_pb2.Valu
     """Encode a Python value (raises codec.UnsupportedValue naming the path)."""
     out = out if out is not None else values_pb2.Value()
     if type(value) is Opaque:
+        codec.opaque_payload(value.type, value.data)  # checks type and data like the server does
         out.opaque.type = value.type
         out.opaque.data = value.data
     else:
@@ -67,6 +68,14 @@ def invalid_value(field: str, e: codec.UnsupportedValue) -> InvalidArgument:
     path = field + e.path[1:]
     return InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"{path}: {e.reason}", "UNSUPPORTED_VALUE",
                            {"field": path})
+
+
+def check_key(key: Any, field: str) -> str:
+    """A map key or channel name must be a str (InvalidArgument naming ``field`` otherwise)."""
+    if type(key) is not str:
+        raise InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: key {key!r} is not a string",
+                              "INVALID_FIELD", {"field": field})
+    return key
 
 
 def encode_into(value: Any, out: values_pb2.Value, field: str) -> None:
@@ -114,7 +123,10 @@ def _channel_write(value: Any, out: threads_pb2.ChannelWrite) -> None:
     elif isinstance(value, list) and value and all(type(v) is Opaque for v in value):
         items = out.value.list.items
         out.value.list.SetInParent()
-        for v in value:
-            to_value(v, items.add())
+        for i, v in enumerate(value):
+            try:
+                to_value(v, items.add())
+            except codec.UnsupportedValue as e:
+                raise e.under(f"[{i}]") from None
     else:
         to_value(value, out.value)
