@@ -351,11 +351,19 @@ def _ext_to_python(code: int, data: memoryview) -> Any:
     if code == EXT_DECIMAL:
         return _decimal.Decimal(data.decode("ascii"))
     if code == EXT_SET:
-        return set(_python_decoder.decode(data))
+        # Python set elements are hashable: a list inside a set was a tuple when it was written.
+        try:
+            return set(_hashable(x) for x in _python_decoder.decode(data))
+        except TypeError:
+            raise UnsupportedValue("a set holding maps cannot be a Python set") from None
     if code == EXT_OPAQUE:
         n = data[0]
         return Opaque(data[1:1 + n].decode(), data[1 + n:])
     raise UnsupportedValue(f"unknown extension type {code}")
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(x) for x in value) if type(value) is list else value
 
 
 def _zone(name: str) -> Any:

@@ -186,8 +186,10 @@ class ThreadServiceServicer:
 
     def ListCheckpoints(self, request, context):
         """ListCheckpoints lists checkpoints newest first (descending checkpoint
-        id), filtered by thread, checkpoint namespace, metadata equality and
-        `before`, one page at a time.
+        id; across checkpoint namespaces of a thread, by id then namespace),
+        filtered by thread, checkpoint namespace, metadata equality and
+        `before`, one page at a time. Without a thread_id it goes thread by
+        thread in thread_id order, newest first within each.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
