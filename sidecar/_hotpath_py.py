@@ -70,6 +70,9 @@ GEAR = tuple(
 
 UnsupportedValue = _codec.UnsupportedValue
 canonicalize = _codec.canonicalize
+#: Python objects -> canonical bytes (the compiled module has its own).
+encode = _codec.encode
+normalize = _codec.normalize
 _encoder = msgspec.msgpack.Encoder()
 _raw_decoder = msgspec.msgpack.Decoder(ext_hook=msgspec.msgpack.Ext)
 
@@ -98,7 +101,7 @@ def decompose(data: bytes) -> tuple[int, object]:
         value = _raw_decoder.decode(data)
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {_codec.MAX_DEPTH}") from None
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec raises the latter for bad UTF-8
         raise UnsupportedValue(f"not valid MessagePack: {e}") from None
     t = type(value)
     if t is list:
@@ -136,15 +139,15 @@ def opaque_parts(encoding: bytes) -> tuple[str, bytes] | None:
     head = encoding[0]
     if head == 0xC7:  # ext 8
         size, code, start = encoding[1], encoding[2], 3
-    elif head == 0xC8:  # ext 16
+    elif head == 0xC8 and n >= 4:  # ext 16
         size, code, start = int.from_bytes(encoding[1:3], "big"), encoding[3], 4
-    elif head == 0xC9:  # ext 32
+    elif head == 0xC9 and n >= 6:  # ext 32
         size, code, start = int.from_bytes(encoding[1:5], "big"), encoding[5], 6
     elif 0xD4 <= head <= 0xD8:  # fixext 1..16
         size, code, start = 1 << (head - 0xD4), encoding[1], 2
     else:
         return None
-    if code != _codec.EXT_OPAQUE or start + size != n:
+    if code != _codec.EXT_OPAQUE or start + size != n or size == 0:
         return None
     tlen = encoding[start]
     return encoding[start + 1:start + 1 + tlen].decode(), encoding[start + 1 + tlen:]
@@ -207,6 +210,13 @@ def value_node(encoding: bytes, nodes: Nodes) -> bytes:
     return h
 
 
+def _chunked_count(node: bytes) -> int:
+    count = int.from_bytes(node[9:13], "big")
+    if len(node) != 13 + HASH_SIZE * count:
+        raise CorruptNode("chunked value node length mismatch")
+    return count
+
+
 def read_encoding(h: bytes, fetch: Fetch) -> bytes:
     """Return the encoding stored under value hash ``h``."""
     node = fetch(h)
@@ -215,8 +225,13 @@ def read_encoding(h: bytes, fetch: Fetch) -> bytes:
         return node[1:]
     if tag == TAG_CHUNKED:
         total = int.from_bytes(node[1:9], "big")
-        count = int.from_bytes(node[9:13], "big")
-        parts = [fetch(node[13 + i * 32:45 + i * 32])[1:] for i in range(count)]
+        count = _chunked_count(node)
+        parts = []
+        for i in range(count):
+            chunk = fetch(node[13 + i * 32:45 + i * 32])
+            if not chunk or chunk[0] != TAG_CHUNK:
+                raise CorruptNode("chunked value refers to a node that is not a chunk")
+            parts.append(chunk[1:])
         out = b"".join(parts)
         if len(out) != total:
             raise CorruptNode("chunked value length mismatch")
@@ -253,6 +268,8 @@ def list_append(root: bytes | None, item_hashes: Iterable[bytes], nodes: Nodes) 
     else:
         n, peaks, tail = _parse_list_root(root)
     for h in item_hashes:
+        if len(h) != HASH_SIZE:
+            raise ValueError(f"item hash must be {HASH_SIZE} bytes, not {len(h)}")
         tail.append(h)
         n += 1
         if len(tail) == LEAF_ITEMS:
@@ -343,10 +360,21 @@ def _check_key(key: bytes) -> bytes:
     return key
 
 
+def _check_value_hash(h: bytes) -> bytes:
+    if len(h) != HASH_SIZE:
+        raise ValueError(f"value hash must be {HASH_SIZE} bytes, not {len(h)}")
+    return h
+
+
 def map_build(pairs: Iterable[tuple[str, bytes]], nodes: Nodes) -> bytes:
-    """Build a map from (key, value hash) pairs; returns the root hash."""
-    items = sorted((_check_key(k.encode()), b"", v) for k, v in pairs)
-    items = [(k, hash_bytes(k), v) for k, _, v in items]
+    """Build a map from (key, value hash) pairs; returns the root hash.
+
+    A key given twice keeps its last value (as ``dict(pairs)`` would).
+    """
+    merged: dict[bytes, bytes] = {}
+    for k, v in pairs:
+        merged[_check_key(k.encode())] = _check_value_hash(v)
+    items = [(k, hash_bytes(k), v) for k, v in sorted(merged.items())]
     return _map_build(items, 0, nodes)
 
 
@@ -368,6 +396,8 @@ def _parse_map_leaf(node: bytes) -> list[tuple[bytes, bytes]]:
         pos += 2 + klen
         out.append((key, node[pos:pos + 32]))
         pos += 32
+        if pos > len(node):  # a damaged count: stop before looping over garbage
+            break
     if pos != len(node):
         raise CorruptNode("map leaf length mismatch")
     return out
@@ -410,15 +440,17 @@ def map_update(root_hash: bytes, sets: Iterable[tuple[str, bytes]], deletes: Ite
     for key in deletes:
         changes[_check_key(key.encode())] = None
     for key, h in sets:
-        changes[_check_key(key.encode())] = h
+        changes[_check_key(key.encode())] = _check_value_hash(h)
     if not changes:
         return root_hash
     items = sorted((k, hash_bytes(k), v) for k, v in changes.items())
-    h, _ = _map_update(root_hash, 0, items, fetch, nodes)
+    h, _ = _map_update(root_hash, 0, items, fetch, nodes, len(nodes))
     return h
 
 
-def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes) -> tuple[bytes, int]:
+def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes,
+                start: int) -> tuple[bytes, int]:
+    """``nodes[start:]`` are the nodes this update made (not in the store yet)."""
     node = fetch(node_hash)
     if node[0] == TAG_MAP:
         merged = dict(_parse_map_leaf(node))
@@ -444,16 +476,24 @@ def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes
                 total += len(added)
             continue
         old = map_count(fetch(child))
-        new_child, new_count = _map_update(child, depth + 1, group, fetch, nodes)
+        new_child, new_count = _map_update(child, depth + 1, group, fetch, nodes, start)
         total += new_count - old
         if new_count:
             children[nib] = new_child
         else:
             del children[nib]
     if total <= MAP_LEAF_MAX:
+        # Collapse to one leaf. Children rebuilt by this update exist only in
+        # ``nodes`` so far: read those from there, the others from the store.
+        fresh = dict(nodes[start:])
+
+        def fetch_fresh(h: bytes) -> bytes:
+            node = fresh.get(h)
+            return fetch(h) if node is None else node
+
         raw: list[tuple[bytes, bytes]] = []
         for child in children.values():
-            _map_collect(fetch(child), fetch, raw)
+            _map_collect(fetch_fresh(child), fetch_fresh, raw)
         raw.sort()
         return _map_leaf(raw, nodes), total
     bitmap = 0
@@ -484,7 +524,7 @@ def children(node: bytes) -> list[bytes]:
     if tag == TAG_VALUE or tag == TAG_CHUNK:
         return []
     if tag == TAG_CHUNKED:
-        count = int.from_bytes(node[9:13], "big")
+        count = _chunked_count(node)
         return [node[13 + i * 32:45 + i * 32] for i in range(count)]
     if tag == TAG_LIST:
         _, peaks, tail = _parse_list_root(node)
