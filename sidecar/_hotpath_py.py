@@ -70,6 +70,9 @@ GEAR = tuple(
 
 UnsupportedValue = _codec.UnsupportedValue
 canonicalize = _codec.canonicalize
+#: Python objects -> canonical bytes (the compiled module has its own).
+encode = _codec.encode
+normalize = _codec.normalize
 _encoder = msgspec.msgpack.Encoder()
 _raw_decoder = msgspec.msgpack.Decoder(ext_hook=msgspec.msgpack.Ext)
 
@@ -98,7 +101,7 @@ def decompose(data: bytes) -> tuple[int, object]:
         value = _raw_decoder.decode(data)
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {_codec.MAX_DEPTH}") from None
-    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec: bad UTF-8 in a str
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec raises the latter for bad UTF-8
         raise UnsupportedValue(f"not valid MessagePack: {e}") from None
     t = type(value)
     if t is list:
@@ -136,15 +139,15 @@ def opaque_parts(encoding: bytes) -> tuple[str, bytes] | None:
     head = encoding[0]
     if head == 0xC7:  # ext 8
         size, code, start = encoding[1], encoding[2], 3
-    elif head == 0xC8:  # ext 16
+    elif head == 0xC8 and n >= 4:  # ext 16
         size, code, start = int.from_bytes(encoding[1:3], "big"), encoding[3], 4
-    elif head == 0xC9:  # ext 32
+    elif head == 0xC9 and n >= 6:  # ext 32
         size, code, start = int.from_bytes(encoding[1:5], "big"), encoding[5], 6
     elif 0xD4 <= head <= 0xD8:  # fixext 1..16
         size, code, start = 1 << (head - 0xD4), encoding[1], 2
     else:
         return None
-    if code != _codec.EXT_OPAQUE or start + size != n:
+    if code != _codec.EXT_OPAQUE or start + size != n or size == 0:
         return None
     tlen = encoding[start]
     return encoding[start + 1:start + 1 + tlen].decode(), encoding[start + 1 + tlen:]
@@ -236,6 +239,8 @@ def list_append(root: bytes | None, item_hashes: Iterable[bytes], nodes: Nodes) 
     else:
         n, peaks, tail = _parse_list_root(root)
     for h in item_hashes:
+        if len(h) != HASH_SIZE:
+            raise ValueError(f"item hash must be {HASH_SIZE} bytes, not {len(h)}")
         tail.append(h)
         n += 1
         if len(tail) == LEAF_ITEMS:
@@ -303,10 +308,21 @@ def _check_key(key: bytes) -> bytes:
     return key
 
 
+def _check_value_hash(h: bytes) -> bytes:
+    if len(h) != HASH_SIZE:
+        raise ValueError(f"value hash must be {HASH_SIZE} bytes, not {len(h)}")
+    return h
+
+
 def map_build(pairs: Iterable[tuple[str, bytes]], nodes: Nodes) -> bytes:
-    """Build a map from (key, value hash) pairs; returns the root hash."""
-    items = sorted((_check_key(k.encode()), b"", v) for k, v in pairs)
-    items = [(k, hash_bytes(k), v) for k, _, v in items]
+    """Build a map from (key, value hash) pairs; returns the root hash.
+
+    A key given twice keeps its last value (as ``dict(pairs)`` would).
+    """
+    merged: dict[bytes, bytes] = {}
+    for k, v in pairs:
+        merged[_check_key(k.encode())] = _check_value_hash(v)
+    items = [(k, hash_bytes(k), v) for k, v in sorted(merged.items())]
     return _map_build(items, 0, nodes)
 
 
@@ -320,6 +336,8 @@ def _parse_map_leaf(node: bytes) -> list[tuple[bytes, bytes]]:
         pos += 2 + klen
         out.append((key, node[pos:pos + 32]))
         pos += 32
+        if pos > len(node):  # a damaged count: stop before looping over garbage
+            break
     if pos != len(node):
         raise CorruptNode("map leaf length mismatch")
     return out
@@ -362,28 +380,17 @@ def map_update(root_hash: bytes, sets: Iterable[tuple[str, bytes]], deletes: Ite
     for key in deletes:
         changes[_check_key(key.encode())] = None
     for key, h in sets:
-        changes[_check_key(key.encode())] = h
+        changes[_check_key(key.encode())] = _check_value_hash(h)
     if not changes:
         return root_hash
     items = sorted((k, hash_bytes(k), v) for k, v in changes.items())
-    h, _ = _map_update(root_hash, 0, items, _fetch_built_too(fetch, nodes, len(nodes)), nodes)
+    h, _ = _map_update(root_hash, 0, items, fetch, nodes, len(nodes))
     return h
 
 
-def _fetch_built_too(fetch: Fetch, nodes: Nodes, start: int) -> Fetch:
-    """``fetch`` that also finds the nodes built since ``nodes[start]`` (not stored yet): merging
-    a shrunken inner node into a leaf reads children this update has just rebuilt."""
-
-    def get(h: bytes) -> bytes:
-        for built, node in nodes[start:]:
-            if built == h:
-                return node
-        return fetch(h)
-
-    return get
-
-
-def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes) -> tuple[bytes, int]:
+def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes,
+                start: int) -> tuple[bytes, int]:
+    """``nodes[start:]`` are the nodes this update made (not in the store yet)."""
     node = fetch(node_hash)
     if node[0] == TAG_MAP:
         merged = dict(_parse_map_leaf(node))
@@ -409,16 +416,24 @@ def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes
                 total += len(added)
             continue
         old = map_count(fetch(child))
-        new_child, new_count = _map_update(child, depth + 1, group, fetch, nodes)
+        new_child, new_count = _map_update(child, depth + 1, group, fetch, nodes, start)
         total += new_count - old
         if new_count:
             children[nib] = new_child
         else:
             del children[nib]
     if total <= MAP_LEAF_MAX:
+        # Collapse to one leaf. Children rebuilt by this update exist only in
+        # ``nodes`` so far: read those from there, the others from the store.
+        fresh = dict(nodes[start:])
+
+        def fetch_fresh(h: bytes) -> bytes:
+            node = fresh.get(h)
+            return fetch(h) if node is None else node
+
         raw: list[tuple[bytes, bytes]] = []
         for child in children.values():
-            _map_collect(fetch(child), fetch, raw)
+            _map_collect(fetch_fresh(child), fetch_fresh, raw)
         raw.sort()
         return _map_leaf(raw, nodes), total
     bitmap = 0

@@ -324,7 +324,7 @@ def canonicalize(data: bytes) -> bytes:
         value = _raw_decoder.decode(data)
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {MAX_DEPTH}") from None
-    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec: bad UTF-8 in a str
+    except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec raises the latter for bad UTF-8
         raise UnsupportedValue(f"not valid MessagePack: {e}") from None
     return _encoder.encode(normalize(value))
 
@@ -332,6 +332,8 @@ def canonicalize(data: bytes) -> bytes:
 def _ext_to_python(code: int, data: memoryview) -> Any:
     data = bytes(data)
     if code == EXT_BIGINT:
+        if not data:
+            raise UnsupportedValue("empty big int extension")
         return int.from_bytes(data, "big", signed=True)
     if code == EXT_DATETIME:
         _check_datetime_payload(data)
@@ -347,23 +349,41 @@ def _ext_to_python(code: int, data: memoryview) -> Any:
         tz = _dt.timezone.utc if offset == 0 else _dt.timezone(_dt.timedelta(seconds=offset))
         return instant.astimezone(tz)
     if code == EXT_UUID:
+        if len(data) != 16:
+            raise UnsupportedValue("UUID extension must hold 16 bytes")
         return _uuid.UUID(bytes=data)
     if code == EXT_DECIMAL:
-        return _decimal.Decimal(data.decode("ascii"))
-    if code == EXT_SET:
-        # Python set elements are hashable: a list inside a set was a tuple when it was written.
         try:
-            return set(_hashable(x) for x in _python_decoder.decode(data))
-        except TypeError:
-            raise UnsupportedValue("a set holding maps cannot be a Python set") from None
+            return _decimal.Decimal(data.decode("ascii"))
+        except (UnicodeDecodeError, _decimal.InvalidOperation):
+            raise UnsupportedValue("malformed decimal extension") from None
+    if code == EXT_SET:
+        items = _python_decoder.decode(data)
+        if type(items) is not list:
+            raise UnsupportedValue("set extension must hold an array")
+        return {_hashable(item) for item in items}
     if code == EXT_OPAQUE:
+        if not data or data[0] == 0 or len(data) < 1 + data[0]:
+            raise UnsupportedValue("malformed opaque extension")
         n = data[0]
-        return Opaque(data[1:1 + n].decode(), data[1 + n:])
+        try:
+            name = data[1:1 + n].decode("utf-8", "strict")
+        except UnicodeDecodeError:
+            raise UnsupportedValue("opaque type is not UTF-8") from None
+        return Opaque(name, data[1 + n:])
     raise UnsupportedValue(f"unknown extension type {code}")
 
 
 def _hashable(value: Any) -> Any:
-    return tuple(_hashable(x) for x in value) if type(value) is list else value
+    """A set element as a Python set can hold it: arrays become tuples, sets frozensets."""
+    t = type(value)
+    if t is list:
+        return tuple(_hashable(item) for item in value)
+    if t is set:
+        return frozenset(value)  # its elements went through this function already
+    if t is dict:
+        raise UnsupportedValue("a set holding a map cannot be read back as a Python set")
+    return value
 
 
 def _zone(name: str) -> Any:
@@ -379,5 +399,10 @@ _python_decoder = msgspec.msgpack.Decoder(ext_hook=_ext_to_python)
 
 
 def decode(data: bytes) -> Any:
-    """Return the Python value of an encoding (extension types become Python types)."""
+    """Return the Python value of an encoding (extension types become Python types).
+
+    Inside a set, arrays read back as tuples and sets as frozensets (a Python
+    set can only hold hashable values); a set holding a map raises
+    UnsupportedValue.
+    """
     return _python_decoder.decode(data)

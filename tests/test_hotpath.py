@@ -1,0 +1,832 @@
+"""The write path, both implementations: golden vectors, properties, and compiled == pure Python.
+
+Tests taking the ``impl`` fixture run once against ``sidecar._hotpath_c`` (the
+compiled module; the test fails if it is not built) and once against
+``sidecar._hotpath_py`` (the pure-Python twin). The golden vectors in
+tests/golden/ were generated from the twin by tests/golden/generate.py and are
+only ever read here.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import importlib.util
+import json
+import math
+import uuid
+from pathlib import Path
+
+import msgspec
+import pytest
+from blake3 import blake3
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from agentstate import codec
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden"
+
+_spec = importlib.util.spec_from_file_location("golden_generate", GOLDEN / "generate.py")
+golden = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(golden)
+
+VALUES = json.loads((GOLDEN / "values.json").read_text())
+TREES = json.loads((GOLDEN / "trees.json").read_text())
+
+Ext = msgspec.msgpack.Ext
+# The impl fixture hands out a module (no state), so sharing it between examples is fine.
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                         HealthCheck.function_scoped_fixture])
+
+
+def _py():
+    return importlib.import_module("sidecar._hotpath_py")
+
+
+def _c():
+    return importlib.import_module("sidecar._hotpath_c")
+
+
+def outcome(fn, *args):
+    """("ok", result) or ("error", type name, reason, path) — comparable across implementations."""
+    try:
+        return ("ok", fn(*args))
+    except codec.UnsupportedValue as e:
+        return ("error", "UnsupportedValue", e.reason, e.path)
+    except Exception as e:  # noqa: BLE001
+        return ("error", type(e).__name__)
+
+
+def store_of(nodes) -> dict:
+    return dict(nodes)
+
+
+# ================================================================== golden vectors
+
+def _encoding_matches(entry, enc: bytes) -> bool:
+    if "encoding" in entry:
+        return enc.hex() == entry["encoding"]
+    return len(enc) == entry["encoding_length"] and blake3(enc).hexdigest() == entry["encoding_blake3"]
+
+
+def test_golden_files_are_current_format():
+    from sidecar import layout
+
+    assert VALUES["format"] == layout.FORMAT_NAME
+    assert TREES["format"] == layout.FORMAT_NAME
+    assert len(VALUES["values"]) > 150 and len(VALUES["errors"]) > 30
+
+
+@pytest.mark.parametrize("entry", VALUES["values"], ids=lambda e: e["name"])
+def test_golden_value(impl, entry):
+    value = golden.from_desc(entry["value"])
+    enc = impl.encode(value)
+    assert _encoding_matches(entry, enc)
+    assert impl.canonicalize(enc) == enc  # canonical bytes are a fixed point
+    nodes: list = []
+    assert impl.value_node(enc, nodes).hex() == entry["hash"]
+    assert golden.nodes_digest(nodes) == entry["nodes"]
+    assert impl.read_encoding(bytes.fromhex(entry["hash"]), store_of(nodes).__getitem__) == enc
+
+
+@pytest.mark.parametrize("entry", VALUES["errors"], ids=lambda e: e["name"])
+def test_golden_error(impl, entry):
+    value = golden.from_desc(entry["value"])
+    with pytest.raises(codec.UnsupportedValue) as info:
+        impl.encode(value)
+    assert type(info.value) is codec.UnsupportedValue
+    assert entry["error"] == {"type": "UnsupportedValue", "reason": info.value.reason, "path": info.value.path}
+
+
+@pytest.mark.parametrize("entry", VALUES["canonicalize"], ids=lambda e: e["name"])
+def test_golden_canonicalize(impl, entry):
+    data = bytes.fromhex(entry["input"])
+    if "canonical" in entry:
+        assert impl.canonicalize(data).hex() == entry["canonical"]
+        # the canonical form is canonical
+        assert impl.canonicalize(bytes.fromhex(entry["canonical"])).hex() == entry["canonical"]
+    else:
+        assert outcome(impl.canonicalize, data) == ("error", "UnsupportedValue", entry["error"]["reason"],
+                                                    entry["error"]["path"])
+
+
+@pytest.mark.parametrize("entry", VALUES["decompose"], ids=lambda e: e["name"])
+def test_golden_decompose(impl, entry):
+    data = bytes.fromhex(entry["input"])
+    if "error" in entry:
+        assert outcome(impl.decompose, data) == ("error", "UnsupportedValue", entry["error"]["reason"],
+                                                 entry["error"]["path"])
+        return
+    kind, payload = impl.decompose(data)
+    assert kind == entry["kind"]
+    if kind == impl.KIND_SCALAR:
+        assert payload.hex() == entry["payload"]
+    elif kind == impl.KIND_LIST:
+        assert [e.hex() for e in payload] == entry["payload"]
+    else:
+        assert [[k, e.hex()] for k, e in payload] == entry["payload"]
+
+
+@pytest.mark.parametrize("entry", VALUES["opaque_parts"], ids=lambda e: e["input"][:16] or "empty")
+def test_golden_opaque_parts(impl, entry):
+    parts = impl.opaque_parts(bytes.fromhex(entry["input"]))
+    assert (None if parts is None else [parts[0], parts[1].hex()]) == entry["parts"]
+
+
+@pytest.mark.parametrize("entry", TREES["lists"], ids=lambda e: f"n={e['length']}")
+def test_golden_list(impl, entry):
+    n = entry["length"]
+    encs = [golden.item_encoding(i) for i in range(n)]
+    nodes: list = []
+    root = impl.build_list(encs, nodes)
+    assert root.hex() == entry["root"]
+    assert len(nodes) == entry["node_count"]
+    assert golden.nodes_digest(nodes) == entry["nodes"]
+    store = store_of(nodes)
+    assert impl.list_length(store[root]) == n
+    assert impl.list_encodings(store[root], store.__getitem__) == encs
+    for pattern in golden.APPEND_PATTERNS:
+        nodes2: list = []
+        impl.list_append(None, [], nodes2)
+        root_node = nodes2[-1][1]
+        i = step = 0
+        h = nodes2[-1][0]
+        while i < n:
+            k = pattern[step % len(pattern)]
+            step += 1
+            h = impl.build_list(encs[i:i + k], nodes2, root_node)
+            root_node = nodes2[-1][1]
+            i += k
+        assert h.hex() == entry["appends"][",".join(map(str, pattern))] == entry["root"]
+
+
+@pytest.mark.parametrize("entry", TREES["maps"], ids=lambda e: f"size={e['size']}")
+def test_golden_map(impl, entry):
+    pairs = golden.map_pairs(entry["size"])
+    nodes: list = []
+    root = impl.build_map(pairs, nodes)
+    assert root.hex() == entry["root"]
+    assert len(nodes) == entry["node_count"]
+    assert golden.nodes_digest(nodes) == entry["nodes"]
+    store = store_of(nodes)
+    assert impl.map_count(store[root]) == entry["size"]
+    got = [(k, impl.read_encoding(h, store.__getitem__)) for k, h in impl.map_entries(root, store.__getitem__)]
+    assert got == sorted(pairs, key=lambda p: p[0].encode())
+
+
+@pytest.mark.parametrize("entry", TREES["map_updates"], ids=lambda e: e["name"])
+def test_golden_map_update(impl, entry):
+    nodes: list = []
+    root = impl.build_map(golden.map_pairs(entry["base"]), nodes)
+    store = store_of(nodes)
+    value_nodes: list = []
+    sets = [(k, impl.value_node(codec.encode(v), value_nodes)) for k, v in entry["sets"]]
+    store.update(value_nodes)
+    upd: list = []
+    # fetch sees only what was stored before the update (as the server's LMDB read does)
+    new_root = impl.map_update(root, sets, entry["deletes"], store.__getitem__, upd)
+    assert new_root.hex() == entry["root"]
+    assert golden.nodes_digest(upd) == entry["nodes"]
+    # the same content built whole has the same root
+    final = dict(golden.map_pairs(entry["base"]))
+    for k in entry["deletes"]:
+        final.pop(k, None)
+    for k, v in entry["sets"]:
+        final[k] = codec.encode(v)
+    assert impl.build_map(sorted(final.items()), []) == new_root
+
+
+@pytest.mark.parametrize("entry", TREES["cdc"], ids=lambda e: e["seed"])
+def test_golden_cdc(impl, entry):
+    data = bytes(entry["length"]) if entry["seed"] == "zeros" else golden.pseudo_random(entry["seed"], entry["length"])
+    assert impl.cdc_cut_points(data) == entry["cuts"]
+
+
+def _chunked_value(name: str):
+    return {
+        "bytes 1MiB": lambda: golden.pseudo_random("chunked-bytes", 1 << 20),
+        "str 100KiB": lambda: golden.pseudo_random("chunked-str", 75 * 1024).hex()[:100 * 1024],
+        "bytes threshold+1": lambda: golden.pseudo_random("t1", 32 * 1024 - 2),
+        "bytes at threshold": lambda: golden.pseudo_random("t0", 32 * 1024 - 3),
+    }[name]()
+
+
+@pytest.mark.parametrize("entry", TREES["chunked_values"], ids=lambda e: e["name"])
+def test_golden_chunked_value(impl, entry):
+    enc = impl.encode(_chunked_value(entry["name"]))
+    assert len(enc) == entry["encoding_length"]
+    assert impl.hash_bytes(enc).hex() == entry["encoding_blake3"]
+    nodes: list = []
+    h = impl.value_node(enc, nodes)
+    assert h.hex() == entry["hash"]
+    assert len(nodes) == entry["node_count"]
+    assert golden.nodes_digest(nodes) == entry["nodes"]
+    assert impl.read_encoding(h, store_of(nodes).__getitem__) == enc
+
+
+def test_golden_gear_table(impl):
+    assert impl.GEAR == _py().GEAR
+    assert len(set(impl.GEAR)) == 256
+
+
+# ================================================================== properties: lists
+
+item_encodings = st.lists(st.integers(0, 10**6).map(lambda i: codec.encode({"i": i})), max_size=140)
+
+
+@SETTINGS
+@given(encs=item_encodings, splits=st.lists(st.integers(0, 20), max_size=40))
+def test_list_whole_equals_appends(impl, encs, splits):
+    whole: list = []
+    root = impl.build_list(encs, whole)
+    nodes: list = []
+    root_node = None
+    i = 0
+    h = None
+    for k in splits + [len(encs)]:
+        h = impl.build_list(encs[i:i + k], nodes, root_node)
+        root_node = nodes[-1][1]
+        i += k
+        if i >= len(encs):
+            break
+    assert h == root
+    # appending item hashes directly gives the same root as well
+    hashes = [impl.value_node(e, []) for e in encs]
+    n2: list = []
+    r = None
+    for j in range(0, len(hashes), 5):
+        h2 = impl.list_append(r, hashes[j:j + 5], n2)
+        r = n2[-1][1]
+    if hashes:
+        assert h2 == root
+
+
+@SETTINGS
+@given(encs=item_encodings)
+def test_list_round_trip(impl, encs):
+    nodes: list = []
+    root = impl.build_list(encs, nodes)
+    store = store_of(nodes)
+    node = store[root]
+    assert impl.list_length(node) == len(encs)
+    assert impl.list_item_hashes(node, store.__getitem__) == [impl.value_node(e, []) for e in encs]
+    assert impl.list_encodings(node, store.__getitem__) == encs
+    # a list rebuilt from its item hashes is the same list
+    assert impl.list_append(None, impl.list_item_hashes(node, store.__getitem__), []) == root
+
+
+def test_list_append_rejects_bad_hash(impl):
+    with pytest.raises(ValueError, match="item hash must be 32 bytes, not 5"):
+        impl.list_append(None, [b"x" * 32, b"short"], [])
+
+
+def test_list_generator_and_memoryview_hashes(impl):
+    hashes = [blake3(bytes([i])).digest() for i in range(20)]
+    expect = impl.list_append(None, hashes, [])
+    assert impl.list_append(None, (h for h in hashes), []) == expect
+    assert impl.list_append(None, [memoryview(h) for h in hashes], []) == expect
+
+
+# ================================================================== properties: maps
+
+keys = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=6)
+
+
+@SETTINGS
+@given(entries=st.dictionaries(keys, st.integers(), max_size=120), extra=st.dictionaries(keys, st.integers(), max_size=60),
+       split=st.integers(0, 120), data=st.data())
+def test_map_build_equals_updates(impl, entries, extra, split, data):
+    final = {k: codec.encode(v) for k, v in entries.items()}
+    whole: list = []
+    root = impl.build_map(sorted(final.items()), whole)
+    items = sorted(final.items())
+    first = dict(items[:split])
+    rest = items[split:]
+    # start from some of the keys plus keys that will be deleted again (may shrink back to one leaf)
+    junk = {("x" + k): codec.encode(v) for k, v in extra.items() if ("x" + k) not in final}
+    base = {**first, **junk}
+    nodes: list = []
+    r = impl.build_map(sorted(base.items()), nodes)
+    store = store_of(nodes)
+    value_nodes: list = []
+    sets = [(k, impl.value_node(e, value_nodes)) for k, e in rest]
+    store.update(value_nodes)
+    # apply in one or two updates
+    cut = data.draw(st.integers(0, len(sets)))
+    deletes = sorted(junk)
+    dcut = data.draw(st.integers(0, len(deletes)))
+    upd: list = []
+    r = impl.map_update(r, sets[:cut], deletes[:dcut], store.__getitem__, upd)
+    store.update(upd)
+    upd2: list = []
+    r = impl.map_update(r, sets[cut:], deletes[dcut:], store.__getitem__, upd2)
+    assert r == root
+    store.update(upd2)
+    assert impl.map_count(store[r]) == len(final)
+    assert impl.map_entries(r, store.__getitem__) == [(k, impl.value_node(e, [])) for k, e in
+                                                     sorted(final.items(), key=lambda p: p[0].encode())]
+
+
+def test_map_collapses_back_to_a_leaf(impl):
+    pairs = golden.map_pairs(40)
+    nodes: list = []
+    root = impl.build_map(pairs, nodes)
+    store = store_of(nodes)
+    assert store[root][0] == impl.TAG_MAP_INNER
+    upd: list = []
+    r = impl.map_update(root, [], [k for k, _ in pairs[:8]], store.__getitem__, upd)
+    new = dict(upd)[r]
+    assert new[0] == impl.TAG_MAP and impl.map_count(new) == 32
+    assert r == impl.build_map(pairs[8:], [])
+
+
+def test_map_build_repeated_key_keeps_last(impl):
+    a, b = blake3(b"a").digest(), blake3(b"b").digest()
+    assert impl.map_build([("k", a), ("j", a), ("k", b)], []) == impl.map_build([("j", a), ("k", b)], [])
+
+
+def test_map_rejects_bad_input(impl):
+    h = blake3(b"").digest()
+    with pytest.raises(ValueError, match="value hash must be 32 bytes, not 3"):
+        impl.map_build([("k", b"abc")], [])
+    assert outcome(impl.map_build, [("k" * 65536, h)], []) == (
+        "error", "UnsupportedValue", "map key longer than 65535 bytes", "$")
+    nodes: list = []
+    root = impl.map_build([("a", h)], nodes)
+    with pytest.raises(ValueError, match="value hash must be 32 bytes"):
+        impl.map_update(root, [("a", b"")], [], dict(nodes).__getitem__, [])
+    assert impl.map_update(root, [], [], dict(nodes).__getitem__, []) == root
+
+
+# ================================================================== properties: chunking
+
+def _check_cuts(impl, data, cuts):
+    assert cuts == sorted(set(cuts))
+    if not data:
+        assert cuts == []
+        return
+    assert cuts[-1] == len(data)
+    prev = 0
+    for i, c in enumerate(cuts):
+        size = c - prev
+        assert size <= impl.CDC_MAX
+        if i < len(cuts) - 1:
+            assert size > impl.CDC_MIN
+        prev = c
+
+
+@SETTINGS
+@given(data=st.binary(max_size=300_000) | st.integers(0, 2**32).map(lambda s: golden.pseudo_random(str(s), 200_000)))
+def test_cdc_covers_input_within_bounds(impl, data):
+    _check_cuts(impl, data, impl.cdc_cut_points(data))
+
+
+MEGABYTE = golden.pseudo_random("edit-base", 1 << 20)
+
+
+def _chunks(data, cuts):
+    prev = 0
+    out = []
+    for c in cuts:
+        out.append(data[prev:c])
+        prev = c
+    return out
+
+
+_BASE_CHUNKS: dict = {}
+
+
+@settings(SETTINGS, max_examples=25)
+@given(offset=st.integers(-50_000, 50_000), delete=st.integers(0, 64), insert=st.binary(max_size=64))
+def test_cdc_local_edit_changes_few_chunks(impl, offset, delete, insert):
+    assume(delete or insert)
+    pos = len(MEGABYTE) // 2 + offset
+    edited = MEGABYTE[:pos] + insert + MEGABYTE[pos + delete:]
+    if impl.__name__ not in _BASE_CHUNKS:
+        _BASE_CHUNKS[impl.__name__] = set(_chunks(MEGABYTE, impl.cdc_cut_points(MEGABYTE)))
+    before = _BASE_CHUNKS[impl.__name__]
+    after = _chunks(edited, impl.cdc_cut_points(edited))
+    new = [c for c in after if c not in before]
+    assert len(new) <= 3
+
+
+# ================================================================== children
+
+def _reachable(impl, root, store):
+    seen = set()
+    todo = [root]
+    while todo:
+        h = todo.pop()
+        if h in seen:
+            continue
+        seen.add(h)
+        for c in impl.children(store[h]):
+            assert c in store, "children() named a hash nobody stored"
+            todo.append(c)
+    return seen
+
+
+@SETTINGS
+@given(kind=st.sampled_from(["list", "map", "chunked"]), n=st.integers(0, 300), seed=st.integers(0, 1000))
+def test_children_lists_exactly_the_referenced_hashes(impl, kind, n, seed):
+    nodes: list = []
+    if kind == "list":
+        root = impl.build_list([codec.encode([seed, i]) for i in range(n)], nodes)
+    elif kind == "map":
+        root = impl.build_map([(f"k{seed}-{i}", codec.encode(i)) for i in range(n)], nodes)
+    else:
+        root = impl.value_node(codec.encode(golden.pseudo_random(str(seed), 33_000 + n * 500)), nodes)
+    store = store_of(nodes)
+    # every node built is reachable from the root through children(), and nothing else is
+    assert _reachable(impl, root, store) == set(store)
+    for h, node in nodes:
+        kids = impl.children(node)
+        if node[0] in (impl.TAG_VALUE, ord("c")):
+            assert kids == []
+        assert all(len(k) == 32 for k in kids)
+
+
+def test_children_of_each_node_kind(impl):
+    h = [blake3(bytes([i])).digest() for i in range(20)]
+    assert impl.children(b"v\x90") == []
+    assert impl.children(b"c123") == []
+    assert impl.children(b"C" + (10).to_bytes(8, "big") + (2).to_bytes(4, "big") + h[0] + h[1]) == [h[0], h[1]]
+    assert impl.children(b"l" + b"".join(h[:8])) == h[:8]
+    assert impl.children(b"n" + h[0] + h[1]) == [h[0], h[1]]
+    nodes: list = []
+    impl.list_append(None, h[:19], nodes)  # 2 leaves -> one peak of level 1, tail of 3
+    assert impl.children(nodes[-1][1]) == [nodes[-2][0]] + h[16:19]
+    leaf = b"M" + (2).to_bytes(4, "big") + b"\x00\x01a" + h[0] + b"\x00\x02bb" + h[1]
+    assert impl.children(leaf) == [h[0], h[1]]
+    inner = b"N" + (40).to_bytes(8, "big") + (0b1000000000000001).to_bytes(2, "big") + h[2] + h[3]
+    assert impl.children(inner) == [h[2], h[3]]
+    with pytest.raises(impl.CorruptNode, match="unknown node tag 0x7a"):
+        impl.children(b"z")
+
+
+# ================================================================== damaged nodes
+
+CORRUPT_CASES = [
+    ("list root tag", "list_item_hashes", b"X" + bytes(8)),
+    ("list root short", "list_item_hashes", b"L\x00"),
+    ("list root length", "list_item_hashes", b"L" + (3).to_bytes(8, "big") + bytes(32)),
+    ("list leaf", "list_item_hashes", b"L" + (8).to_bytes(8, "big") + b"P" * 32),
+    ("map leaf count", "map_entries", b"M\xff\xff\xff\xff\x00\x01a"),
+    ("map leaf trailing", "map_entries", b"M\x00\x00\x00\x00x"),
+    ("map inner length", "map_entries", b"N" + bytes(8) + b"\x00\x01"),
+    ("map wrong tag", "map_entries", b"Q123"),
+    ("value wrong tag", "read_encoding", b"l" + bytes(256)),
+    ("chunked length", "read_encoding", b"C" + bytes(8) + (2).to_bytes(4, "big") + bytes(32)),
+    ("chunked short", "read_encoding", b"C\x00"),
+    ("chunk not a chunk", "read_encoding", b"C" + (4).to_bytes(8, "big") + (1).to_bytes(4, "big") + b"V" * 32),
+    ("chunked total", "read_encoding", b"C" + (9).to_bytes(8, "big") + (1).to_bytes(4, "big") + b"K" * 32),
+]
+
+
+@pytest.mark.parametrize("name,fn,node", CORRUPT_CASES, ids=[c[0] for c in CORRUPT_CASES])
+def test_damaged_nodes_raise_corrupt_node(name, fn, node):
+    py, c = _py(), _c()
+    assert c.CorruptNode is py.CorruptNode  # one class: `except CorruptNode` works for both
+    store = {b"R" * 32: node, b"P" * 32: b"n" + bytes(64), b"V" * 32: b"v\x01", b"K" * 32: b"c1234"}
+
+    def run(impl):
+        fetch = store.__getitem__
+        if fn == "list_item_hashes":
+            return outcome(lambda: impl.list_item_hashes(node, fetch))
+        if fn == "map_entries":
+            return outcome(lambda: impl.map_entries(b"R" * 32, fetch))
+        return outcome(lambda: impl.read_encoding(b"R" * 32, fetch))
+
+    got_py, got_c = run(py), run(c)
+    assert got_py == got_c
+    assert got_py[:2] == ("error", "CorruptNode"), got_py
+
+    def message(impl):
+        with pytest.raises(py.CorruptNode) as info:
+            if fn == "list_item_hashes":
+                impl.list_item_hashes(node, store.__getitem__)
+            elif fn == "map_entries":
+                impl.map_entries(b"R" * 32, store.__getitem__)
+            else:
+                impl.read_encoding(b"R" * 32, store.__getitem__)
+        return str(info.value)
+
+    assert message(py) == message(c)
+
+
+# ================================================================== compiled == pure Python
+
+def _fixed_offsets():
+    return st.integers(-86399, 86399).map(lambda s: dt.timezone(dt.timedelta(seconds=s)))
+
+
+timezones = st.none() | st.just(dt.timezone.utc) | _fixed_offsets() | st.timezones()
+datetimes = st.builds(lambda d, tz, fold: d.replace(tzinfo=tz, fold=fold), st.datetimes(), timezones, st.integers(0, 1))
+scalars = (
+    st.none() | st.booleans()
+    | st.integers() | st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -2**63, -2**63 - 1, -33, -32, 127, 128])
+    | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([float("nan"), -0.0, math.inf])
+    | st.text() | st.text(st.characters(codec=None), max_size=5)  # may hold lone surrogates
+    | st.binary() | st.binary().map(bytearray)
+    | datetimes | st.uuids() | st.decimals(allow_nan=True, allow_infinity=True)
+    | st.builds(codec.Opaque, st.text(max_size=4), st.binary(max_size=8))
+    | st.builds(Ext, st.integers(-3, 8), st.binary(max_size=20))
+    | st.sampled_from([1j, object(), dt.date(2020, 1, 1), frozenset({1j})])
+)
+hashables = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5) | st.binary(max_size=5)
+                         | st.floats(allow_nan=False) | st.uuids(),
+                         lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3), max_leaves=6)
+values = st.recursive(
+    scalars | st.sets(hashables, max_size=5) | st.frozensets(hashables, max_size=3),
+    lambda inner: (st.lists(inner, max_size=6) | st.tuples(inner, inner)
+                   | st.dictionaries(st.text(max_size=5), inner, max_size=6)
+                   | st.dictionaries(st.text(max_size=3) | st.integers(0, 3), inner, max_size=3)),
+    max_leaves=25,
+)
+
+
+def _norm_repr(x):
+    """A comparable picture of a normalized value (keeps types, key order, Ext contents, NaN)."""
+    if type(x) is Ext:
+        return ("Ext", x.code, bytes(x.data))
+    if type(x) is list:
+        return ("list", [_norm_repr(v) for v in x])
+    if type(x) is dict:
+        return ("dict", [(k, _norm_repr(v)) for k, v in x.items()])
+    return (type(x).__name__, repr(x))
+
+
+@SETTINGS
+@given(value=values)
+def test_cross_encode_normalize(value):
+    py, c = _py(), _c()
+    a, b = outcome(py.encode, value), outcome(c.encode, value)
+    assert a == b
+    na, nb = outcome(py.normalize, value), outcome(c.normalize, value)
+    assert na[0] == nb[0]
+    if na[0] == "ok":
+        assert _norm_repr(na[1]) == _norm_repr(nb[1])
+    else:
+        assert na == nb
+    if a[0] == "ok":
+        enc = a[1]
+        assert c.canonicalize(enc) == py.canonicalize(enc) == enc
+        assert c.decompose(enc) == py.decompose(enc)
+        n1: list = []
+        n2: list = []
+        assert c.value_node(enc, n1) == py.value_node(enc, n2)
+        assert n1 == n2
+
+
+@SETTINGS
+@given(value=values, depth=st.integers(0, 70))
+def test_cross_normalize_depth(value, depth):
+    a, b = outcome(_py().normalize, value, depth), outcome(_c().normalize, value, depth)
+    assert a[0] == b[0]
+    assert (_norm_repr(a[1]) == _norm_repr(b[1])) if a[0] == "ok" else a == b
+
+
+@SETTINGS
+@given(data=st.binary(max_size=200))
+def test_cross_arbitrary_bytes(data):
+    py, c = _py(), _c()
+    assert outcome(c.canonicalize, data) == outcome(py.canonicalize, data)
+    assert outcome(c.decompose, data) == outcome(py.decompose, data)
+    assert outcome(c.opaque_parts, data) == outcome(py.opaque_parts, data)
+
+
+@SETTINGS
+@given(body=st.binary(max_size=40), head=st.sampled_from(["str", "key", "opaque", "zone"]))
+def test_cross_utf8_validation(body, head):
+    """Any byte string as a str / map key / opaque type / zone name: same verdict as Python's strict decoder."""
+    n = len(body)
+    if head == "str":
+        data = (bytes([0xA0 | n]) if n < 32 else bytes([0xD9, n])) + body
+    elif head == "key":
+        data = bytes([0x81]) + (bytes([0xA0 | n]) if n < 32 else bytes([0xD9, n])) + body + b"\xc0"
+    elif head == "opaque":
+        payload = bytes([max(n, 1)]) + body.ljust(1, b"a")
+        data = msgspec.msgpack.encode(Ext(6, payload))
+    else:
+        payload = b"\x02" + bytes(8) + bytes(4) + body.ljust(1, b"a")
+        data = msgspec.msgpack.encode(Ext(2, payload))
+    py, c = _py(), _c()
+    assert outcome(c.canonicalize, data) == outcome(py.canonicalize, data)
+    assert outcome(c.decompose, data) == outcome(py.decompose, data)
+
+
+def _loose(value, draw) -> bytes:
+    """A valid but (randomly) non-canonical MessagePack encoding of a plain value."""
+    if value is None:
+        return b"\xc0"
+    if value is True or value is False:
+        return b"\xc3" if value else b"\xc2"
+    if isinstance(value, int):
+        forms = []
+        if 0 <= value < 128:
+            forms.append(bytes([value]))
+        if -32 <= value < 0:
+            forms.append(bytes([value & 0xFF]))
+        for code, size, signed in [(0xCC, 1, False), (0xCD, 2, False), (0xCE, 4, False), (0xCF, 8, False),
+                                   (0xD0, 1, True), (0xD1, 2, True), (0xD2, 4, True), (0xD3, 8, True)]:
+            try:
+                forms.append(bytes([code]) + value.to_bytes(size, "big", signed=signed))
+            except OverflowError:
+                pass
+        if not forms:
+            return msgspec.msgpack.encode(Ext(1, codec.bigint_payload(value)))
+        return draw(st.sampled_from(forms))
+    if isinstance(value, float):
+        import struct
+
+        forms = [b"\xcb" + struct.pack(">d", value)]
+        try:
+            if struct.unpack(">f", struct.pack(">f", value))[0] == value or value != value:
+                forms.append(b"\xca" + struct.pack(">f", value))
+        except OverflowError:
+            pass
+        return draw(st.sampled_from(forms))
+    if isinstance(value, str):
+        raw = value.encode()
+        n = len(raw)
+        forms = [b"\xdb" + n.to_bytes(4, "big") + raw]
+        if n < 256:
+            forms.append(b"\xd9" + bytes([n]) + raw)
+        if n < 65536:
+            forms.append(b"\xda" + n.to_bytes(2, "big") + raw)
+        if n < 32:
+            forms.append(bytes([0xA0 | n]) + raw)
+        return draw(st.sampled_from(forms))
+    if isinstance(value, bytes):
+        n = len(value)
+        forms = [b"\xc6" + n.to_bytes(4, "big") + value, b"\xc5" + n.to_bytes(2, "big") + value]
+        if n < 256:
+            forms.append(b"\xc4" + bytes([n]) + value)
+        return draw(st.sampled_from(forms))
+    if isinstance(value, list):
+        n = len(value)
+        head = draw(st.sampled_from(([bytes([0x90 | n])] if n < 16 else []) + [b"\xdc" + n.to_bytes(2, "big"),
+                                                                             b"\xdd" + n.to_bytes(4, "big")]))
+        return head + b"".join(_loose(v, draw) for v in value)
+    if isinstance(value, dict):
+        items = list(value.items())
+        items = draw(st.permutations(items))
+        n = len(items)
+        head = draw(st.sampled_from(([bytes([0x80 | n])] if n < 16 else []) + [b"\xde" + n.to_bytes(2, "big"),
+                                                                             b"\xdf" + n.to_bytes(4, "big")]))
+        return head + b"".join(_loose(k, draw) + _loose(v, draw) for k, v in items)
+    raise AssertionError(value)
+
+
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**64, 2**65) | st.floats(allow_nan=True) | st.text(max_size=40)
+    | st.binary(max_size=300),
+    lambda inner: st.lists(inner, max_size=20) | st.dictionaries(st.text(max_size=8), inner, max_size=20),
+    max_leaves=40,
+)
+
+
+@SETTINGS
+@given(value=plain, data=st.data())
+def test_cross_canonicalize_loose_encodings(value, data):
+    loose = _loose(value, data.draw)
+    py, c = _py(), _c()
+    expect = codec.encode(value)
+    assert py.canonicalize(loose) == c.canonicalize(loose) == expect
+    assert py.decompose(loose) == c.decompose(loose) == py.decompose(expect)
+
+
+@SETTINGS
+@given(value=st.lists(st.builds(codec.Opaque, st.text(min_size=1, max_size=10), st.binary(max_size=50)), max_size=10)
+       | st.lists(datetimes, max_size=6) | st.lists(st.uuids(), max_size=4))
+def test_cross_canonical_extensions_fast_path(value):
+    """Opaque, datetime and UUID extensions are recognised as canonical by the compiled scanner."""
+    py, c = _py(), _c()
+    a = outcome(py.encode, value)
+    assert a == outcome(c.encode, value)
+    if a[0] == "ok":
+        assert c.canonicalize(a[1]) is a[1]  # returned as is: no decode, no re-encode
+        assert c.decompose(a[1]) == py.decompose(a[1])
+
+
+def test_canonical_bytes_returned_without_copy():
+    c = _c()
+    enc = codec.encode([{"role": "user", "content": "hi"}, 1.5, -7, "x" * 300])
+    assert c.canonicalize(enc) is enc
+    non = msgspec.msgpack.encode({"b": 1, "a": 2})
+    assert c.canonicalize(non) == codec.canonicalize(non) != non
+
+
+def test_cross_fetch_read_path():
+    """list_encodings / read_encoding through a fetch callback (the server's read path)."""
+    py, c = _py(), _c()
+    encs = [codec.encode({"role": "user", "content": "m" * (i % 50), "i": i}) for i in range(1600)]
+    encs[7] = codec.encode("x" * 100_000)  # one chunked item
+    nodes: list = []
+    root = py.build_list(encs, nodes)
+    store = dict(nodes)
+    calls = []
+
+    def fetch(h):
+        calls.append(h)
+        return store[h]
+
+    assert c.list_encodings(store[root], fetch) == py.list_encodings(store[root], store.__getitem__) == encs
+    assert len(calls) > 1600
+    for e in [encs[7], encs[8]]:
+        h = py.value_node(e, [])
+        assert c.read_encoding(h, fetch) == py.read_encoding(h, store.__getitem__) == e
+    # memoryview results from fetch (lmdb with buffers=True) read the same
+    assert c.list_encodings(store[root], lambda h: memoryview(store[h])) == encs
+
+
+def test_cross_nodes_lists_identical_for_updates():
+    py, c = _py(), _c()
+    pairs = golden.map_pairs(300)
+    n1: list = []
+    n2: list = []
+    assert py.build_map(pairs, n1) == c.build_map(pairs, n2)
+    assert n1 == n2
+    root = n1[-1][0]
+    store = dict(n1)
+    h = py.value_node(codec.encode("new"), [])
+    store[h] = b"v" + codec.encode("new")
+    sets = [("key00010", h), ("zzz", h)]
+    deletes = [f"key{i:05d}" for i in range(0, 300, 3)]
+    u1: list = []
+    u2: list = []
+    assert py.map_update(root, sets, deletes, store.__getitem__, u1) == c.map_update(root, sets, deletes,
+                                                                                   store.__getitem__, u2)
+    assert u1 == u2
+
+
+def test_exports_match():
+    py, c = _py(), _c()
+    names = ["NATIVE", "HASH_SIZE", "LEAF_ITEMS", "MAP_LEAF_MAX", "CHUNK_THRESHOLD", "CDC_MIN", "CDC_AVG", "CDC_MAX",
+             "CDC_MASK_SMALL", "CDC_MASK_LARGE", "KIND_SCALAR", "KIND_LIST", "KIND_MAP", "TAG_VALUE", "TAG_CHUNK",
+             "TAG_CHUNKED", "TAG_LIST", "TAG_LEAF", "TAG_INNER", "TAG_MAP", "TAG_MAP_INNER", "GEAR"]
+    for name in names:
+        if name != "NATIVE":
+            assert getattr(c, name) == getattr(py, name), name
+    assert c.NATIVE is True and py.NATIVE is False
+    assert c.UnsupportedValue is py.UnsupportedValue is codec.UnsupportedValue
+    assert c.CorruptNode is py.CorruptNode
+
+
+def test_scalar_types_round_trip_through_both():
+    py, c = _py(), _c()
+    for v in [decimal.Decimal("1.10"), uuid.UUID(int=1), dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc), {1, 2},
+              codec.Opaque("t", b"d"), 2**100, float("nan")]:
+        assert py.encode(v) == c.encode(v)
+
+
+def _other_thread_ran_during(call) -> int:
+    """How many times another Python thread ran while ``call()`` ran (0 if it holds the GIL throughout).
+
+    The switch interval is made huge, so this thread never hands the GIL over
+    at a bytecode boundary; the spinner gives it back after every step
+    (sleep(0)). The spinner can then only run while ``call`` itself releases
+    the GIL, which makes the count deterministic.
+    """
+    import sys
+    import threading
+    import time
+
+    count = [0]
+    stop = [False]
+
+    def spin():
+        while not stop[0]:
+            count[0] += 1
+            time.sleep(0)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        while count[0] < 10:
+            time.sleep(0.001)
+        before = count[0]
+        call()
+        during = count[0] - before
+    finally:
+        stop[0] = True
+        sys.setswitchinterval(old)
+        t.join()
+    return during
+
+
+def test_compiled_chunking_releases_the_gil():
+    """Another Python thread keeps running while the compiled module chunks a large buffer."""
+    c = _c()
+    data = golden.pseudo_random("gil", 64 << 20)
+    assert _other_thread_ran_during(lambda: c.cdc_cut_points(data)) > 0
+    # value_node of a big encoding: chunking (ours) and hashing (blake3-py, for inputs of 2 KiB or more)
+    assert _other_thread_ran_during(lambda: c.value_node(data[:16 << 20], [])) > 0
+    # checking that a big encoding is canonical (UTF-8 validation of a 32 MiB string)
+    text = c.encode("é" * (16 << 20))
+    assert _other_thread_ran_during(lambda: c.canonicalize(text)) > 0
+    # the probe does tell: a C call that holds the GIL (bytes.replace) lets nothing run
+    assert _other_thread_ran_during(lambda: data.replace(b"\x00", b"\x01")) == 0

@@ -1,0 +1,65 @@
+"""The selector (sidecar.hotpath) must load the compiled module unless told not to.
+
+A build that silently falls back to pure Python would still pass every other
+test (the twin gives the same bytes) while being many times slower, so this
+fails, never skips, when the extension is missing.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COMPILED_FUNCTIONS = [
+    "hash_bytes", "canonicalize", "decompose", "encode_opaque", "opaque_parts", "cdc_cut_points", "value_node",
+    "read_encoding", "list_append", "list_length", "list_item_hashes", "list_encodings", "map_build", "map_update",
+    "map_entries", "map_count", "build_list", "build_map", "children", "encode", "normalize",
+]
+
+
+def test_selector_picks_the_expected_module():
+    import sidecar.hotpath as hp
+
+    if os.environ.get("SIDECAR_NO_EXTENSIONS"):
+        assert hp.implementation.__name__ == "sidecar._hotpath_py"
+        assert hp.NATIVE is False
+    else:
+        assert hp.implementation.__name__ == "sidecar._hotpath_c", (
+            "sidecar.hotpath fell back to pure Python: build the extension (pip install -e . / "
+            "python setup.py build_ext --inplace)")
+        assert hp.NATIVE is True
+        assert hp.implementation.__file__.endswith((".so", ".pyd"))
+
+
+def test_compiled_module_is_really_compiled():
+    import importlib
+
+    mod = importlib.import_module("sidecar._hotpath_c")  # ImportError here = not built: a failure
+    assert mod.NATIVE is True
+    for name in COMPILED_FUNCTIONS:
+        fn = getattr(mod, name)
+        assert type(fn).__name__ in ("cython_function_or_method", "builtin_function_or_method"), name
+
+
+@pytest.mark.parametrize("env_value,expected", [(None, "sidecar._hotpath_c"), ("1", "sidecar._hotpath_py"),
+                                                ("", "sidecar._hotpath_c")])
+def test_selector_in_a_fresh_interpreter(env_value, expected):
+    env = {k: v for k, v in os.environ.items() if k != "SIDECAR_NO_EXTENSIONS"}
+    if env_value is not None:
+        env["SIDECAR_NO_EXTENSIONS"] = env_value
+    out = subprocess.run(
+        [sys.executable, "-c", "import sidecar.hotpath as h; print(h.implementation.__name__, h.NATIVE)"],
+        env=env, cwd=str(ROOT), capture_output=True, text=True, check=True).stdout.split()
+    assert out == [expected, str(expected.endswith("_c"))]
+
+
+def test_selector_exports_every_name_from_the_chosen_module():
+    import sidecar.hotpath as hp
+
+    for name in COMPILED_FUNCTIONS[:-2] + ["CorruptNode", "UnsupportedValue", "HASH_SIZE", "KIND_LIST", "TAG_MAP"]:
+        assert getattr(hp, name) is getattr(hp.implementation, name), name
