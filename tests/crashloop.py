@@ -13,7 +13,8 @@ Pieces:
   values and as deltas (Append with and without keep_first, SetKeys with
   deletes, Keep), forks from older checkpoints, stores pending-write batches,
   retires, deletes and garbage-collects threads. Before each request it logs
-  an ``intent`` (the recipe plus how each channel was sent); after each
+  an ``intent`` (the recipe, how each channel was sent, and a digest of exactly
+  what was sent, which the verifier rebuilds from the log alone); after each
   acknowledgement an ``ack`` (etag and roots returned). Every line is flushed
   at once. A request that failed because the sidecar died is either retried
   with the same request_id or abandoned; either way its outcome is unknown
@@ -21,9 +22,11 @@ Pieces:
 * :class:`Verifier` reads the logs and the restarted sidecar and reports every
   problem it sees (see ``check_checkpoint`` and ``verify`` for the rules).
 * :func:`run_loop` starts the sidecar (tests/conftest.py ``SidecarProcess``)
-  and the writers, then repeats: run a random while, SIGKILL, wait until
-  every writer has noticed (so every ack received before the kill is in its
-  log), restart, verify. It ends with a clean stop, restart, garbage
+  and the writers, then repeats: run a random while, SIGKILL, pause the
+  writers and wait until each has paused (it pauses before its next request,
+  so every ack received before the kill is in its log by then), restart,
+  verify the quiescent store, resume the writers (a writer resumes by retrying
+  or abandoning the request the kill interrupted). It ends with a clean stop, restart, garbage
   collection and a full verification of every value in the store.
 
 How a half-applied request would show: each checkpoint carries four channels
@@ -201,6 +204,39 @@ class Content:
         return channels, metadata
 
 
+def request_channels(content: Content, it: dict, parent_state: dict | None) -> tuple[dict, dict]:
+    """The channel writes and metadata of a checkpoint intent, exactly as the writer passes them to put_checkpoint."""
+    values, metadata = content.values(it)
+    ops = it["ops"]
+    channels: dict = {"count": values["count"]}
+    if ops["messages"] == "whole":
+        channels["messages"] = values["messages"]
+    else:
+        channels["messages"] = Append(content.messages(it["tno"], [it["append"]]), keep_first=it["keep_first"])
+    if ops["state"] == "whole":
+        channels["state"] = values["state"]
+    else:
+        old, new = parent_state, values["state"]
+        channels["state"] = SetKeys(set={key: v for key, v in new.items() if old.get(key) != v},
+                                    delete=[key for key in old if key not in new])
+    channels["doc"] = values["doc"] if ops["doc"] == "whole" else Keep()
+    return channels, metadata
+
+
+def sent_digest(channels: dict, metadata: dict) -> str:
+    """Digest of exactly what a put sends (whole values, delta items and keys, keeps, metadata)."""
+    def describe(w):
+        if isinstance(w, Append):
+            return ["append", list(w.items), w.keep_first]
+        if isinstance(w, SetKeys):
+            return ["set", dict(w.set), sorted(w.delete)]
+        if isinstance(w, Keep):
+            return ["keep"]
+        return ["value", w]
+
+    return _digest(codec.encode([{k: describe(w) for k, w in channels.items()}, metadata]))
+
+
 def consistency_problems(channels: dict, metadata: dict) -> list[str]:
     """Rules a checkpoint's values obey whatever its writer meant (a half-applied put breaks them)."""
     out = []
@@ -347,19 +383,9 @@ class Writer:
         intent = dict(t="ckpt", thread=s.thread_id, tno=s.tno, cns=s.cns, id=cid,
                       parent=parent.id if parent else "", seq=seq, msgs=msgs, doc=doc_v, source=source, ops=ops,
                       append=append, keep_first=keep_first, rid=f"{s.thread_id}/{s.cns}/{cid}")
-        values, metadata = self.content.values(intent)
-        channels: dict = {"count": values["count"]}
-        if ops["messages"] == "whole":
-            channels["messages"] = values["messages"]
-        else:
-            channels["messages"] = Append(self.content.messages(s.tno, [append]), keep_first=keep_first)
-        if ops["state"] == "whole":
-            channels["state"] = values["state"]
-        else:
-            old, new = parent.state, values["state"]
-            channels["state"] = SetKeys(set={key: v for key, v in new.items() if old.get(key) != v},
-                                        delete=[key for key in old if key not in new])
-        channels["doc"] = values["doc"] if ops["doc"] == "whole" else Keep()
+        channels, metadata = request_channels(self.content, intent, parent.state if parent else None)
+        intent["sent"] = sent_digest(channels, metadata)
+        values, _ = self.content.values(intent)
         self.record(**intent)
         resp = self.attempt("ckpt", lambda c: c.put_checkpoint(
             s.thread_id, channels, checkpoint_id=cid, parent_id=intent["parent"], checkpoint_ns=s.cns,
@@ -534,6 +560,7 @@ class Verifier:
         self.reader = LogReader(log_paths)
         self.contents = [Content(seed, wid) for wid in range(len(log_paths))]
         self._expected: dict[tuple, tuple[str, dict]] = {}
+        self._requests_ok: set[tuple] = set()
         self.verified: dict[tuple, str] = {}  # checkpoint key -> etag, fully checked
         self.writes_seen: dict[tuple, set] = {}  # checkpoint key -> tasks seen at the last full check
         self.gone_threads: set[str] = set()  # deleted (acknowledged) and seen gone
@@ -563,6 +590,23 @@ class Verifier:
             self._expected[key] = got
         return got
 
+    def request_problems(self, it: dict, logs: Logs) -> list[str]:
+        """Rebuild the exact request from the log (recipe + parent) and compare with the digest the writer logged."""
+        key = (it["thread"], it["cns"], it["id"])
+        if key in self._requests_ok:
+            return []
+        parent_state = None
+        if it["ops"]["state"] == "set":
+            parent = logs.ckpt_intents.get((it["thread"], it["cns"], it["parent"]))
+            if parent is None:
+                return [f"{key}: delta against parent {it['parent']!r} that was never sent"]
+            parent_state = self.contents[parent["wid"]].values(parent)[0]["state"]
+        channels, metadata = request_channels(self.contents[it["wid"]], it, parent_state)
+        if sent_digest(channels, metadata) != it["sent"]:
+            return [f"{key}: the request rebuilt from the log differs from what the writer sent"]
+        self._requests_ok.add(key)
+        return []
+
     def check_checkpoint(self, ck, logs: Logs, *, values: bool) -> list[str]:
         """Problems of one checkpoint read from the store (values and pending writes when ``values``)."""
         key = (ck.thread_id, ck.checkpoint_ns, ck.checkpoint_id)
@@ -572,7 +616,7 @@ class Verifier:
             it = self.reader.read().ckpt_intents.get(key)
         if it is None:
             return [f"{where}: in the store but never sent by any writer"]
-        out = []
+        out = self.request_problems(it, logs)
         etag, roots = self.expected(it)
         got_roots = {name: cv.root.hex() for name, cv in ck.channels.items()}
         if got_roots != roots:
@@ -704,8 +748,10 @@ class Verifier:
             it = logs.ckpt_intents.get(key)
             if it is None:
                 problems.append(f"{key}: acknowledged but no intent logged")
-            elif (ack["etag"], ack["roots"]) != self.expected(it):
-                problems.append(f"{key}: acknowledgement (etag/roots) differs from the intent")
+            else:
+                problems += self.request_problems(it, logs)
+                if (ack["etag"], ack["roots"]) != self.expected(it):
+                    problems.append(f"{key}: acknowledgement (etag/roots) differs from the intent")
             if key not in listed and key[0] not in deleting:
                 problems.append(f"{key}: acknowledged checkpoint missing")
 
