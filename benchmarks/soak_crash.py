@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work dir afterwards")
     ap.add_argument("--keep-going", action="store_true", help="do not stop at the first cycle with problems")
     ap.add_argument("--json", type=Path, default=None, help="also write the summary as JSON here")
+    ap.add_argument("--map-size", default=None, help="initial LMDB map size for the sidecar, e.g. 1M (it grows)")
     args = ap.parse_args(argv)
 
     from sidecar import hotpath
@@ -57,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         r = crashloop.run_loop(workdir, cycles=args.cycles, writers=args.writers, seed=args.seed,
                                run_max=args.run_max, retire_at=args.retire_at, sample=args.sample,
-                               stop_on_problem=not args.keep_going, progress=progress)
+                               stop_on_problem=not args.keep_going, progress=progress,
+                               server_args=("--map-size", args.map_size) if args.map_size else ())
     finally:
         if not args.keep and args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         "put_attempts_failed": lc.get("fail", 0), "requests_abandoned": lc.get("abandon", 0),
         "writers_with_request_outstanding_at_kill": r.outstanding_at_kill,
         "committed_before_ack_lost": st.get("unacked_but_stored", 0),
-        "threads_deleted": lc.get("ack_delete", 0), "gc_runs": lc.get("ack_gc", 0),
+        "threads_deleted": lc.get("ack_delete", 0), "gc_runs": lc.get("ack_gc", 0), "map_growths": r.map_growths,
         "full_checkpoint_reads": st.get("full_reads", 0), "pending_writes_checked": st.get("pending_writes_checked", 0),
         "integrity_checks": st.get("integrity_checks", 0), "checkpoints_at_end": st.get("checkpoints_listed", 0),
         "restart_s_median": round(statistics.median(r.restart_seconds), 3) if r.restart_seconds else None,

@@ -827,11 +827,12 @@ class LoopResult:
     outstanding_at_kill: int = 0  # writers that had sent (or were sending) a request when a kill hit
     stats: dict = field(default_factory=dict)
     log_counts: dict = field(default_factory=dict)
+    map_growths: int = 0  # times a sidecar grew its LMDB map (the server logs each)
 
 
 def run_loop(workdir: Path, *, cycles: int, writers: int = 3, seed: int = 1, run_min: float = 0.05,
              run_max: float = 1.0, retire_at: int = 80, sample: int = 10, stop_on_problem: bool = True,
-             progress=None) -> LoopResult:
+             server_args: tuple = (), progress=None) -> LoopResult:
     """The crash loop: ``cycles`` times run, SIGKILL, restart, verify; then a clean full verification."""
     from conftest import SidecarProcess  # tests/ is on sys.path (pytest, or the soak script)
 
@@ -840,7 +841,7 @@ def run_loop(workdir: Path, *, cycles: int, writers: int = 3, seed: int = 1, run
     rng = random.Random(f"{seed}/kills")
     result = LoopResult()
     started = time.monotonic()
-    side = SidecarProcess(workdir / "data")
+    side = SidecarProcess(workdir / "data", *server_args)
     log_paths = [workdir / f"writer{w}.jsonl" for w in range(writers)]
     verifier = Verifier(seed, log_paths)
     pause = workdir / "pause"
@@ -901,6 +902,7 @@ def run_loop(workdir: Path, *, cycles: int, writers: int = 3, seed: int = 1, run
                 p.wait(10)
         side.kill()
     result.seconds = time.monotonic() - started
+    result.map_growths = side.log().count("grew LMDB map")
     result.stats = dict(verifier.stats)
     result.log_counts = dict(verifier.reader.logs.counts)
     return result
