@@ -223,6 +223,12 @@ def request_channels(content: Content, it: dict, parent_state: dict | None) -> t
     return channels, metadata
 
 
+def batch_writes(content: Content, it: dict) -> list[tuple]:
+    """The pending writes of a batch intent, exactly as the writer passes them to put_writes."""
+    return [(it["task"], i, ("messages", "state", "side")[i % 3], content.write_value(it["tno"], it["batch"], i, it["k"]),
+             f"~{it['batch']}") for i in range(it["k"])]
+
+
 def sent_digest(channels: dict, metadata: dict) -> str:
     """Digest of exactly what a put sends (whole values, delta items and keys, keeps, metadata)."""
     def describe(w):
@@ -406,8 +412,8 @@ class Writer:
         task = f"task-{b}"
         intent = dict(t="writes", thread=s.thread_id, tno=s.tno, cns=s.cns, ckpt=target.id, task=task, batch=b, k=k,
                       rid=f"{s.thread_id}/{s.cns}/{target.id}/{task}")
-        writes = [(task, i, ("messages", "state", "side")[i % 3], self.content.write_value(s.tno, b, i, k), f"~{b}")
-                  for i in range(k)]
+        writes = batch_writes(self.content, intent)
+        intent["sent"] = _digest(codec.encode(writes))
         self.record(**intent)
         resp = self.attempt("writes", lambda c: c.put_writes(s.thread_id, target.id, writes, checkpoint_ns=s.cns,
                                                              request_id=intent["rid"]))
@@ -670,15 +676,16 @@ class Verifier:
             if it is None:
                 out.append(f"{where}: pending writes of task {task} never sent")
                 continue
-            content = self.contents[it["wid"]]
+            sent = batch_writes(self.contents[it["wid"]], it)
+            if _digest(codec.encode(sent)) != it["sent"]:
+                out.append(f"{where}: task {task}: the batch rebuilt from the log differs from what the writer sent")
             if sorted(w.idx for w in ws) != list(range(it["k"])):
                 out.append(f"{where}: task {task} has writes {sorted(w.idx for w in ws)} of {it['k']} (half a batch)")
             for w in ws:
                 if not 0 <= w.idx < it["k"]:
                     continue
-                want = codec.encode(content.write_value(it["tno"], it["batch"], w.idx, it["k"]))
-                if (w.value.msgpack != want or w.channel != ("messages", "state", "side")[w.idx % 3]
-                        or w.task_path != f"~{it['batch']}"):
+                _task, _idx, channel, value, path = sent[w.idx]
+                if w.value.msgpack != codec.encode(value) or w.channel != channel or w.task_path != path:
                     out.append(f"{where}: task {task} write {w.idx} differs from the intent")
         self.writes_seen[key] = set(groups)
         self.stats["pending_writes_checked"] += len(ck.pending_writes)
