@@ -398,6 +398,10 @@ def report(res: dict) -> str:
     row("sidecar size / SqliteSaver size (allocated)", f"1/{vs:.0f}", "1", f"<= 1/{TARGET_VS_SQLITE:.0f}",
         vs >= TARGET_VS_SQLITE)
     row("  (apparent)", f"1/{q['closed']['apparent'] / d['apparent']:.0f}", "1")
+    if "lc_messages" in q:
+        lq = q["lc_messages"]
+        row("  SqliteSaver with LangChain message objects (info)", "", f"{lq['closed']['allocated']:,}")
+        row("  sidecar (dict messages) / that (allocated)", f"1/{lq['closed']['allocated'] / d['allocated']:.0f}")
     row("write time per turn (3 whole-list puts), mean", f"{s['ms_per_turn']:.1f} ms", f"{q['ms_per_turn']:.1f} ms")
     row("  first 10 turns / last 10 turns", f"{s['ms_per_turn_first10']:.1f}/{s['ms_per_turn_last10']:.1f} ms",
         f"{q['ms_per_turn_first10']:.1f}/{q['ms_per_turn_last10']:.1f} ms")
@@ -451,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work dir")
     ap.add_argument("--profile", action="store_true", help="print a cProfile of the server-side get")
+    ap.add_argument("--sqlite-lc-messages", action="store_true",
+                    help="also store the chat in SqliteSaver as LangChain HumanMessage/AIMessage objects (with ids), "
+                         "what add_messages would keep; informational, not the compared number")
     args = ap.parse_args(argv)
     turns = args.turns or (60 if args.quick else 800)
     if turns < 11:
@@ -481,6 +488,16 @@ def main(argv: list[str] | None = None) -> int:
         f = flat_cost(data_dir, s["thread"], s.pop("heads"), turns, samples, get_samples, args.seed, log)
         log("  LangGraph SqliteSaver")
         q = sqlite_growth(workdir, conv, log)
+        if args.sqlite_lc_messages:
+            import uuid
+
+            from langchain_core.messages import AIMessage, HumanMessage
+
+            log("  LangGraph SqliteSaver, LangChain message objects")
+            rng = random.Random(args.seed)
+            lc = [(HumanMessage(content=u["content"], id=str(uuid.UUID(int=rng.getrandbits(128)))),
+                   AIMessage(content=a["content"], id=str(uuid.UUID(int=rng.getrandbits(128))))) for u, a in conv]
+            q["lc_messages"] = sqlite_growth(workdir, lc, log)
         res = {"turns": turns, "checkpoints": 3 * turns, "unique_payload_bytes": payload, "native": hotpath.NATIVE,
                "impl": hotpath.implementation.__name__, "python": sys.version.split()[0], "cpus": os.cpu_count(),
                "load": [load_start, os.getloadavg()[0]],
