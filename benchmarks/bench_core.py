@@ -179,15 +179,15 @@ def lmdb_breakdown(data_dir: Path) -> dict:
                 kind_bytes: Counter = Counter()
                 for k, v in txn.cursor(db=db):
                     kv += len(k) + len(v)
-                    if name == "blobs":
-                        tag = chr(v[0])
+                    if name == "nodes":
+                        tag = chr(v[32])  # a node record is its hash, then the stored node
                         kinds[tag] += 1
                         kind_bytes[tag] += len(v)
                 out["dbs"][name] = {"entries": s["entries"], "depth": s["depth"], "branch_pages": s["branch_pages"],
                                     "leaf_pages": s["leaf_pages"], "overflow_pages": s["overflow_pages"],
                                     "page_bytes": pages * psize, "key_value_bytes": kv,
                                     "fill": round(kv / (pages * psize), 3) if pages else None}
-                if name == "blobs":
+                if name == "nodes":
                     out["blob_kinds"] = {t: {"count": kinds[t], "bytes": kind_bytes[t]} for t in sorted(kinds)}
         out["used_pages"] = used
         out["free_pages"] = out["file_pages"] - used  # freelist pages (+ the free DB's own pages)
