@@ -390,7 +390,7 @@ def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, sto
     """When the known root is a list that the current one extends, send only the new items."""
     if len(known) != hp.HASH_SIZE:  # not a hash (LMDB refuses an empty key): send the whole value
         return False
-    known_id = txn.get(known, db=store.db["hashes"])
+    known_id = nodes.index_get(txn, store, known)
     if known_id is None:
         return False
     old, new = fetch(known_id), fetch(root_id)

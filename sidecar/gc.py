@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from . import hotpath as hp
-from . import idempotency, layout
+from . import idempotency, layout, nodes
 from .store import Store
 
 log = logging.getLogger("sidecar.gc")
@@ -151,7 +151,7 @@ class GarbageCollector:
 
     def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int]:
         store = self.store
-        records, index = store.db["nodes"], store.db["hashes"]
+        records = store.db["nodes"]
         keep = store.gc_keep or set()
         if keep:
             get = txn.get
@@ -163,7 +163,7 @@ class GarbageCollector:
                 continue
             rec = txn.pop(node_id, db=records)
             if rec is not None:
-                txn.delete(rec[:hp.HASH_SIZE], db=index)
+                nodes.index_delete(txn, store, rec[:hp.HASH_SIZE], node_id)
                 freed += 1
                 nbytes += len(rec)
         return freed, nbytes
@@ -176,7 +176,7 @@ def check_integrity(store: Store) -> dict:
     missing: list[bytes] = []
     problems: list[str] = []
     with store.read() as txn:
-        records, index = store.db["nodes"], store.db["hashes"]
+        records = store.db["nodes"]
         get = txn.get
         mark(lambda i: get(i, db=records), roots_of(txn, store), marked, missing)
         problems.extend(f"missing node {i.hex()}" for i in missing[:50])
@@ -191,7 +191,7 @@ def check_integrity(store: Store) -> dict:
                     problems.append(f"node {node_id.hex()} does not match its hash")
             except hp.CorruptNode as e:
                 problems.append(f"node {node_id.hex()}: {e}")
-            if get(h, db=index) != node_id:
+            if nodes.index_get(txn, store, h) != node_id:
                 problems.append(f"hash index entry of node {node_id.hex()} is wrong")
         checkpoints = txn.stat(store.db["ckpts"])["entries"]
     return {"checked_checkpoints": checkpoints, "checked_blobs": len(marked) - len(missing),

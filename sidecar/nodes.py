@@ -5,6 +5,13 @@ In LMDB each node is a record ``hash + stored node`` under an 8-byte id that
 increases as nodes are written, and ``hashes`` maps hash -> id so a node is
 stored once. Reads follow ids (one lookup per node, records of one write
 adjacent on disk); writes look hashes up to deduplicate.
+
+The index is keyed by the first 16 bytes of the hash (half the index size);
+a hit is confirmed against the full hash kept in the record. Should two
+stored hashes ever share those 16 bytes (a 2**-128 accident per pair, or a
+deliberate collision), the later one is indexed under its full 32 bytes
+instead, so lookups stay exact; deleting the owner of a short key moves one
+such full-key entry up to it.
 """
 from __future__ import annotations
 
@@ -30,19 +37,59 @@ def fetcher(txn, store: Store) -> Callable[[bytes], bytes]:
     return fetch
 
 
+INDEX_KEY = 16
+
+
+def index_get(txn, store: Store, h: bytes) -> bytes | None:
+    """Id of the stored node with hash ``h``, or None."""
+    index, records = store.db["hashes"], store.db["nodes"]
+    node_id = txn.get(h[:INDEX_KEY], db=index)
+    if node_id is not None:
+        rec = txn.get(node_id, db=records)
+        if rec is not None and rec[:H] == h:
+            return node_id
+        return txn.get(h, db=index)  # the short key belongs to another hash
+    return None
+
+
+def index_put(txn, store: Store, h: bytes, node_id: bytes) -> None:
+    index = store.db["hashes"]
+    if not txn.put(h[:INDEX_KEY], node_id, db=index, overwrite=False):
+        txn.put(h, node_id, db=index)
+
+
+def index_delete(txn, store: Store, h: bytes, node_id: bytes) -> None:
+    """Remove the index entry that points at ``node_id``.
+
+    Keeps the invariant index_get relies on: while any stored hash starts with
+    a short key, that short key is in the index (a full-key entry moves up).
+    """
+    index = store.db["hashes"]
+    short = h[:INDEX_KEY]
+    if txn.get(short, db=index) != node_id:
+        txn.delete(h, db=index)
+        return
+    txn.delete(short, db=index)
+    cursor = txn.cursor(db=index)
+    if cursor.set_range(short) and cursor.key().startswith(short):  # full keys sort right after their prefix
+        other = bytes(cursor.value())
+        cursor.delete()
+        txn.put(short, other, db=index)
+
+
 class CanonicalReader:
     """Reads canonical nodes by hash from one transaction, remembering every hash -> id it sees."""
 
     def __init__(self, txn, store: Store) -> None:
         self.txn = txn
-        self.hashes = store.db["hashes"]
+        self.store = store
         self.fetch = fetcher(txn, store)
         self.known: dict[bytes, bytes] = {}
 
     def id_of(self, h: bytes) -> bytes:
         node_id = self.known.get(h)
         if node_id is None:
-            node_id = self.txn.get(h, db=self.hashes)
+            node_id = index_get(self.txn, self.store, h)
             if node_id is None:
                 raise hp.CorruptNode(f"no node with hash {bytes(h).hex()}")
             self.known[h] = node_id
@@ -69,15 +116,14 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> d
     """
     ids = dict(known)
     built = dict(nodes)
-    index = store.db["hashes"]
     records = store.db["nodes"]
-    get, put = txn.get, txn.put
+    put = txn.put
 
     def resolve(h: bytes) -> bytes:
         node_id = ids.get(h)
         if node_id is not None:
             return node_id
-        node_id = get(h, db=index)
+        node_id = index_get(txn, store, h)
         if node_id is None:
             node = built.get(h)
             if node is None:
@@ -85,7 +131,7 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> d
             stored = hp.stored_node(node, resolve)  # children first: they get smaller ids
             node_id = store.new_node_id()
             put(node_id, h + stored, db=records, append=True)
-            put(h, node_id, db=index)
+            index_put(txn, store, h, node_id)
         ids[h] = node_id
         return node_id
 

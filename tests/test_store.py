@@ -252,3 +252,28 @@ def test_gc_sweep_never_leaves_a_node_without_its_children(store, monkeypatch):
             time.sleep(0.05)
     assert got == items
     assert gc.check_integrity(store) == {**gc.check_integrity(store), "missing_blobs": 0, "problems": []}
+
+
+def test_hash_index_survives_short_key_collisions(store, monkeypatch):
+    """With a 1-byte index key nearly every node collides with another: lookups must stay exact."""
+    from sidecar import nodes
+
+    monkeypatch.setattr(nodes, "INDEX_KEY", 1)
+    lists = {f"t{i}": [f"item {i}-{j}" for j in range(30)] for i in range(12)}
+    for tid_, items in lists.items():
+        put(store, tid_, {"messages": items, "shared": ["same everywhere"] * 3})
+    before = blob_count(store)
+    for tid_, items in lists.items():  # whole-value re-puts must deduplicate everything
+        put(store, tid_, {"messages": items, "shared": ["same everywhere"] * 3})
+    assert blob_count(store) == before
+    for tid_, items in lists.items():
+        assert get_values(store, tid_)["messages"] == items
+    for tid_ in list(lists)[:6]:
+        run(threads.delete(store, pb.DeleteThreadRequest(thread_id=tid_)))
+    gc.GarbageCollector(store).collect()
+    report = gc.check_integrity(store)
+    assert report["missing_blobs"] == 0 and report["problems"] == [], report
+    for tid_ in list(lists)[6:]:
+        assert get_values(store, tid_)["messages"] == lists[tid_]
+    with store.read() as txn:  # every remaining node is indexed exactly once
+        assert txn.stat(store.db["hashes"])["entries"] == txn.stat(store.db["nodes"])["entries"]
