@@ -31,6 +31,13 @@ How it is fast:
 * Tree nodes are assembled in C buffers (no per-item ``b"".join``); list
   state (peaks and tail) lives in a C struct; map items are partitioned by
   key-hash nibble in C arrays.
+* Stored records (hash + node with 8-byte child ids, read by id through a
+  Python ``fetch`` callback) are parsed in place: a list's item ids are
+  gathered from its leaf records into one C buffer, then each item record is
+  fetched once and its encoding copied out, so the only Python objects made
+  per item are its id, the fetched record and the result. References are
+  swapped (canonical <-> stored form) by one routine that checks a node's
+  layout before converting any reference, as the twin does.
 * Hashing uses the ``blake3`` package (Rust, via PyO3); BLAKE3 is not
   reimplemented here. blake3-py releases the GIL while hashing inputs of 2048
   bytes or more (its GIL_MINSIZE, the same threshold as CPython's hashlib;
@@ -60,7 +67,7 @@ from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
 import datetime as _dt
@@ -102,11 +109,15 @@ TAG_INNER = 0x6E  # n
 TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
 
+#: Stored records (see the twin's section "stored records"): record = hash + stored node.
+ID_SIZE = 8
+
 UnsupportedValue = _codec.UnsupportedValue
 
 # C mirrors of the constants above (the Python names stay the public ones).
 cdef enum:
     C_HASH = 32
+    C_ID = 8
     C_LEAF_ITEMS = 8
     C_MAP_LEAF_MAX = 32
     C_CHUNK_THRESHOLD = 32 * 1024
@@ -1276,52 +1287,6 @@ def value_node(encoding, nodes):
     return _value_node(encoding, nodes, None)
 
 
-cdef inline Py_ssize_t _chunked_count(bytes node) except -1:
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(node), count
-    if n < 13:
-        raise _Corrupt("chunked value node length mismatch")
-    count = <Py_ssize_t>_ld32(_r(node) + 9)
-    if n != 13 + C_HASH * count:
-        raise _Corrupt("chunked value node length mismatch")
-    return count
-
-
-cdef bytes _read_encoding(object h, object fetch):
-    cdef bytes node = _fetch(fetch, h), out, chunk
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(node), count, i, total, size, pos
-    cdef const unsigned char* p = _r(node)
-    cdef list parts
-    if n == 0:
-        raise IndexError("index out of range")
-    if p[0] == C_TAG_VALUE:
-        return PyBytes_FromStringAndSize(<char*>p + 1, n - 1)
-    if p[0] == C_TAG_CHUNKED:
-        total = <Py_ssize_t>_be_slice(p, n, 1, 9)
-        count = _chunked_count(node)
-        parts = []
-        size = 0
-        for i in range(count):
-            chunk = _fetch(fetch, _slice(node, 13 + C_HASH * i, C_HASH))
-            if PyBytes_GET_SIZE(chunk) == 0 or _r(chunk)[0] != C_TAG_CHUNK:
-                raise _Corrupt("chunked value refers to a node that is not a chunk")
-            parts.append(chunk)
-            size += PyBytes_GET_SIZE(chunk) - 1
-        if size != total:
-            raise _Corrupt("chunked value length mismatch")
-        out = _new(size)
-        pos = 0
-        for chunk in parts:
-            memcpy(_w(out) + pos, PyBytes_AS_STRING(chunk) + 1, PyBytes_GET_SIZE(chunk) - 1)
-            pos += PyBytes_GET_SIZE(chunk) - 1
-        return out
-    raise _Corrupt(f"hash does not name a value node (tag {p[0]:#x})")
-
-
-def read_encoding(h, fetch):
-    """Return the encoding stored under value hash ``h``."""
-    return _read_encoding(h, fetch)
-
-
 # ================================================================== lists
 
 cdef struct ListState:
@@ -1450,49 +1415,6 @@ def list_append(root, item_hashes, nodes):
 def list_length(root):
     cdef bytes node = _b(root)
     return _be_slice(_r(node), PyBytes_GET_SIZE(node), 1, 9)
-
-
-cdef int _expand(bytes h, int level, object fetch, list out) except -1:
-    cdef bytes node = _fetch(fetch, h)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(node), i
-    cdef const unsigned char* p = _r(node)
-    if level == 0:
-        if n != 1 + C_HASH * C_LEAF_ITEMS or p[0] != C_TAG_LEAF:
-            raise _Corrupt("bad list leaf")
-        for i in range(C_LEAF_ITEMS):
-            out.append(PyBytes_FromStringAndSize(<char*>p + 1 + C_HASH * i, C_HASH))
-        return 0
-    if n != 1 + 2 * C_HASH or p[0] != C_TAG_INNER:
-        raise _Corrupt("bad list inner node")
-    _expand(_slice(node, 1, C_HASH), level - 1, fetch, out)
-    _expand(_slice(node, 1 + C_HASH, C_HASH), level - 1, fetch, out)
-    return 0
-
-
-cdef list _list_item_hashes(object root, object fetch):
-    cdef ListState st
-    cdef list out = []
-    cdef int i
-    _list_parse(&st, root)
-    for i in range(st.npeaks):
-        _expand(PyBytes_FromStringAndSize(<char*>st.peak[i], C_HASH), st.level[i], fetch, out)
-    for i in range(st.ntail):
-        out.append(PyBytes_FromStringAndSize(<char*>st.tail + C_HASH * i, C_HASH))
-    return out
-
-
-def list_item_hashes(root, fetch):
-    """Return the item hashes of a list, in order."""
-    return _list_item_hashes(root, fetch)
-
-
-def list_encodings(root, fetch):
-    """Return the item encodings of a list, in order."""
-    cdef list hashes = _list_item_hashes(root, fetch)
-    cdef list out = []
-    for h in hashes:
-        out.append(_read_encoding(h, fetch))
-    return out
 
 
 def build_list(encodings, nodes, root=None):
@@ -1691,15 +1613,6 @@ cdef int _map_collect(bytes node, object fetch, list out) except -1:
     return 0
 
 
-def map_entries(root_hash, fetch):
-    """Return (key, value hash) pairs of a map, sorted by key bytes."""
-    cdef list raw = []
-    cdef bytes k
-    _map_collect(_fetch(fetch, root_hash), fetch, raw)
-    raw.sort()
-    return [(PyUnicode_DecodeUTF8(<char*>PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), "strict"), v) for k, v in raw]
-
-
 cdef uint64_t _map_count(bytes root) except? 0:
     cdef Py_ssize_t n = PyBytes_GET_SIZE(root)
     cdef const unsigned char* p = _r(root)
@@ -1817,7 +1730,7 @@ cdef tuple _map_update(object node_hash, int depth, list changes, object fetch, 
     return _emit(nodes, out, hs), total
 
 
-# ================================================================== composite builders and GC
+# ================================================================== composite builders
 
 def build_map(pairs, nodes):
     """Store each (key, encoding) pair's value and build the map."""
@@ -1825,32 +1738,355 @@ def build_map(pairs, nodes):
     return _map_build_from([(k, _value_node(e, nodes, hs)) for k, e in pairs], nodes, hs)
 
 
-def children(node):
-    """Hashes a node refers to (for garbage collection and integrity checks)."""
-    cdef bytes b = _b(node)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(b), count, i
-    cdef const unsigned char* p = _r(b)
-    cdef ListState st
-    cdef uint64_t total
-    cdef int tag
+# ================================================================== child references (canonical and stored nodes)
+#
+# Ports of the twin's _ref_layout / _map_leaf_refs / _swap_refs. A node's
+# layout is checked against its length before any reference is converted.
+
+cdef inline Py_ssize_t _popcount(uint64_t v) noexcept nogil:
+    cdef Py_ssize_t c = 0
+    while v:
+        v &= v - 1
+        c += 1
+    return c
+
+
+cdef int _ref_layout(const unsigned char* p, Py_ssize_t n, Py_ssize_t size, Py_ssize_t* start,
+                     Py_ssize_t* count) except -1:
+    """First reference offset and reference count of a fixed-layout node (n >= 1; not a map leaf).
+
+    Raises CorruptNode for an unknown tag or when the node's length does not
+    match its references (``size`` bytes each).
+    """
+    cdef int tag = p[0]
+    cdef uint64_t v
+    if tag == C_TAG_LIST:
+        v = _be_slice(p, n, 1, 9)
+        start[0] = 9
+        count[0] = _popcount(v // C_LEAF_ITEMS) + <Py_ssize_t>(v % C_LEAF_ITEMS)
+    elif tag == C_TAG_LEAF:
+        start[0] = 1
+        count[0] = C_LEAF_ITEMS
+    elif tag == C_TAG_INNER:
+        start[0] = 1
+        count[0] = 2
+    elif tag == C_TAG_CHUNKED:
+        start[0] = 13
+        count[0] = <Py_ssize_t>_be_slice(p, n, 9, 13)
+    elif tag == C_TAG_MAP_INNER:
+        start[0] = 11
+        count[0] = _popcount(_be_slice(p, n, 9, 11))
+    elif tag == C_TAG_VALUE or tag == C_TAG_CHUNK:
+        start[0] = n
+        count[0] = 0
+    else:
+        raise _Corrupt(f"unknown node tag {tag:#x}")
+    if start[0] + count[0] * size != n:
+        raise _Corrupt(f"node {chr(tag)!r} length mismatch")
+    return 0
+
+
+cdef Py_ssize_t _map_leaf_count(const unsigned char* p, Py_ssize_t n, Py_ssize_t size) except -1:
+    """Entry count of a map leaf with ``size``-byte references; CorruptNode unless the entries fill it exactly."""
+    cdef uint64_t count = _be_slice(p, n, 1, 5), j
+    cdef Py_ssize_t pos = 5
+    for j in range(count):
+        pos += 2 + <Py_ssize_t>_be_slice(p, n, pos, pos + 2) + size
+        if pos > n:  # a damaged count: stop before looping over garbage
+            break
+    if pos != n:
+        raise _Corrupt("map leaf length mismatch")
+    return <Py_ssize_t>count
+
+
+cdef object _swap_refs(object node_obj, Py_ssize_t old, Py_ssize_t new, object convert):
+    """Rewrite every ``old``-byte reference of a node with ``convert`` (port of the twin's _swap_refs).
+
+    ``convert`` None: return the references themselves, as a list.
+    """
+    cdef bytes node = _b(node_obj), out, r
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(node), start = 0, count, i, pos, off, size, seg
+    cdef const unsigned char* p = _r(node)
+    cdef unsigned char* q
+    cdef bint is_map
+    cdef list refs
     if n == 0:
         raise IndexError("index out of range")
-    tag = p[0]
-    if tag == C_TAG_VALUE or tag == C_TAG_CHUNK:
-        return []
+    is_map = p[0] == C_TAG_MAP
+    refs = []
+    if is_map:
+        count = _map_leaf_count(p, n, old)
+        pos = 5
+        for i in range(count):
+            off = pos + 2 + <Py_ssize_t>_ld16(p + pos)
+            refs.append(PyBytes_FromStringAndSize(<char*>p + off, old))
+            pos = off + old
+    else:
+        _ref_layout(p, n, old, &start, &count)
+        for i in range(count):
+            refs.append(PyBytes_FromStringAndSize(<char*>p + start + old * i, old))
+    if convert is None:
+        return refs
+    if count == 0:
+        return node
+    # convert every reference (in order), then join like b"".join: any bytes-like result, of any length
+    size = n - old * count
+    for i in range(count):
+        refs[i] = convert(refs[i])
+    for i in range(count):
+        r = _b(refs[i])
+        refs[i] = r
+        size += PyBytes_GET_SIZE(r)
+    out = _new(size)
+    q = _w(out)
+    if is_map:
+        pos = 5
+        seg = 0  # bytes of ``node`` not yet copied start at ``seg``
+        off = 0  # write position in ``out``
+        for i in range(count):
+            pos = pos + 2 + <Py_ssize_t>_ld16(p + pos)  # offset of reference i
+            memcpy(q + off, p + seg, pos - seg)
+            off += pos - seg
+            r = <bytes>refs[i]
+            memcpy(q + off, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r))
+            off += PyBytes_GET_SIZE(r)
+            pos += old
+            seg = pos
+    else:
+        memcpy(q, p, start)
+        off = start
+        for i in range(count):
+            r = <bytes>refs[i]
+            memcpy(q + off, PyBytes_AS_STRING(r), PyBytes_GET_SIZE(r))
+            off += PyBytes_GET_SIZE(r)
+    return out
+
+
+def children(node):
+    """Hashes a canonical node refers to."""
+    return _swap_refs(node, C_HASH, C_HASH, None)
+
+
+def stored_node(node, id_of):
+    """The stored form of a canonical node (``id_of`` maps a child hash to its id)."""
+    return _swap_refs(node, C_HASH, C_ID, id_of)
+
+
+def canonical_node(stored, hash_of):
+    """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
+    return _swap_refs(stored, C_ID, C_HASH, hash_of)
+
+
+def stored_children(stored):
+    """Ids a stored node refers to."""
+    return _swap_refs(stored, C_ID, C_ID, None)
+
+
+# ================================================================== stored records: reads
+#
+# The server's read path: records (hash + stored node) fetched by id through
+# a Python ``fetch(id) -> record`` callback, once per record. Ids are taken
+# from the records' buffers in C; the only Python objects made per list item
+# are its id, the fetched record and the encoding returned.
+
+cdef inline bytes _id_at(const unsigned char* p):
+    return PyBytes_FromStringAndSize(<char*>p, C_ID)
+
+
+cdef bytes _stored_enc(bytes rec, object fetch):
+    """The value encoding held by a value record (port of the twin's stored_encoding)."""
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), i, size, pos, cn
+    cdef const unsigned char* p = _r(rec)
+    cdef uint64_t total, count
+    cdef int tag
+    cdef list parts
+    cdef bytes chunk, out
+    cdef unsigned char* q
+    if n <= C_HASH:
+        raise IndexError("index out of range")
+    tag = p[C_HASH]
+    if tag == C_TAG_VALUE:
+        return PyBytes_FromStringAndSize(<char*>p + C_HASH + 1, n - C_HASH - 1)
     if tag == C_TAG_CHUNKED:
-        count = _chunked_count(b)
-        return [_slice(b, 13 + C_HASH * i, C_HASH) for i in range(count)]
-    if tag == C_TAG_LIST:
-        _list_parse(&st, b)
-        return ([PyBytes_FromStringAndSize(<char*>st.peak[i], C_HASH) for i in range(st.npeaks)]
-                + [PyBytes_FromStringAndSize(<char*>st.tail + C_HASH * i, C_HASH) for i in range(st.ntail)])
-    if tag == C_TAG_LEAF:
-        return [b[1 + C_HASH * i:1 + C_HASH * (i + 1)] for i in range(C_LEAF_ITEMS)]
-    if tag == C_TAG_INNER:
-        return [b[1:1 + C_HASH], b[1 + C_HASH:1 + 2 * C_HASH]]
-    if tag == C_TAG_MAP:
-        return [v for _, v in _parse_map_leaf(b)]
-    if tag == C_TAG_MAP_INNER:
-        return list(_parse_map_inner(b, &total).values())
-    raise _Corrupt(f"unknown node tag {tag:#x}")
+        total = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
+        count = _be_slice(p, n, C_HASH + 9, C_HASH + 13)
+        if <uint64_t>n != C_HASH + 13 + count * C_ID:
+            raise _Corrupt("chunked value node length mismatch")
+        parts = []
+        size = 0
+        for i in range(<Py_ssize_t>count):
+            chunk = _fetch(fetch, _id_at(p + C_HASH + 13 + C_ID * i))
+            cn = PyBytes_GET_SIZE(chunk)
+            if cn <= C_HASH or _r(chunk)[C_HASH] != C_TAG_CHUNK:
+                raise _Corrupt("chunked value refers to a record that is not a chunk")
+            parts.append(chunk)
+            size += cn - C_HASH - 1
+        if <uint64_t>size != total:
+            raise _Corrupt("chunked value length mismatch")
+        out = _new(size)
+        q = _w(out)
+        pos = 0
+        for chunk in parts:
+            cn = PyBytes_GET_SIZE(chunk) - C_HASH - 1
+            memcpy(q + pos, PyBytes_AS_STRING(chunk) + C_HASH + 1, cn)
+            pos += cn
+        return out
+    raise _Corrupt(f"record does not hold a value (tag {tag:#x})")
+
+
+def stored_encoding(record, fetch):
+    """The value encoding held by a value record (``v``, or ``C`` reassembled from its chunks)."""
+    return _stored_enc(_b(record), fetch)
+
+
+def stored_list_length(record):
+    cdef bytes rec = _b(record)
+    return _be_slice(_r(rec), PyBytes_GET_SIZE(rec), C_HASH + 1, C_HASH + 9)
+
+
+cdef struct IdBuf:
+    unsigned char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int _idbuf_add(IdBuf* buf, const unsigned char* src, Py_ssize_t n) except -1:
+    cdef Py_ssize_t cap
+    cdef unsigned char* grown
+    if buf.size + n > buf.cap:
+        cap = buf.cap * 2 if buf.cap else 64 * C_ID
+        while cap < buf.size + n:
+            cap *= 2
+        grown = <unsigned char*>realloc(buf.data, cap)
+        if grown == NULL:
+            raise MemoryError()
+        buf.data = grown
+        buf.cap = cap
+    memcpy(buf.data + buf.size, src, n)
+    buf.size += n
+    return 0
+
+
+cdef int _expand_ids(bytes node_id, int level, object fetch, IdBuf* buf) except -1:
+    """Append the item ids under a list subtree of height ``level`` to ``buf`` (left to right)."""
+    cdef bytes rec = _fetch(fetch, node_id)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec)
+    cdef const unsigned char* p = _r(rec)
+    if n <= C_HASH:
+        raise IndexError("index out of range")
+    if level == 0:
+        if p[C_HASH] != C_TAG_LEAF or n != C_HASH + 1 + C_LEAF_ITEMS * C_ID:
+            raise _Corrupt("bad list leaf")
+        _idbuf_add(buf, p + C_HASH + 1, C_LEAF_ITEMS * C_ID)
+        return 0
+    if p[C_HASH] != C_TAG_INNER or n != C_HASH + 1 + 2 * C_ID:
+        raise _Corrupt("bad list inner node")
+    _expand_ids(_id_at(p + C_HASH + 1), level - 1, fetch, buf)
+    _expand_ids(_id_at(p + C_HASH + 1 + C_ID), level - 1, fetch, buf)
+    return 0
+
+
+cdef Py_ssize_t _list_ids(bytes rec, object fetch, IdBuf* buf) except -1:
+    """Put the ids of a list's full leaves in ``buf``; return where its tail ids start in ``rec``.
+
+    The tail (``n % 8`` ids) runs from there to the end of ``rec``.
+    """
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), pos = C_HASH + 9
+    cdef const unsigned char* p = _r(rec)
+    cdef uint64_t count, m
+    cdef int k
+    if n <= C_HASH:
+        raise IndexError("index out of range")
+    if p[C_HASH] != C_TAG_LIST:
+        raise _Corrupt("not a list root")
+    count = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
+    m = count // C_LEAF_ITEMS
+    if <uint64_t>n != <uint64_t>pos + (<uint64_t>_popcount(m) + count % C_LEAF_ITEMS) * C_ID:
+        raise _Corrupt("list root length mismatch")
+    for k in range(63, -1, -1):
+        if (m >> k) & 1:
+            _expand_ids(_id_at(p + pos), k, fetch, buf)
+            pos += C_ID
+    return pos
+
+
+def stored_list_ids(record, fetch):
+    """Item ids of a list, in order, from its root record."""
+    cdef bytes rec = _b(record)
+    cdef IdBuf buf
+    cdef Py_ssize_t tail, i
+    cdef list out
+    buf.data = NULL
+    buf.size = buf.cap = 0
+    try:
+        tail = _list_ids(rec, fetch, &buf)
+        out = [_id_at(buf.data + i) for i in range(0, buf.size, C_ID)]
+        out.extend([_id_at(_r(rec) + i) for i in range(tail, PyBytes_GET_SIZE(rec), C_ID)])
+        return out
+    finally:
+        free(buf.data)
+
+
+cdef inline bytes _item_encoding(const unsigned char* item_id, object fetch):
+    cdef bytes rec = _fetch(fetch, _id_at(item_id))
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec)
+    if n > C_HASH and _r(rec)[C_HASH] == C_TAG_VALUE:
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(rec) + C_HASH + 1, n - C_HASH - 1)
+    return _stored_enc(rec, fetch)
+
+
+def stored_list_encodings(record, fetch):
+    """Item encodings of a list, in order, from its root record.
+
+    Every tree record is read first (the ids of all items), then each item's
+    record: the same fetches, in the same order, as the twin.
+    """
+    cdef bytes rec = _b(record)
+    cdef IdBuf buf
+    cdef Py_ssize_t tail, i, n
+    cdef list out = []
+    buf.data = NULL
+    buf.size = buf.cap = 0
+    try:
+        tail = _list_ids(rec, fetch, &buf)
+        for i in range(0, buf.size, C_ID):
+            out.append(_item_encoding(buf.data + i, fetch))
+    finally:
+        free(buf.data)
+    n = PyBytes_GET_SIZE(rec)
+    for i in range(tail, n, C_ID):
+        out.append(_item_encoding(_r(rec) + i, fetch))
+    return out
+
+
+cdef int _collect_map(bytes rec, object fetch, list out) except -1:
+    """Append the (key bytes, value id) entries under a map record to ``out``."""
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec) - C_HASH, count, i, pos, klen, start
+    cdef const unsigned char* p = _r(rec) + C_HASH  # the stored node
+    cdef list ids
+    if n <= 0:
+        raise IndexError("index out of range")
+    if p[0] == C_TAG_MAP:
+        count = _map_leaf_count(p, n, C_ID)
+        pos = 5
+        for i in range(count):
+            klen = <Py_ssize_t>_ld16(p + pos)
+            out.append((PyBytes_FromStringAndSize(<char*>p + pos + 2, klen), _id_at(p + pos + 2 + klen)))
+            pos += 2 + klen + C_ID
+    elif p[0] == C_TAG_MAP_INNER:
+        _ref_layout(p, n, C_ID, &start, &count)
+        ids = [_id_at(p + start + C_ID * i) for i in range(count)]
+        for child in ids:
+            _collect_map(_fetch(fetch, child), fetch, out)
+    else:
+        raise _Corrupt("not a map node")
+    return 0
+
+
+def stored_map_entries(record, fetch):
+    """(key, value id) pairs of a map, sorted by key bytes, from its root record."""
+    cdef list raw = []
+    cdef bytes k
+    _collect_map(_b(record), fetch, raw)
+    raw.sort()
+    return [(PyUnicode_DecodeUTF8(PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), "strict"), v) for k, v in raw]

@@ -500,20 +500,36 @@ def _ref_layout(node: bytes) -> tuple[int, int]:
     raise CorruptNode(f"unknown node tag {tag:#x}")
 
 
+def _map_leaf_refs(node: bytes, size: int) -> list[int]:
+    """Offsets of the ``size``-byte child references of map leaf ``node`` (checked against its length)."""
+    count = int.from_bytes(node[1:5], "big")
+    offsets = []
+    pos = 5
+    for _ in range(count):
+        pos += 2 + int.from_bytes(node[pos:pos + 2], "big")
+        offsets.append(pos)
+        pos += size
+        if pos > len(node):  # a damaged count: stop before looping over garbage
+            break
+    if pos != len(node):
+        raise CorruptNode("map leaf length mismatch")
+    return offsets
+
+
 def _swap_refs(node: bytes, old: int, new: int, convert: Callable[[bytes], bytes]) -> bytes:
-    """Rewrite every child reference of ``node`` from ``old``-byte to ``new``-byte form."""
+    """Rewrite every child reference of ``node`` from ``old``-byte to ``new``-byte form.
+
+    The node's layout is checked before ``convert`` is called: a damaged node
+    raises CorruptNode without ``convert`` ever seeing a truncated reference.
+    """
     if node[0] == TAG_MAP:
-        count = int.from_bytes(node[1:5], "big")
-        parts = [node[:5]]
-        pos = 5
-        for _ in range(count):
-            klen = int.from_bytes(node[pos:pos + 2], "big")
-            parts.append(node[pos:pos + 2 + klen])
-            pos += 2 + klen
-            parts.append(convert(node[pos:pos + old]))
-            pos += old
-        if pos != len(node):
-            raise CorruptNode("map leaf length mismatch")
+        parts = []
+        prev = 0
+        for off in _map_leaf_refs(node, old):
+            parts.append(node[prev:off])
+            parts.append(convert(node[off:off + old]))
+            prev = off + old
+        parts.append(node[prev:])
         return b"".join(parts)
     start, count = _ref_layout(node)
     if start + count * old != len(node):
@@ -548,8 +564,15 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
         base = HASH_SIZE + 13
         total = int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")
         count = int.from_bytes(record[HASH_SIZE + 9:base], "big")
-        out = b"".join(fetch(record[base + i * ID_SIZE:base + (i + 1) * ID_SIZE])[HASH_SIZE + 1:]
-                       for i in range(count))
+        if len(record) != base + count * ID_SIZE:
+            raise CorruptNode("chunked value node length mismatch")
+        parts = []
+        for i in range(count):
+            chunk = fetch(record[base + i * ID_SIZE:base + (i + 1) * ID_SIZE])
+            if len(chunk) <= HASH_SIZE or chunk[HASH_SIZE] != TAG_CHUNK:
+                raise CorruptNode("chunked value refers to a record that is not a chunk")
+            parts.append(chunk[HASH_SIZE + 1:])
+        out = b"".join(parts)
         if len(out) != total:
             raise CorruptNode("chunked value length mismatch")
         return out
@@ -567,6 +590,8 @@ def stored_list_ids(record: bytes, fetch: RecordFetch) -> list[bytes]:
     n = stored_list_length(record)
     m = n // LEAF_ITEMS
     pos = HASH_SIZE + 9
+    if len(record) != pos + (bin(m).count("1") + n % LEAF_ITEMS) * ID_SIZE:
+        raise CorruptNode("list root length mismatch")
     out: list[bytes] = []
     for k in range(m.bit_length() - 1, -1, -1):
         if m >> k & 1:
@@ -606,12 +631,10 @@ def stored_map_entries(record: bytes, fetch: RecordFetch) -> list[tuple[str, byt
 def _collect_stored_map(record: bytes, fetch: RecordFetch, out: list) -> None:
     node = record[HASH_SIZE:]
     if node[0] == TAG_MAP:
-        count = int.from_bytes(node[1:5], "big")
-        pos = 5
-        for _ in range(count):
-            klen = int.from_bytes(node[pos:pos + 2], "big")
-            out.append((node[pos + 2:pos + 2 + klen], node[pos + 2 + klen:pos + 2 + klen + ID_SIZE]))
-            pos += 2 + klen + ID_SIZE
+        prev = 5
+        for off in _map_leaf_refs(node, ID_SIZE):
+            out.append((node[prev + 2:off], node[off:off + ID_SIZE]))
+            prev = off + ID_SIZE
     elif node[0] == TAG_MAP_INNER:
         for child in stored_children(node):
             _collect_stored_map(fetch(child), fetch, out)

@@ -5,6 +5,10 @@ compiled module; the test fails if it is not built) and once against
 ``sidecar._hotpath_py`` (the pure-Python twin). The golden vectors in
 tests/golden/ were generated from the twin by tests/golden/generate.py and are
 only ever read here.
+
+Trees are built in canonical form and read back the way the server reads
+them: as records (hash + stored node) under 8-byte ids, through
+``stored_*`` functions and a ``fetch(id)`` callback (``Records`` below).
 """
 from __future__ import annotations
 
@@ -62,6 +66,46 @@ def store_of(nodes) -> dict:
     return dict(nodes)
 
 
+class Records:
+    """A tiny in-memory node store as the server keeps it: id -> record (hash + stored node).
+
+    ``add`` translates canonical nodes with ``impl.stored_node`` in the order
+    the builders emit them (children before parents) and gives each new node
+    the next id, so every child has a smaller id than its parent. A node
+    whose children are not stored yet cannot be added (KeyError).
+    """
+
+    def __init__(self, impl) -> None:
+        self.impl = impl
+        self.records: dict[bytes, bytes] = {}
+        self.ids: dict[bytes, bytes] = {}  # hash -> id
+        self.fetch = self.records.__getitem__
+
+    def add(self, nodes) -> "Records":
+        for h, node in nodes:
+            if h not in self.ids:
+                node_id = (len(self.records) + 1).to_bytes(8, "big")
+                self.records[node_id] = h + self.impl.stored_node(node, self.ids.__getitem__)
+                self.ids[h] = node_id
+        return self
+
+    def record(self, h: bytes) -> bytes:
+        return self.records[self.ids[h]]
+
+    def hash_of(self, node_id: bytes) -> bytes:
+        return self.records[node_id][:32]
+
+    def encoding(self, node_id: bytes) -> bytes:
+        return self.impl.stored_encoding(self.fetch(node_id), self.fetch)
+
+    def list_encodings(self, root: bytes) -> list[bytes]:
+        return self.impl.stored_list_encodings(self.record(root), self.fetch)
+
+    def map_items(self, root: bytes) -> list[tuple[str, bytes]]:
+        """(key, value encoding) pairs of the map with root hash ``root``."""
+        return [(k, self.encoding(i)) for k, i in self.impl.stored_map_entries(self.record(root), self.fetch)]
+
+
 # ================================================================== golden vectors
 
 def _encoding_matches(entry, enc: bytes) -> bool:
@@ -87,7 +131,8 @@ def test_golden_value(impl, entry):
     nodes: list = []
     assert impl.value_node(enc, nodes).hex() == entry["hash"]
     assert golden.nodes_digest(nodes) == entry["nodes"]
-    assert impl.read_encoding(bytes.fromhex(entry["hash"]), store_of(nodes).__getitem__) == enc
+    records = Records(impl).add(nodes)
+    assert impl.stored_encoding(records.record(bytes.fromhex(entry["hash"])), records.fetch) == enc
 
 
 @pytest.mark.parametrize("entry", VALUES["errors"], ids=lambda e: e["name"])
@@ -145,7 +190,11 @@ def test_golden_list(impl, entry):
     assert golden.nodes_digest(nodes) == entry["nodes"]
     store = store_of(nodes)
     assert impl.list_length(store[root]) == n
-    assert impl.list_encodings(store[root], store.__getitem__) == encs
+    records = Records(impl).add(nodes)
+    assert impl.stored_list_length(records.record(root)) == n
+    assert records.list_encodings(root) == encs
+    ids = impl.stored_list_ids(records.record(root), records.fetch)
+    assert [records.hash_of(i) for i in ids] == [impl.value_node(e, []) for e in encs]
     for pattern in golden.APPEND_PATTERNS:
         nodes2: list = []
         impl.list_append(None, [], nodes2)
@@ -159,6 +208,8 @@ def test_golden_list(impl, entry):
             root_node = nodes2[-1][1]
             i += k
         assert h.hex() == entry["appends"][",".join(map(str, pattern))] == entry["root"]
+        # every intermediate root is stored too; the final one reads back whole
+        assert Records(impl).add(nodes2).list_encodings(h) == encs
 
 
 @pytest.mark.parametrize("entry", TREES["maps"], ids=lambda e: f"size={e['size']}")
@@ -171,8 +222,7 @@ def test_golden_map(impl, entry):
     assert golden.nodes_digest(nodes) == entry["nodes"]
     store = store_of(nodes)
     assert impl.map_count(store[root]) == entry["size"]
-    got = [(k, impl.read_encoding(h, store.__getitem__)) for k, h in impl.map_entries(root, store.__getitem__)]
-    assert got == sorted(pairs, key=lambda p: p[0].encode())
+    assert Records(impl).add(nodes).map_items(root) == sorted(pairs, key=lambda p: p[0].encode())
 
 
 @pytest.mark.parametrize("entry", TREES["map_updates"], ids=lambda e: e["name"])
@@ -195,6 +245,9 @@ def test_golden_map_update(impl, entry):
     for k, v in entry["sets"]:
         final[k] = codec.encode(v)
     assert impl.build_map(sorted(final.items()), []) == new_root
+    # read back from the store as the server has it after the update
+    records = Records(impl).add(nodes).add(value_nodes).add(upd)
+    assert records.map_items(new_root) == sorted(final.items(), key=lambda p: p[0].encode())
 
 
 @pytest.mark.parametrize("entry", TREES["cdc"], ids=lambda e: e["seed"])
@@ -222,7 +275,40 @@ def test_golden_chunked_value(impl, entry):
     assert h.hex() == entry["hash"]
     assert len(nodes) == entry["node_count"]
     assert golden.nodes_digest(nodes) == entry["nodes"]
-    assert impl.read_encoding(h, store_of(nodes).__getitem__) == enc
+    records = Records(impl).add(nodes)
+    assert impl.stored_encoding(records.record(h), records.fetch) == enc
+    if len(enc) > impl.CHUNK_THRESHOLD:
+        assert records.record(h)[32] == impl.TAG_CHUNKED
+        assert len(impl.stored_children(records.record(h)[32:])) == entry["node_count"] - 1
+
+
+@pytest.mark.parametrize("entry", TREES["stored"], ids=lambda e: e["name"])
+def test_golden_stored_records(impl, entry):
+    """The stored form (ids, record layout) of trees written to a fresh store, and reading it back."""
+    build = dict(golden.stored_cases())[entry["name"]]
+    nodes: list = []
+    root = build(impl, nodes)
+    records = golden.stored_records(impl.stored_node, nodes)
+    assert len(records) == entry["record_count"]
+    assert golden.nodes_digest(records) == entry["records"]
+    root_id, root_record = records[-1]
+    assert (root_id.hex(), root_record.hex()) == (entry["root_id"], entry["root_record"])
+    assert root_record[:32] == root
+    store = dict(records)
+    assert Records(impl).add(nodes).records == store  # the test store lays records out the same way
+    tag = root_record[32]
+    if tag == impl.TAG_LIST:
+        n = int(entry["name"].split()[1])
+        assert impl.stored_list_encodings(root_record, store.__getitem__) == [golden.item_encoding(i) for i in range(n)]
+    elif tag in (impl.TAG_MAP, impl.TAG_MAP_INNER):
+        n = int(entry["name"].split()[1])
+        got = [(k, impl.stored_encoding(store[i], store.__getitem__))
+               for k, i in impl.stored_map_entries(root_record, store.__getitem__)]
+        assert got == golden.map_pairs(n)
+    else:
+        expect = {"chunked bytes 1MiB": lambda: impl.encode(golden.pseudo_random("chunked-bytes", 1 << 20)),
+                  "value": lambda: golden.item_encoding(7)}[entry["name"]]()
+        assert impl.stored_encoding(root_record, store.__getitem__) == expect
 
 
 def test_golden_gear_table(impl):
@@ -267,13 +353,14 @@ def test_list_whole_equals_appends(impl, encs, splits):
 def test_list_round_trip(impl, encs):
     nodes: list = []
     root = impl.build_list(encs, nodes)
-    store = store_of(nodes)
-    node = store[root]
-    assert impl.list_length(node) == len(encs)
-    assert impl.list_item_hashes(node, store.__getitem__) == [impl.value_node(e, []) for e in encs]
-    assert impl.list_encodings(node, store.__getitem__) == encs
+    records = Records(impl).add(nodes)
+    rec = records.record(root)
+    assert impl.stored_list_length(rec) == len(encs)
+    hashes = [records.hash_of(i) for i in impl.stored_list_ids(rec, records.fetch)]
+    assert hashes == [impl.value_node(e, []) for e in encs]
+    assert impl.stored_list_encodings(rec, records.fetch) == encs
     # a list rebuilt from its item hashes is the same list
-    assert impl.list_append(None, impl.list_item_hashes(node, store.__getitem__), []) == root
+    assert impl.list_append(None, hashes, []) == root
 
 
 def test_list_append_rejects_bad_hash(impl):
@@ -324,8 +411,11 @@ def test_map_build_equals_updates(impl, entries, extra, split, data):
     assert r == root
     store.update(upd2)
     assert impl.map_count(store[r]) == len(final)
-    assert impl.map_entries(r, store.__getitem__) == [(k, impl.value_node(e, [])) for k, e in
-                                                     sorted(final.items(), key=lambda p: p[0].encode())]
+    records = Records(impl).add(nodes).add(value_nodes).add(upd).add(upd2)
+    entries = impl.stored_map_entries(records.record(r), records.fetch)
+    expect = sorted(final.items(), key=lambda p: p[0].encode())
+    assert [(k, records.hash_of(i)) for k, i in entries] == [(k, impl.value_node(e, [])) for k, e in expect]
+    assert [(k, records.encoding(i)) for k, i in entries] == expect
 
 
 def test_map_collapses_back_to_a_leaf(impl):
@@ -465,54 +555,251 @@ def test_children_of_each_node_kind(impl):
         impl.children(b"z")
 
 
-# ================================================================== damaged nodes
+# ================================================================== stored records
 
-CORRUPT_CASES = [
-    ("list root tag", "list_item_hashes", b"X" + bytes(8)),
-    ("list root short", "list_item_hashes", b"L\x00"),
-    ("list root length", "list_item_hashes", b"L" + (3).to_bytes(8, "big") + bytes(32)),
-    ("list leaf", "list_item_hashes", b"L" + (8).to_bytes(8, "big") + b"P" * 32),
-    ("map leaf count", "map_entries", b"M\xff\xff\xff\xff\x00\x01a"),
-    ("map leaf trailing", "map_entries", b"M\x00\x00\x00\x00x"),
-    ("map inner length", "map_entries", b"N" + bytes(8) + b"\x00\x01"),
-    ("map wrong tag", "map_entries", b"Q123"),
-    ("value wrong tag", "read_encoding", b"l" + bytes(256)),
-    ("chunked length", "read_encoding", b"C" + bytes(8) + (2).to_bytes(4, "big") + bytes(32)),
-    ("chunked short", "read_encoding", b"C\x00"),
-    ("chunk not a chunk", "read_encoding", b"C" + (4).to_bytes(8, "big") + (1).to_bytes(4, "big") + b"V" * 32),
-    ("chunked total", "read_encoding", b"C" + (9).to_bytes(8, "big") + (1).to_bytes(4, "big") + b"K" * 32),
+def _u(n: int, size: int) -> bytes:
+    return n.to_bytes(size, "big")
+
+
+def _check_children_first(records: Records) -> None:
+    """Every record refers only to records stored before it (smaller ids)."""
+    for node_id, rec in records.records.items():
+        assert all(child < node_id for child in records.impl.stored_children(rec[32:]))
+
+
+def test_stored_lists_of_every_length_whole_and_by_appends(impl):
+    encs = [codec.encode({"n": i, "s": "x" * (i % 5)}) for i in range(71)]
+    records = Records(impl)
+    nodes: list = []
+    h = impl.list_append(None, [], nodes)
+    records.add(nodes)
+    assert records.list_encodings(h) == []
+    root_node = nodes[-1][1]
+    appended = {0: h}
+    i = step = 0
+    while i < len(encs):  # appends of 1, 2, 3, 5, 8, 13, 1, 2, ... items, each stored before the next
+        k = [1, 2, 3, 5, 8, 13][step % 6]
+        step += 1
+        nodes = []
+        h = impl.build_list(encs[i:i + k], nodes, root_node)
+        root_node = nodes[-1][1]
+        records.add(nodes)
+        i = min(i + k, len(encs))
+        appended[i] = h
+        assert records.list_encodings(h) == encs[:i]
+    for n in range(len(encs) + 1):
+        nodes = []
+        h = impl.build_list(encs[:n], nodes)
+        records.add(nodes)
+        rec = records.record(h)
+        assert impl.stored_list_length(rec) == n
+        assert impl.stored_list_encodings(rec, records.fetch) == encs[:n]
+        ids = impl.stored_list_ids(rec, records.fetch)
+        assert [records.hash_of(x) for x in ids] == [impl.value_node(e, []) for e in encs[:n]]
+        if n in appended:  # same content, same root hash: the appended list's record is this one
+            assert appended[n] == h
+        # one at a time: the same root, and nothing new to store
+        nodes = []
+        impl.list_append(None, [], nodes)
+        for e in encs[:n]:
+            impl.build_list([e], nodes, nodes[-1][1])
+        assert nodes[-1][0] == h
+    _check_children_first(records)
+
+
+def test_stored_map_with_inner_nodes(impl):
+    pairs = [(f"key{i:04d}", codec.encode(i)) for i in range(300)]
+    pairs += [("", codec.encode(None)), ("é", codec.encode("e")), ("Z", codec.encode("Z")), ("日本", codec.encode(1.5)),
+              ("big", codec.encode(golden.pseudo_random("map-big", 50_000)))]
+    nodes: list = []
+    root = impl.build_map(pairs, nodes)
+    records = Records(impl).add(nodes)
+    rec = records.record(root)
+    assert rec[32] == impl.TAG_MAP_INNER
+    tags = {records.fetch(child)[32] for child in impl.stored_children(rec[32:])}
+    assert tags <= {impl.TAG_MAP, impl.TAG_MAP_INNER} and impl.TAG_MAP in tags
+    assert records.map_items(root) == sorted(pairs, key=lambda p: p[0].encode())
+    assert records.record(impl.value_node(pairs[-1][1], []))[32] == impl.TAG_CHUNKED
+    _check_children_first(records)
+
+
+@pytest.mark.parametrize("size", [0, 1, 32 * 1024 - 3, 32 * 1024 - 2, 100_000, 1 << 20])
+def test_stored_values_chunked_and_whole(impl, size):
+    enc = codec.encode(golden.pseudo_random(f"value-{size}", size))
+    nodes: list = []
+    h = impl.value_node(enc, nodes)
+    records = Records(impl).add(nodes)
+    rec = records.record(h)
+    assert rec[32] == (impl.TAG_CHUNKED if len(enc) > impl.CHUNK_THRESHOLD else impl.TAG_VALUE)
+    assert impl.stored_encoding(rec, records.fetch) == enc
+    # as a list item and as a map value
+    nodes = []
+    lst = impl.build_list([enc, codec.encode(1), enc], nodes)
+    mp = impl.build_map([("v", enc)], nodes)
+    records.add(nodes)
+    assert records.list_encodings(lst) == [enc, codec.encode(1), enc]
+    assert records.map_items(mp) == [("v", enc)]
+
+
+def _nodes_of_every_kind(impl) -> list:
+    nodes: list = []
+    impl.value_node(codec.encode(golden.pseudo_random("kinds", 80_000)), nodes)  # c..., C
+    impl.build_list([codec.encode(i) for i in range(8 * 7 + 5)], nodes)  # v, l, n, L with 3 peaks and a tail
+    impl.build_map([(f"k{i}", codec.encode(i)) for i in range(200)], nodes)  # M, N
+    impl.build_map([], nodes)  # the empty map leaf
+    impl.list_append(None, [], nodes)  # the empty list root
+    return nodes
+
+
+def test_stored_node_round_trips_every_node_kind(impl):
+    nodes = _nodes_of_every_kind(impl)
+    assert {node[0] for _, node in nodes} == set(b"vcCLlnMN")
+    records = Records(impl).add(nodes)
+    for h, node in nodes:
+        stored = records.record(h)[32:]
+        assert impl.stored_node(node, records.ids.__getitem__) == stored
+        assert impl.canonical_node(stored, records.hash_of) == node
+        assert impl.hash_bytes(impl.canonical_node(stored, records.hash_of)) == h
+        assert impl.stored_children(stored) == [records.ids[c] for c in impl.children(node)]
+        assert len(stored) == len(node) - (32 - 8) * len(impl.children(node))
+        assert stored[0] == node[0]
+    _check_children_first(records)
+
+
+def test_stored_node_converts_in_order_and_joins_any_bytes_like(impl):
+    h = [blake3(bytes([i])).digest() for i in range(8)]
+    leaf = b"l" + b"".join(h)
+    seen = []
+
+    def id_of(x):
+        seen.append(x)
+        return bytearray(h.index(x).to_bytes(8, "big"))
+
+    assert impl.stored_node(leaf, id_of) == b"l" + b"".join(i.to_bytes(8, "big") for i in range(8))
+    assert seen == h and all(type(x) is bytes for x in seen)
+    mleaf = b"M" + _u(2, 4) + b"\x00\x01a" + h[0] + b"\x00\x02bb" + h[1]
+    assert impl.stored_node(mleaf, lambda x: memoryview(x[:8])) == (b"M" + _u(2, 4) + b"\x00\x01a" + h[0][:8]
+                                                                      + b"\x00\x02bb" + h[1][:8])
+    # a reference may be converted to any length (b"".join semantics)
+    assert impl.canonical_node(b"n" + b"A" * 8 + b"B" * 8, lambda x: x[:1]) == b"nAB"
+    with pytest.raises(TypeError):
+        impl.stored_node(leaf, lambda x: 7)
+    assert impl.stored_node(b"v\x01", id_of) == b"v\x01"
+
+
+# ------------------------------------------------------------------ damaged records
+
+H0 = bytes(32)
+#: records the damaged ones below refer to
+DAMAGE_STORE = {
+    b"P" * 8: H0 + b"n" + bytes(16),  # list inner node
+    b"F" * 8: H0 + b"l" + b"V" * 64,  # list leaf of 8 items V
+    b"G" * 8: H0 + b"l" + b"V" * 56,  # list leaf one id short
+    b"V" * 8: H0 + b"v\x01",  # value 1
+    b"K" * 8: H0 + b"c1234",  # chunk of 4 bytes
+    b"S" * 8: H0[:20],  # too short to be a record
+}
+
+DAMAGED_RECORDS = [
+    ("list root tag", "list", H0 + b"X" + bytes(8), "not a list root"),
+    ("list root short", "list", H0 + b"L\x00", "list root length mismatch"),
+    ("list root length", "list", H0 + b"L" + _u(3, 8) + b"V" * 8, "list root length mismatch"),
+    ("list root trailing", "list", H0 + b"L" + _u(1, 8) + b"V" * 8 + b"x", "list root length mismatch"),
+    ("list peak not a leaf", "list", H0 + b"L" + _u(8, 8) + b"P" * 8, "bad list leaf"),
+    ("list peak not an inner node", "list", H0 + b"L" + _u(16, 8) + b"F" * 8, "bad list inner node"),
+    ("list leaf short", "list", H0 + b"L" + _u(9, 8) + b"G" * 8 + b"V" * 8, "bad list leaf"),
+    ("list item not a value", "items", H0 + b"L" + _u(2, 8) + b"V" * 8 + b"F" * 8,
+     "record does not hold a value (tag 0x6c)"),
+    ("map leaf count", "map", H0 + b"M\xff\xff\xff\xff\x00\x01a", "map leaf length mismatch"),
+    ("map leaf trailing", "map", H0 + b"M" + bytes(4) + b"x", "map leaf length mismatch"),
+    ("map leaf id truncated", "map", H0 + b"M" + _u(1, 4) + b"\x00\x01a" + b"V" * 5, "map leaf length mismatch"),
+    ("map inner length", "map", H0 + b"N" + bytes(8) + b"\x00\x01", "node 'N' length mismatch"),
+    ("map wrong tag", "map", H0 + b"Q123", "not a map node"),
+    ("map child not a map", "map", H0 + b"N" + _u(40, 8) + _u(1, 2) + b"V" * 8, "not a map node"),
+    ("value wrong tag", "value", H0 + b"l" + b"V" * 64, "record does not hold a value (tag 0x6c)"),
+    ("chunked node length", "value", H0 + b"C" + bytes(8) + _u(2, 4) + b"K" * 8, "chunked value node length mismatch"),
+    ("chunked short", "value", H0 + b"C\x00", "chunked value node length mismatch"),
+    ("chunk not a chunk", "value", H0 + b"C" + _u(1, 8) + _u(1, 4) + b"V" * 8,
+     "chunked value refers to a record that is not a chunk"),
+    ("chunk record short", "value", H0 + b"C" + _u(4, 8) + _u(1, 4) + b"S" * 8,
+     "chunked value refers to a record that is not a chunk"),
+    ("chunked total", "value", H0 + b"C" + _u(9, 8) + _u(2, 4) + b"K" * 16, "chunked value length mismatch"),
+]
+
+DAMAGED_NODES = [
+    ("unknown tag", b"z", "unknown node tag 0x7a"),
+    ("list root", b"L" + _u(9, 8) + b"V" * 8, "node 'L' length mismatch"),
+    ("list root short", b"L\x00", "node 'L' length mismatch"),
+    ("list leaf short", b"l" + b"V" * 56, "node 'l' length mismatch"),
+    ("list inner long", b"n" + b"V" * 24, "node 'n' length mismatch"),
+    ("chunked count", b"C" + _u(4, 8) + _u(2, 4) + b"K" * 8, "node 'C' length mismatch"),
+    ("map inner bitmap", b"N" + _u(40, 8) + _u(3, 2) + b"V" * 8, "node 'N' length mismatch"),
+    ("map leaf count", b"M\xff\xff\xff\xff\x00\x01a", "map leaf length mismatch"),
+    ("map leaf trailing", b"M" + _u(1, 4) + b"\x00\x01a" + b"V" * 8 + b"x", "map leaf length mismatch"),
+    ("map leaf short", b"M\x00", "map leaf length mismatch"),
 ]
 
 
-@pytest.mark.parametrize("name,fn,node", CORRUPT_CASES, ids=[c[0] for c in CORRUPT_CASES])
-def test_damaged_nodes_raise_corrupt_node(name, fn, node):
-    py, c = _py(), _c()
-    assert c.CorruptNode is py.CorruptNode  # one class: `except CorruptNode` works for both
-    store = {b"R" * 32: node, b"P" * 32: b"n" + bytes(64), b"V" * 32: b"v\x01", b"K" * 32: b"c1234"}
+def _logged(store: dict, log: list):
+    def fetch(node_id):
+        log.append(bytes(node_id))
+        return store[node_id]
 
-    def run(impl):
-        fetch = store.__getitem__
-        if fn == "list_item_hashes":
-            return outcome(lambda: impl.list_item_hashes(node, fetch))
-        if fn == "map_entries":
-            return outcome(lambda: impl.map_entries(b"R" * 32, fetch))
-        return outcome(lambda: impl.read_encoding(b"R" * 32, fetch))
+    return fetch
 
-    got_py, got_c = run(py), run(c)
-    assert got_py == got_c
-    assert got_py[:2] == ("error", "CorruptNode"), got_py
 
-    def message(impl):
-        with pytest.raises(py.CorruptNode) as info:
-            if fn == "list_item_hashes":
-                impl.list_item_hashes(node, store.__getitem__)
-            elif fn == "map_entries":
-                impl.map_entries(b"R" * 32, store.__getitem__)
-            else:
-                impl.read_encoding(b"R" * 32, store.__getitem__)
-        return str(info.value)
+def _readers(kind: str) -> list[str]:
+    return {"list": ["stored_list_ids", "stored_list_encodings"], "items": ["stored_list_encodings"],
+            "map": ["stored_map_entries"], "value": ["stored_encoding"]}[kind]
 
-    assert message(py) == message(c)
+
+@pytest.mark.parametrize("name,kind,record,message", DAMAGED_RECORDS, ids=[c[0] for c in DAMAGED_RECORDS])
+def test_damaged_records_raise_corrupt_node(impl, name, kind, record, message):
+    assert impl.CorruptNode is _py().CorruptNode  # one class: `except CorruptNode` works for both
+    for fn in _readers(kind):
+        with pytest.raises(impl.CorruptNode) as info:
+            getattr(impl, fn)(record, DAMAGE_STORE.__getitem__)
+        assert str(info.value) == message, fn
+
+
+@pytest.mark.parametrize("name,node,message", DAMAGED_NODES, ids=[c[0] for c in DAMAGED_NODES])
+def test_damaged_nodes_raise_corrupt_node(impl, name, node, message):
+    calls: list = []
+    for fn, convert in [("children", None), ("stored_children", None), ("stored_node", calls.append),
+                        ("canonical_node", calls.append)]:
+        with pytest.raises(impl.CorruptNode) as info:
+            getattr(impl, fn)(node) if convert is None else getattr(impl, fn)(node, convert)
+        assert str(info.value) == message, fn
+    assert calls == []  # the layout is checked before any reference is converted
+    with pytest.raises(IndexError):
+        impl.stored_children(b"")
+
+
+def test_damaged_map_leaf_count_is_not_looped_over(impl):
+    """A map leaf claiming 2**32 - 1 entries is given up on at the end of its bytes, not after 2**32 steps."""
+    import time
+
+    node = b"M\xff\xff\xff\xff" + b"\x00\x01a" + b"V" * 8
+    t0 = time.perf_counter()
+    for _ in range(20):
+        for call in [lambda: impl.stored_children(node), lambda: impl.children(node),
+                     lambda: impl.canonical_node(node, bytes), lambda: impl.stored_map_entries(H0 + node, bytes)]:
+            with pytest.raises(impl.CorruptNode, match="map leaf length mismatch"):
+                call()
+    assert time.perf_counter() - t0 < 2.0
+
+
+@pytest.mark.parametrize("name,kind,record,message", DAMAGED_RECORDS, ids=[c[0] for c in DAMAGED_RECORDS])
+def test_cross_damaged_records_same_fetches(name, kind, record, message):
+    """Both implementations fetch the same ids, in the same order, before giving up."""
+    for fn in _readers(kind):
+        logs = []
+        for impl in (_py(), _c()):
+            log: list = []
+            with pytest.raises(impl.CorruptNode):
+                getattr(impl, fn)(record, _logged(DAMAGE_STORE, log))
+            logs.append(log)
+        assert logs[0] == logs[1], fn
 
 
 # ================================================================== compiled == pure Python
@@ -719,26 +1006,134 @@ def test_canonical_bytes_returned_without_copy():
 
 
 def test_cross_fetch_read_path():
-    """list_encodings / read_encoding through a fetch callback (the server's read path)."""
+    """stored_list_encodings / stored_encoding through a fetch callback (the server's read path)."""
     py, c = _py(), _c()
     encs = [codec.encode({"role": "user", "content": "m" * (i % 50), "i": i}) for i in range(1600)]
     encs[7] = codec.encode("x" * 100_000)  # one chunked item
     nodes: list = []
     root = py.build_list(encs, nodes)
-    store = dict(nodes)
-    calls = []
-
-    def fetch(h):
-        calls.append(h)
-        return store[h]
-
-    assert c.list_encodings(store[root], fetch) == py.list_encodings(store[root], store.__getitem__) == encs
-    assert len(calls) > 1600
+    records = Records(py).add(nodes)
+    assert Records(c).add(nodes).records == records.records  # the same records, byte for byte
+    rec = records.record(root)
+    logs = []
+    for impl in (py, c):
+        log: list = []
+        assert impl.stored_list_encodings(rec, _logged(records.records, log)) == encs
+        logs.append(log)
+    assert logs[0] == logs[1]
+    # every record below the root is fetched exactly once (all items differ)
+    assert sorted(logs[1]) == sorted(set(records.records) - {records.ids[root]})
     for e in [encs[7], encs[8]]:
-        h = py.value_node(e, [])
-        assert c.read_encoding(h, fetch) == py.read_encoding(h, store.__getitem__) == e
+        item = records.record(py.value_node(e, []))
+        assert c.stored_encoding(item, records.fetch) == py.stored_encoding(item, records.fetch) == e
     # memoryview results from fetch (lmdb with buffers=True) read the same
-    assert c.list_encodings(store[root], lambda h: memoryview(store[h])) == encs
+    assert c.stored_list_encodings(memoryview(rec), lambda i: memoryview(records.records[i])) == encs
+    assert c.stored_list_ids(rec, records.fetch) == py.stored_list_ids(rec, records.fetch)
+
+
+def _full_outcome(fn):
+    """("ok", result) or ("error", type name, message): errors compared by class and text."""
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001
+        return ("error", type(e).__name__, str(e))
+
+
+def _all_stored_calls(impl, records: dict, root: bytes) -> list:
+    """Every stored-form function on the record ``root`` of ``records``: outcomes and the fetches made."""
+    rec = records[root]
+    out = []
+    for fn in ["stored_encoding", "stored_list_ids", "stored_list_encodings", "stored_map_entries"]:
+        log: list = []
+        out.append((fn, _full_outcome(lambda: getattr(impl, fn)(rec, _logged(records, log))), log))
+    out.append(("stored_list_length", _full_outcome(lambda: impl.stored_list_length(rec))))
+    node = rec[32:]
+    for fn, convert in [("stored_children", None), ("children", None),
+                        ("canonical_node", lambda i: records.get(i, b"?")[:32]),
+                        ("stored_node", lambda h: blake3(h).digest()[:8])]:
+        log = []
+
+        def logged(x, convert=convert, log=log):
+            log.append(x)
+            return convert(x)
+
+        out.append((fn, _full_outcome(lambda: getattr(impl, fn)(node) if convert is None
+                                      else getattr(impl, fn)(node, logged)), log))
+    return out
+
+
+def _cross_base():
+    """A store (made by the twin) with a list, maps (leaf and inner nodes) and chunked values."""
+    py = _py()
+    nodes: list = []
+    roots = [
+        py.build_list([codec.encode([i, "x" * (i % 7)]) for i in range(75)]
+                      + [codec.encode(golden.pseudo_random("cross-list", 40_000))], nodes),
+        py.build_map([(f"k{i}", codec.encode(i)) for i in range(60)]
+                     + [("big", codec.encode(golden.pseudo_random("cross-map", 40_000)))], nodes),
+        py.build_map([("a", codec.encode(1)), ("b", codec.encode([2]))], nodes),
+    ]
+    records = Records(py).add(nodes)
+    return records.records, [records.ids[h] for h in roots]
+
+
+CROSS_RECORDS, CROSS_ROOTS = _cross_base()
+
+
+@settings(SETTINGS, max_examples=400)
+@given(data=st.data())
+def test_cross_stored_functions_on_damaged_records(data):
+    """One record of a store damaged at random: both implementations give the same results or the
+    same errors (class and message) after the same fetches, from any record."""
+    records = dict(CROSS_RECORDS)
+    target = data.draw(st.sampled_from(sorted(records)))
+    rec = bytearray(records[target])
+    op = data.draw(st.sampled_from(["byte", "truncate", "extend", "tag", "counts"]))
+    if op == "byte":
+        rec[data.draw(st.integers(32, len(rec) - 1))] = data.draw(st.integers(0, 255))
+    elif op == "truncate":
+        del rec[data.draw(st.integers(0, len(rec) - 1)):]
+    elif op == "extend":
+        rec += data.draw(st.binary(min_size=1, max_size=16))
+    elif op == "tag":
+        rec[32] = data.draw(st.sampled_from(b"vcCLlnMNz"))
+    else:  # the count / length / bitmap fields right after the tag
+        start = data.draw(st.integers(33, 44))
+        field = data.draw(st.binary(min_size=1, max_size=4))
+        rec[start:start + len(field)] = field
+    records[target] = bytes(rec)
+    root = data.draw(st.sampled_from(CROSS_ROOTS + [target]))
+    assert _all_stored_calls(_py(), records, root) == _all_stored_calls(_c(), records, root)
+
+
+@SETTINGS
+@given(tag=st.sampled_from(b"vcCLlnMNz"), body=st.binary(max_size=90), counts=st.binary(max_size=12))
+def test_cross_stored_functions_on_arbitrary_nodes(tag, body, counts):
+    records = {b"R" * 8: bytes(32) + bytes([tag]) + counts + body}
+    assert _all_stored_calls(_py(), records, b"R" * 8) == _all_stored_calls(_c(), records, b"R" * 8)
+
+
+@SETTINGS
+@given(items=st.lists(st.binary(max_size=60) | st.integers(0, 3).map(lambda i: golden.pseudo_random(str(i), 33_000)),
+                      max_size=80),
+       entries=st.dictionaries(keys, st.integers(), max_size=70), data=st.data())
+def test_cross_stored_round_trip(items, entries, data):
+    """Valid trees: both make the same records and read the same values back (either one's records)."""
+    py, c = _py(), _c()
+    encs = [codec.encode(x) for x in items]
+    pairs = sorted((k, codec.encode(v)) for k, v in entries.items())
+    nodes: list = []
+    lst = py.build_list(encs, nodes)
+    mp = py.build_map(pairs, nodes)
+    rp, rc = Records(py).add(nodes), Records(c).add(nodes)
+    assert rp.records == rc.records and rp.ids == rc.ids
+    fetch = rp.fetch
+    for impl in (py, c):
+        assert impl.stored_list_encodings(rp.record(lst), fetch) == encs
+        assert [(k, impl.stored_encoding(fetch(i), fetch)) for k, i in impl.stored_map_entries(rp.record(mp), fetch)] \
+            == sorted(pairs, key=lambda p: p[0].encode())
+    root = data.draw(st.sampled_from(sorted(rp.records)))
+    assert _all_stored_calls(py, rp.records, root) == _all_stored_calls(c, rp.records, root)
 
 
 def test_cross_nodes_lists_identical_for_updates():
@@ -765,13 +1160,27 @@ def test_exports_match():
     py, c = _py(), _c()
     names = ["NATIVE", "HASH_SIZE", "LEAF_ITEMS", "MAP_LEAF_MAX", "CHUNK_THRESHOLD", "CDC_MIN", "CDC_AVG", "CDC_MAX",
              "CDC_MASK_SMALL", "CDC_MASK_LARGE", "KIND_SCALAR", "KIND_LIST", "KIND_MAP", "TAG_VALUE", "TAG_CHUNK",
-             "TAG_CHUNKED", "TAG_LIST", "TAG_LEAF", "TAG_INNER", "TAG_MAP", "TAG_MAP_INNER", "GEAR"]
+             "TAG_CHUNKED", "TAG_LIST", "TAG_LEAF", "TAG_INNER", "TAG_MAP", "TAG_MAP_INNER", "GEAR", "ID_SIZE"]
     for name in names:
         if name != "NATIVE":
             assert getattr(c, name) == getattr(py, name), name
     assert c.NATIVE is True and py.NATIVE is False
     assert c.UnsupportedValue is py.UnsupportedValue is codec.UnsupportedValue
     assert c.CorruptNode is py.CorruptNode
+
+
+def test_both_modules_have_every_name_the_selector_takes():
+    """sidecar.hotpath takes these names from whichever module it loads: both must have all of them."""
+    import re
+
+    names = re.findall(r"= _impl\.(\w+)", (ROOT / "sidecar" / "hotpath.py").read_text())
+    assert "stored_list_encodings" in names and len(names) > 30
+    py, c = _py(), _c()
+    assert [n for n in names if not hasattr(c, n)] == []
+    assert [n for n in names if not hasattr(py, n)] == []
+    # and the compiled module keeps nothing the twin dropped
+    for gone in ["read_encoding", "list_item_hashes", "list_encodings", "map_entries"]:
+        assert not hasattr(py, gone) and not hasattr(c, gone), gone
 
 
 def test_scalar_types_round_trip_through_both():

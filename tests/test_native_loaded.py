@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 COMPILED_FUNCTIONS = [
     "hash_bytes", "canonicalize", "decompose", "encode_opaque", "opaque_parts", "cdc_cut_points", "value_node",
-    "read_encoding", "list_append", "list_length", "list_item_hashes", "list_encodings", "map_build", "map_update",
-    "map_entries", "map_count", "build_list", "build_map", "children", "encode", "normalize",
+    "list_append", "list_length", "map_build", "map_update", "map_count", "build_list", "build_map", "children",
+    "stored_node", "canonical_node", "stored_children", "stored_encoding", "stored_list_length", "stored_list_ids",
+    "stored_list_encodings", "stored_map_entries",
+    "encode", "normalize",  # last: not exported by sidecar.hotpath
 ]
 
 

@@ -1,6 +1,7 @@
 """Regenerate the golden vectors (values.json, trees.json) from the pure-Python twin.
 
     python tests/golden/generate.py
+    python tests/golden/generate.py --add-stored   # only add trees.json's "stored" section
 
 Run this ONLY when the storage format version changes (sidecar.layout.FORMAT_NAME),
 and review the diff: the committed files are the contract that both hot-path
@@ -549,7 +550,51 @@ def generate_trees() -> dict:
         "map_updates": updates,
         "cdc": cdc,
         "chunked_values": chunked,
+        "stored": generate_stored(),
     }
+
+
+def stored_records(stored_node, nodes) -> list[tuple[bytes, bytes]]:
+    """(id, record) pairs of built nodes as a fresh store would hold them.
+
+    Ids are 8-byte big-endian counters from 1, given in the order the builders
+    emit nodes (children first); a node already stored is skipped;
+    record = hash + stored node (``stored_node`` of either implementation).
+    """
+    ids: dict[bytes, bytes] = {}
+    out = []
+    for h, node in nodes:
+        if h not in ids:
+            node_id = (len(ids) + 1).to_bytes(8, "big")
+            out.append((node_id, h + stored_node(node, ids.__getitem__)))
+            ids[h] = node_id
+    return out
+
+
+def stored_cases():
+    """(name, builder) where builder(hp, nodes) builds a tree with hot-path module ``hp`` into ``nodes``."""
+    cases = []
+    for n in [0, 9, 70, 1025]:
+        cases.append((f"list {n}", lambda hp, nodes, n=n: hp.build_list([item_encoding(i) for i in range(n)], nodes)))
+    for n in [0, 3, 33, 1000]:
+        cases.append((f"map {n}", lambda hp, nodes, n=n: hp.build_map(map_pairs(n), nodes)))
+    cases.append(("chunked bytes 1MiB", lambda hp, nodes: hp.value_node(
+        hp.encode(pseudo_random("chunked-bytes", 1 << 20)), nodes)))
+    cases.append(("value", lambda hp, nodes: hp.value_node(item_encoding(7), nodes)))
+    return cases
+
+
+def generate_stored() -> list:
+    from sidecar import _hotpath_py as hp
+
+    out = []
+    for name, build in stored_cases():
+        nodes: list = []
+        build(hp, nodes)
+        records = stored_records(hp.stored_node, nodes)
+        out.append({"name": name, "record_count": len(records), "records": nodes_digest(records),
+                    "root_id": records[-1][0].hex(), "root_record": records[-1][1].hex()})
+    return out
 
 
 def _format_name() -> str:
@@ -558,12 +603,32 @@ def _format_name() -> str:
     return layout.FORMAT_NAME
 
 
+def _write(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n")
+    print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
+
+
+def add_stored() -> None:
+    """Add the "stored" section to trees.json, leaving every existing vector as it is."""
+    path = HERE / "trees.json"
+    before = path.read_text()
+    data = json.loads(before)
+    if "stored" in data:
+        raise SystemExit("trees.json already has a stored section (regenerate everything only on a format change)")
+    data["stored"] = generate_stored()
+    _write(path, data)
+    old = json.loads(before)
+    new = json.loads(path.read_text())
+    assert {k: v for k, v in new.items() if k != "stored"} == old, "an existing vector changed"
+
+
 def main() -> None:
     sys.path.insert(0, str(ROOT))
+    if sys.argv[1:] == ["--add-stored"]:
+        add_stored()
+        return
     for name, data in [("values.json", generate_values()), ("trees.json", generate_trees())]:
-        path = HERE / name
-        path.write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n")
-        print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
+        _write(HERE / name, data)
 
 
 if __name__ == "__main__":
