@@ -590,9 +590,9 @@ class Verifier:
                 "state": hp.build_map([(k, codec.encode(v)) for k, v in sorted(channels["state"].items())], nodes),
                 "doc": hp.value_node(codec.encode(channels["doc"]), nodes),
             }
-            manifest = layout.Manifest(layout.FORMAT_VERSION, it["parent"], 0, msgspec.Raw(codec.encode(metadata)),
-                                       sorted(roots.items()), None, SCHEMA_VERSION, None)
-            got = (layout.checkpoint_etag(it["id"], manifest), {k: v.hex() for k, v in roots.items()})
+            etag = layout.checkpoint_etag(it["id"], it["parent"], codec.encode(metadata), sorted(roots.items()), None,
+                                          SCHEMA_VERSION)
+            got = (etag, {k: v.hex() for k, v in roots.items()})
             self._expected[key] = got
         return got
 
@@ -931,7 +931,7 @@ def _check_writers(procs: list[subprocess.Popen], workdir: Path) -> None:
         raise RuntimeError(f"writers exited early {dead}:\n{_writer_output(workdir, len(procs))}")
 
 
-def _wait_for_pause(reader: LogReader, offsets: list[int], procs, workdir: Path, timeout: float = 30.0) -> None:
+def _wait_for_pause(reader: LogReader, offsets: list[int], procs, workdir: Path, timeout: float = 90.0) -> None:
     """Wait until every writer logged that it paused after the kill.
 
     A writer logs each ack before its next request and pauses before sending
