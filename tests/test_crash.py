@@ -81,7 +81,7 @@ def test_verifier_catches_damage(tmp_path):
     m.channels = [(name, parent_roots["messages"] if name == "messages" else root) for name, root in m.channels]
     # (b) an acknowledged checkpoint lost
     lost = next(k for k in acked if k != half and k[0] != half[0])
-    # (c) a blob gone: a list leaf that only one checkpoint reaches would do; any leaf shows up in integrity
+    # (c) a node gone: a list leaf that only one checkpoint reaches would do; any leaf shows up in integrity
     # (d) half a pending-write batch
     batch = next(wk for wk in logs.write_acks if logs.write_intents[wk]["k"] >= 2 and wk[:3] in manifests
                  and wk[:3] not in (half, lost))
@@ -92,12 +92,12 @@ def test_verifier_catches_damage(tmp_path):
         txn.delete(layout.write_key(layout.split_ckpt_key(bkey)[0], batch[1], batch[2], batch[3], 1),
                    db=db["writes"])
         victim = None
-        for h, node in txn.cursor(db=db["blobs"]):
-            if bytes(node[:1]) == b"l":  # a list leaf (docs/storage.md node formats)
-                victim = bytes(h)
+        for node_id, record in txn.cursor(db=db["nodes"]):
+            if bytes(record[32:33]) == b"l":  # a list leaf: record = hash + stored node (docs/storage.md)
+                victim = bytes(node_id)
                 break
         assert victim is not None
-        txn.delete(victim, db=db["blobs"])
+        txn.delete(victim, db=db["nodes"])
     env.close()
 
     side = SidecarProcess(tmp_path / "data").start()
