@@ -261,6 +261,8 @@ cdef inline bytes _fetch(object fetch, object h):
     node = fetch(h)
     if type(node) is bytes:
         return <bytes>node
+    if node is None:  # a plain txn.get can be the fetch: a missing node is damage, not a TypeError
+        raise CorruptNode(f"missing node {bytes(h).hex()}")
     return _to_bytes(node)
 
 

@@ -84,6 +84,14 @@ class CorruptNode(Exception):
     """A stored node does not parse (the store is damaged)."""
 
 
+def _get(fetch: Fetch, key: bytes) -> bytes:
+    """``fetch(key)``; a missing node (None) is a CorruptNode, so a plain ``txn.get`` can be the fetch."""
+    node = fetch(key)
+    if node is None:
+        raise CorruptNode(f"missing node {bytes(key).hex()}")
+    return node
+
+
 def hash_bytes(data: bytes) -> bytes:
     return blake3(data).digest()
 
@@ -362,7 +370,7 @@ def _map_collect(node: bytes, fetch: Fetch, out: list[tuple[bytes, bytes]]) -> N
         out.extend(_parse_map_leaf(node))
     elif node[0] == TAG_MAP_INNER:
         for child in _parse_map_inner(node)[1].values():
-            _map_collect(fetch(child), fetch, out)
+            _map_collect(_get(fetch, child), fetch, out)
     else:
         raise CorruptNode("not a map node")
 
@@ -391,7 +399,7 @@ def map_update(root_hash: bytes, sets: Iterable[tuple[str, bytes]], deletes: Ite
 def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes: Nodes,
                 start: int) -> tuple[bytes, int]:
     """``nodes[start:]`` are the nodes this update made (not in the store yet)."""
-    node = fetch(node_hash)
+    node = _get(fetch, node_hash)
     if node[0] == TAG_MAP:
         merged = dict(_parse_map_leaf(node))
         for key, _, value in changes:
@@ -415,7 +423,7 @@ def _map_update(node_hash: bytes, depth: int, changes: list, fetch: Fetch, nodes
                 children[nib] = _map_build(added, depth + 1, nodes)
                 total += len(added)
             continue
-        old = map_count(fetch(child))
+        old = map_count(_get(fetch, child))
         new_child, new_count = _map_update(child, depth + 1, group, fetch, nodes, start)
         total += new_count - old
         if new_count:
@@ -568,7 +576,7 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
             raise CorruptNode("chunked value node length mismatch")
         parts = []
         for i in range(count):
-            chunk = fetch(record[base + i * ID_SIZE:base + (i + 1) * ID_SIZE])
+            chunk = _get(fetch, record[base + i * ID_SIZE:base + (i + 1) * ID_SIZE])
             if len(chunk) <= HASH_SIZE or chunk[HASH_SIZE] != TAG_CHUNK:
                 raise CorruptNode("chunked value refers to a record that is not a chunk")
             parts.append(chunk[HASH_SIZE + 1:])
@@ -602,7 +610,7 @@ def stored_list_ids(record: bytes, fetch: RecordFetch) -> list[bytes]:
 
 
 def _expand_stored(node_id: bytes, level: int, fetch: RecordFetch, out: list[bytes]) -> None:
-    rec = fetch(node_id)
+    rec = _get(fetch, node_id)
     base = HASH_SIZE + 1
     if level == 0:
         if rec[HASH_SIZE] != TAG_LEAF or len(rec) != base + LEAF_ITEMS * ID_SIZE:
@@ -617,7 +625,7 @@ def _expand_stored(node_id: bytes, level: int, fetch: RecordFetch, out: list[byt
 
 def stored_list_encodings(record: bytes, fetch: RecordFetch) -> list[bytes]:
     """Item encodings of a list, in order, from its root record."""
-    return [stored_encoding(fetch(i), fetch) for i in stored_list_ids(record, fetch)]
+    return [stored_encoding(_get(fetch, i), fetch) for i in stored_list_ids(record, fetch)]
 
 
 def stored_map_entries(record: bytes, fetch: RecordFetch) -> list[tuple[str, bytes]]:
@@ -637,6 +645,6 @@ def _collect_stored_map(record: bytes, fetch: RecordFetch, out: list) -> None:
             prev = off + ID_SIZE
     elif node[0] == TAG_MAP_INNER:
         for child in stored_children(node):
-            _collect_stored_map(fetch(child), fetch, out)
+            _collect_stored_map(_get(fetch, child), fetch, out)
     else:
         raise CorruptNode("not a map node")

@@ -106,8 +106,8 @@ class PutPlan:
 
 def root_hashes(m: Manifest, fetch) -> tuple[list[tuple[str, bytes, bytes]], bytes | None]:
     """[(channel, root hash, root id)] of a manifest and its extra's hash (hashes live in the records)."""
-    roots = [(name, fetch(node_id)[:hp.HASH_SIZE], node_id) for name, node_id in m.channels]
-    extra = fetch(m.extra)[:hp.HASH_SIZE] if m.extra else None
+    roots = [(name, nodes.record(fetch, node_id)[:hp.HASH_SIZE], node_id) for name, node_id in m.channels]
+    extra = nodes.record(fetch, m.extra)[:hp.HASH_SIZE] if m.extra else None
     return roots, extra
 
 
@@ -194,7 +194,7 @@ def _apply_delta(delta: values_pb2.ValueDelta, root: bytes, root_id: bytes, read
     if delta.base_root and delta.base_root != root:
         raise ApiError("BASE_MISMATCH", f"{f}.base_root: the base checkpoint's value has another root; "
                        "send the whole value", field=f + ".base_root")
-    rec = reader.fetch(root_id)
+    rec = nodes.record(reader.fetch, root_id)
     tag = rec[hp.HASH_SIZE]
     is_list_op = bool(delta.append) or delta.HasField("keep_first")
     is_map_op = bool(delta.set) or bool(delta.delete)
@@ -351,7 +351,7 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
         task_id, idx = layout.split_write_suffix(key[len(prefix):])
         rec = layout.write_decoder.decode(value)
         w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
-        wire.set_value(w.value, hp.stored_encoding(fetch(rec.value), fetch))
+        wire.set_value(w.value, hp.stored_encoding(nodes.record(fetch, rec.value), fetch))
 
 
 # ----------------------------------------------------------------- reads
@@ -381,7 +381,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             continue
         wire.read_value(cv.value, root_id, fetch)
     if values and m.extra is not None:
-        wire.set_value(out.extra, hp.stored_encoding(fetch(m.extra), fetch))
+        wire.set_value(out.extra, hp.stored_encoding(nodes.record(fetch, m.extra), fetch))
     if pending_writes:
         read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
 
@@ -393,7 +393,7 @@ def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, sto
     known_id = nodes.index_get(txn, store, known)
     if known_id is None:
         return False
-    old, new = fetch(known_id), fetch(root_id)
+    old, new = nodes.record(fetch, known_id), nodes.record(fetch, root_id)
     if old[hp.HASH_SIZE] != hp.TAG_LIST or new[hp.HASH_SIZE] != hp.TAG_LIST:
         return False
     n_old = hp.stored_list_length(old)
@@ -405,7 +405,7 @@ def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, sto
     cv.delta.base_root = known
     cv.delta.keep_first = n_old
     for node_id in new_ids[n_old:]:
-        wire.set_value(cv.delta.append.add(), hp.stored_encoding(fetch(node_id), fetch))
+        wire.set_value(cv.delta.append.add(), hp.stored_encoding(nodes.record(fetch, node_id), fetch))
     return True
 
 
@@ -693,7 +693,7 @@ async def diff(store: Store, req: pb.DiffCheckpointsRequest) -> pb.DiffCheckpoin
                 ch.kind = pb.CHANGE_KIND_REMOVED
                 continue
             ch.kind = pb.CHANGE_KIND_MODIFIED
-            na, nb = fetch(ra[1]), fetch(rb[1])
+            na, nb = nodes.record(fetch, ra[1]), nodes.record(fetch, rb[1])
             if na[hp.HASH_SIZE] == hp.TAG_LIST and nb[hp.HASH_SIZE] == hp.TAG_LIST:
                 ia, ib = hp.stored_list_ids(na, fetch), hp.stored_list_ids(nb, fetch)
                 common = 0

@@ -23,18 +23,13 @@ from .store import RetryJob, Store
 H = hp.HASH_SIZE
 
 
-def fetcher(txn, store: Store) -> Callable[[bytes], bytes]:
-    """id -> record, raising CorruptNode when the record is missing."""
-    get = txn.get
-    db = store.db["nodes"]
+def fetcher(txn, store: Store) -> Callable[[bytes], bytes | None]:
+    """id -> record (None when missing: the hot-path readers turn that into CorruptNode).
 
-    def fetch(node_id: bytes) -> bytes:
-        rec = get(node_id, db=db)
-        if rec is None:
-            raise hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
-        return rec
-
-    return fetch
+    Store transactions default to the ``nodes`` database, so this is the
+    transaction's own ``get``: no Python frame per record on the read path.
+    """
+    return txn.get
 
 
 INDEX_KEY = 16
@@ -77,6 +72,14 @@ def index_delete(txn, store: Store, h: bytes, node_id: bytes) -> None:
         txn.put(short, other, db=index)
 
 
+def record(fetch: Callable[[bytes], bytes | None], node_id: bytes) -> bytes:
+    """The record of ``node_id``; CorruptNode when it is missing."""
+    rec = fetch(node_id)
+    if rec is None:
+        raise hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
+    return rec
+
+
 class CanonicalReader:
     """Reads canonical nodes by hash from one transaction, remembering every hash -> id it sees."""
 
@@ -96,13 +99,13 @@ class CanonicalReader:
         return node_id
 
     def hash_of(self, node_id: bytes) -> bytes:
-        h = self.fetch(node_id)[:H]
+        h = record(self.fetch, node_id)[:H]
         self.known[h] = node_id
         return h
 
     def node(self, h: bytes) -> bytes:
         """The canonical node with hash ``h``."""
-        return hp.canonical_node(self.fetch(self.id_of(h))[H:], self.hash_of)
+        return hp.canonical_node(record(self.fetch, self.id_of(h))[H:], self.hash_of)
 
 
 def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> dict[bytes, bytes]:

@@ -10,6 +10,9 @@ default): an acknowledged write survives a crash.
 Reads open a read-only snapshot (MVCC) and never wait for writers, except for
 the rare moment the map is grown: LMDB needs every transaction of the process
 closed for that, so reads pass a gate the writer can close briefly.
+
+Every transaction's default database is ``nodes`` (so ``txn.get`` itself is
+the fast node fetch of the read path); every other access names its db.
 """
 from __future__ import annotations
 
@@ -144,7 +147,7 @@ class Store:
         """A read-only snapshot; keep it short (it holds back page reuse and map growth)."""
         self._gate.enter()
         try:
-            txn = self.env.begin(write=False)
+            txn = self.env.begin(write=False, db=self.db["nodes"])
             try:
                 yield txn
             finally:
@@ -200,7 +203,7 @@ class Store:
         """
         done: list[tuple[_Job, Any, BaseException | None]] = []
         try:
-            txn = self.env.begin(write=True)
+            txn = self.env.begin(write=True, db=self.db["nodes"])
         except lmdb.Error as e:
             for job in jobs:
                 job.future.set_exception(_storage_error(e))
@@ -215,7 +218,7 @@ class Store:
                     return self._grow_or_fail(jobs)
             else:
                 for job in jobs:
-                    sub = self.env.begin(write=True, parent=txn)
+                    sub = self.env.begin(write=True, parent=txn, db=self.db["nodes"])
                     try:
                         result = job.fn(sub)
                     except lmdb.MapFullError:

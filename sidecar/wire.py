@@ -17,7 +17,7 @@ from google.protobuf import timestamp_pb2
 from agentstate.v1 import values_pb2
 
 from . import hotpath as hp
-from . import limits
+from . import limits, nodes
 from .errors import invalid, limit, unsupported_value
 from .layout import metadata_decoder
 
@@ -153,7 +153,7 @@ def set_value(out: Value, encoding: bytes) -> None:
 
 def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
     """Fill ``out`` with the value whose root node has id ``root_id`` (``fetch``: id -> record)."""
-    rec = fetch(root_id)
+    rec = nodes.record(fetch, root_id)
     tag = rec[hp.HASH_SIZE]
     if tag == hp.TAG_LIST:
         items = out.list.items
@@ -164,7 +164,7 @@ def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
         out.map.SetInParent()
         entries = out.map.entries
         for k, node_id in hp.stored_map_entries(rec, fetch):
-            set_value(entries[k], hp.stored_encoding(fetch(node_id), fetch))
+            set_value(entries[k], hp.stored_encoding(nodes.record(fetch, node_id), fetch))
     else:
         set_value(out, hp.stored_encoding(rec, fetch))
 
