@@ -205,6 +205,8 @@ def scalar(field, name: str) -> st.SearchStrategy:
         return st.integers(0, 3) | st.integers(0, 2**64 - 1)
     if t in (F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64):
         return st.integers(-(2**63), 2**63 - 1)
+    if t in (F.TYPE_DOUBLE, F.TYPE_FLOAT):
+        return st.floats(allow_nan=True, allow_infinity=True, width=64 if t == F.TYPE_DOUBLE else 32)
     raise AssertionError(f"unhandled field type {t}")
 
 
