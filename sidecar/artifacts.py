@@ -344,7 +344,7 @@ async def download(ctx: Ctx, req: apb.DownloadArtifactRequest):
     count = int.from_bytes(root[H + 9:H + 13], "big")
     ids = [root[H + 13 + i * hp.ID_SIZE:H + 13 + (i + 1) * hp.ID_SIZE] for i in range(count)]
     pending = bytearray()
-    skip = 5  # the bin32 header at the start of the first chunk
+    first = True  # the MessagePack bin header starts the first chunk (bin16 or bin32)
     for i in range(0, len(ids), DOWNLOAD_CHUNKS_PER_READ):
         with store.read() as txn:
             recs = [txn.get(node_id, db=store.db["nodes"]) for node_id in ids[i:i + DOWNLOAD_CHUNKS_PER_READ]]
@@ -353,8 +353,8 @@ async def download(ctx: Ctx, req: apb.DownloadArtifactRequest):
             if part is None:
                 raise ApiError("ARTIFACT_NOT_FOUND", f"artifact {name!r} version {v} was deleted during the download",
                                field="name")
-            if skip:
-                part, skip = part[skip:], 0
+            if first:
+                part, first = part[_bin_header_len(part):], False
             pending += part
             while len(pending) >= DOWNLOAD_MESSAGE_BYTES:
                 yield apb.DownloadArtifactResponse(data=bytes(pending[:DOWNLOAD_MESSAGE_BYTES]))
