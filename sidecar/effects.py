@@ -74,6 +74,7 @@ async def begin(ctx: Ctx, req: fpb.BeginEffectRequest) -> fpb.BeginEffectRespons
 
     def apply(tx: Tx):
         run = runstate.check_holder(tx, ns, req.run_id, req.lease_id)
+        runstate.renew_lease(tx, ns, req.run_id, run)
         e = _load(tx, ns, ikey)
         if e is None:
             e = EffectRec(layout.FORMAT_VERSION, PENDING, run.thread_id, run.tkey, req.run_id, req.lease_id,

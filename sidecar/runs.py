@@ -860,6 +860,7 @@ async def start_step(ctx: Ctx, req: rpb.StartStepRequest) -> rpb.StartStepRespon
 
     def apply(tx: Tx):
         rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        renew_lease(tx, ns, req.run_id, rec)
         step = record_step(tx, ns, req.run_id, rec, req.step, "step", start_only=True)
         resp = rpb.StartStepResponse(step=step)
         runstate.fill_counters(resp.run_usage, rec.usage)
@@ -873,6 +874,7 @@ async def record_step_call(ctx: Ctx, req: rpb.RecordStepRequest) -> rpb.RecordSt
 
     def apply(tx: Tx):
         rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        renew_lease(tx, ns, req.run_id, rec)
         step = record_step(tx, ns, req.run_id, rec, req.step, "step")
         resp = rpb.RecordStepResponse(step=step)
         runstate.fill_counters(resp.run_usage, rec.usage)
