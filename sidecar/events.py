@@ -104,6 +104,8 @@ def _read(store: Store, ns: str, thread_id: str, tkey: int | None, after: int, r
         tkey = trec.tkey
         prefix = layout.tkey_prefix(tkey)
         cursor = txn.cursor(db=store.db["events"])
+        if after >= 2**64 - 1:
+            return tkey, after, False
         found = cursor.set_range(layout.seq_key(tkey, after + 1))
         last = after
         n = 0

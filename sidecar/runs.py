@@ -53,9 +53,14 @@ FAILED_TIMER_RETRY_SECONDS = 60
 
 # ----------------------------------------------------------------- conversions
 
+MAX_DURATION_SECONDS = 366 * 24 * 3600  # timeouts and waits: at most a year
+
+
 def _duration_ms(d: duration_pb2.Duration, field: str) -> int:
-    if d.seconds < 0 or d.nanos < 0:
-        raise invalid(field, "must not be negative")
+    if d.seconds < 0 or d.nanos < 0 or d.nanos >= 1_000_000_000:
+        raise invalid(field, "must not be negative (and nanos below one second)")
+    if d.seconds > MAX_DURATION_SECONDS:
+        raise invalid(field, "at most a year")
     return d.seconds * 1000 + d.nanos // 1_000_000
 
 
@@ -810,10 +815,10 @@ def record_step(tx: Tx, ns: str, run_id: str, rec: RunRec, sr: rpb.StepRecord, f
     out_digest, out_body = _payload(sr.output, f"{field}.output")
     error = runstate.text(sr.error, f"{field}.error")
     counters = runstate.counters_of(sr.counters, f"{field}.counters")
-    start_us = wire.timestamp_us(sr.start_time, f"{field}.start_time") if sr.HasField("start_time") else tx.now
+    start_us = runstate.timestamp_us(sr.start_time, f"{field}.start_time") if sr.HasField("start_time") else tx.now
     end_us = 0
     if not (start_only or sr.open):
-        end_us = wire.timestamp_us(sr.end_time, f"{field}.end_time") if sr.HasField("end_time") else tx.now
+        end_us = runstate.timestamp_us(sr.end_time, f"{field}.end_time") if sr.HasField("end_time") else tx.now
         if end_us < start_us:
             raise invalid(f"{field}.end_time", "is before start_time")
         if not counters[3]:
@@ -840,7 +845,7 @@ def end_step(tx: Tx, ns: str, run_id: str, rec: RunRec, step_id: str, output: rp
                        field=prefix + "step_id", run_id=run_id)
     digest, body = _payload(output, prefix + "output")
     used = runstate.counters_of(counters, prefix + "counters")
-    end_us = wire.timestamp_us(end_time, prefix + "end_time") if end_time is not None else tx.now
+    end_us = runstate.timestamp_us(end_time, prefix + "end_time") if end_time is not None else tx.now
     if end_us < s.start_us:
         raise invalid(prefix + "end_time", "is before the step's start_time")
     if not used[3]:

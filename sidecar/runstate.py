@@ -298,9 +298,18 @@ def set_timer(tx: Tx, ns: str, run_id: str, kind: bytes, old_due: int, new_due: 
 
 # ----------------------------------------------------------------- helpers for the calls
 
+MAX_COUNTER = 2**62  # per counter of one step or budget (sums saturate below 2**63)
+MAX_COST = 1e18
+#: Timestamps the API accepts: years 1 to 9999 (as google.protobuf.Timestamp documents).
+MIN_SECONDS, MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
 def counters_of(c: rpb.ResourceCounters, field: str) -> layout.Counters:
-    if not (c.cost >= 0 and c.cost != float("inf")):
-        raise invalid(f"{field}.cost", "must be a finite number >= 0")
+    if not (0 <= c.cost <= MAX_COST):
+        raise invalid(f"{field}.cost", f"must be a number from 0 to {MAX_COST:g}")
+    for name in ("tokens_in", "tokens_out", "wall_time_ms", "requests"):
+        if getattr(c, name) > MAX_COUNTER:
+            raise invalid(f"{field}.{name}", f"at most {MAX_COUNTER}")
     return (c.tokens_in, c.tokens_out, float(c.cost), c.wall_time_ms, c.requests)
 
 
@@ -308,9 +317,20 @@ def fill_counters(out: rpb.ResourceCounters, c) -> None:
     out.tokens_in, out.tokens_out, out.cost, out.wall_time_ms, out.requests = c
 
 
+def _sat(n: int) -> int:
+    return max(0, min(n, 2**63 - 1))
+
+
 def add_counters(a, b) -> layout.Counters:
-    return (max(0, a[0] + b[0]), max(0, a[1] + b[1]), max(0.0, a[2] + b[2]), max(0, a[3] + b[3]),
-            max(0, a[4] + b[4]))
+    return (_sat(a[0] + b[0]), _sat(a[1] + b[1]), min(max(0.0, a[2] + b[2]), 1e300), _sat(a[3] + b[3]),
+            _sat(a[4] + b[4]))
+
+
+def timestamp_us(ts, field: str) -> int:
+    """Microseconds of a Timestamp within years 1..9999 (INVALID_ARGUMENT otherwise)."""
+    if not MIN_SECONDS <= ts.seconds <= MAX_SECONDS:
+        raise invalid(field, "out of range (years 1 to 9999)")
+    return wire.timestamp_us(ts, field)
 
 
 def sub_counters(a, b) -> layout.Counters:
