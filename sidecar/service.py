@@ -17,7 +17,7 @@ from google.protobuf import message_factory
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
                            runs_pb2_grpc, threads_pb2_grpc)
 
-from . import artifacts, checkpoints, effects, events, gc, hotpath, layout, runs, runstate, threads
+from . import artifacts, checkpoints, effects, events, gc, hotpath, layout, runs, runstate, threads, validate
 from .errors import ApiError
 from .store import Store
 
@@ -180,7 +180,10 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
 
     @handler
     async def DeleteThread(self, request, context):
-        return await threads.delete(self.store, request, self.gc.soon)
+        resp = await threads.delete(self.store, request, self.gc.soon)
+        if self.ctx is not None and resp.deleted:  # watchers of its events learn it at once
+            self.ctx.notify([(validate.namespace(request.namespace), request.thread_id)])
+        return resp
 
     @handler
     async def CopyThread(self, request, context):

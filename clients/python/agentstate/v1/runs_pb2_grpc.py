@@ -152,9 +152,11 @@ class RunServiceServicer:
     def ClaimRun(self, request, context):
         """ClaimRun takes the lease of a PENDING run that is its thread's active
         run (by run_id, or the active run of thread_id). With wait_timeout it
-        waits that long for the run to become claimable. A run that is queued,
-        running or ended gives FAILED_PRECONDITION RUN_NOT_ACTIVE (after the
-        wait, for a queued one); nothing to claim on a thread gives the same.
+        waits up to that long while the run is queued, held by another lease
+        (which may expire) or held for an operator, or while the thread has no
+        active run. Otherwise, or when the wait ends, a run that is not
+        claimable gives FAILED_PRECONDITION RUN_NOT_ACTIVE (an ended run at
+        once).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
