@@ -544,26 +544,60 @@ async def claim_call(ctx: Ctx, req: rpb.ClaimRunRequest) -> rpb.ClaimRunResponse
         return rpb.ClaimRunResponse(run=_run_proto(tx, ns, rid, rec), lease=lease)
 
     while True:
-        key = None
+        key = (ns, thread_id) if not run_id else None
+        verdict = "try"
         if run_id:
             rec, _ = _read_run(ctx.store, ns, run_id)
             if rec is not None:
                 key = (ns, rec.thread_id)
-        else:
-            key = (ns, thread_id)
         version = ctx.hub.version(key) if key else 0
+        if wait_ms:  # look first (a read), so that waiting costs no write transactions
+            verdict = _claim_outlook(ctx.store, ns, run_id, thread_id)
+        remaining = deadline - time.monotonic()
+        if verdict == "wait" and remaining > 0 and key is not None:
+            await ctx.hub.wait(key, version, min(remaining, 1.0))
+            continue
         try:
             return await runstate.write(ctx, ns, "ClaimRun", req, rpb.ClaimRunResponse, apply)
         except ApiError as e:
-            waitable = e.reason == "RUN_NOT_ACTIVE" and e.metadata.get("status", "") in ("", "pending", "running",
-                                                                                            "interrupted")
-            if e.metadata.get("status") == "interrupted":
-                rec, _ = _read_run(ctx.store, ns, run_id) if run_id else (None, None)
-                waitable = rec is None or rec.held
             remaining = deadline - time.monotonic()
-            if not waitable or remaining <= 0 or key is None:
+            if e.reason != "RUN_NOT_ACTIVE" or remaining <= 0 or key is None or \
+                    _claim_outlook(ctx.store, ns, run_id, thread_id) != "wait":
                 raise
             await ctx.hub.wait(key, version, min(remaining, 1.0))
+
+
+def _claim_outlook(store: Store, ns: str, run_id: str, thread_id: str) -> str:
+    """"try" when the run (or the thread's active run) looks claimable or cannot become so (the write then
+    says why); "wait" while it is queued, held by another lease, held for an operator, or the thread has
+    no active run."""
+    with store.read() as txn:
+        if run_id:
+            raw = txn.get(layout.ns_key(ns, run_id), db=store.db["runs"])
+            if raw is None:
+                return "try"
+            rec = layout.run_decoder.decode(raw)
+            tkey = rec.tkey
+        else:
+            trec = threads.load(txn, store, ns, thread_id)
+            if trec is None:
+                return "try"
+            tkey = trec.tkey
+        sraw = txn.get(layout.u64(tkey), db=store.db["tstate"])
+        st = None if sraw is None else layout.tstate_decoder.decode(sraw)
+        if not run_id:
+            if st is None or not st.active:
+                return "wait"
+            raw = txn.get(layout.ns_key(ns, st.active), db=store.db["runs"])
+            if raw is None:
+                return "try"
+            run_id, rec = st.active, layout.run_decoder.decode(raw)
+    active = st is not None and st.active == run_id
+    if rec.status == PENDING and active:
+        return "try"
+    if rec.status == PENDING or rec.status == RUNNING or (rec.status == INTERRUPTED and rec.held):
+        return "wait"
+    return "try"
 
 
 async def heartbeat(ctx: Ctx, req: rpb.HeartbeatRequest) -> rpb.HeartbeatResponse:

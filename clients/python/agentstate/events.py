@@ -19,8 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
 
 #: Status codes after which ``watch(resume=True)`` reconnects.
-RESUMABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED,
-             grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+RESUMABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
 
 
 class Events:
