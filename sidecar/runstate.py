@@ -61,9 +61,14 @@ class Ctx:
 class Hub:
     """Wakes watchers of a thread (WatchEvents, ClaimRun waits) after commits. Event-loop only."""
 
+    #: Versions of keys nobody waits on are forgotten beyond this many keys. A watcher that read a version
+    #: just before may then miss one wake-up; it re-reads on its next poll (WATCH_POLL_SECONDS).
+    MAX_KEYS = 50_000
+
     def __init__(self) -> None:
         self._versions: dict[tuple[str, str], int] = {}
         self._waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self.closed = False
 
     def version(self, key: tuple[str, str]) -> int:
         return self._versions.get(key, 0)
@@ -74,9 +79,23 @@ class Hub:
             ev = self._waiters.pop(key, None)
             if ev is not None:
                 ev.set()
+        if len(self._versions) > self.MAX_KEYS:
+            self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
+
+    def close(self) -> None:
+        """The server is stopping: wake every waiter (watches and claim waits end with SHUTTING_DOWN)."""
+        self.closed = True
+        for ev in self._waiters.values():
+            ev.set()
+        self._waiters.clear()
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down; resume elsewhere or later")
 
     async def wait(self, key: tuple[str, str], version: int, timeout: float) -> None:
         """Return when ``key`` was notified after ``version`` was read, or after ``timeout``."""
+        self.check_open()
         if self.version(key) != version:
             return
         ev = self._waiters.get(key)
@@ -86,6 +105,7 @@ class Hub:
             await asyncio.wait_for(ev.wait(), timeout)
         except asyncio.TimeoutError:
             pass
+        self.check_open()
 
 
 def new_token() -> str:

@@ -142,6 +142,8 @@ class Sidecar:
                  os.path.abspath(self.config.data_dir), hotpath.NATIVE)
 
     async def stop(self) -> None:
+        if self.ctx is not None:
+            self.ctx.hub.close()  # open watches and claim waits end now (UNAVAILABLE): clients resume later
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(self.config.grace_seconds)

@@ -188,3 +188,31 @@ def test_watch_resumes_across_a_sidecar_sigkill(tmp_path):
         assert [e.sequence for e in stored] == seqs
     finally:
         proc.stop()
+
+
+def test_shutdown_ends_open_watches_with_shutting_down(tmp_path):
+    """SIGTERM: a following watch is ended at once with UNAVAILABLE / SHUTTING_DOWN (so a client resumes
+    elsewhere or later) instead of holding the drain for the whole grace period."""
+    proc = SidecarProcess(tmp_path / "data", "--grace", "60").start()
+    errors = []
+    try:
+        with proc.client() as c:
+            c.create_thread("t")
+            c.events.append("t", [event("a")])
+            started = threading.Event()
+
+            def watch():
+                try:
+                    for _ in c.events.watch("t", resume=False):
+                        started.set()
+                except AgentStateError as e:
+                    errors.append(e)
+
+            w = threading.Thread(target=watch)
+            w.start()
+            assert started.wait(20)
+            assert proc.stop() == 0
+            w.join(20)
+    finally:
+        proc.stop()
+    assert errors and (errors[0].code, errors[0].reason) == (CODES.UNAVAILABLE, "SHUTTING_DOWN"), errors
