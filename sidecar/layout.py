@@ -18,7 +18,7 @@ Runs, events, artifacts and effects (sidecar/runs.py, events.py, artifacts.py, e
 ``thruns``    tkey seq(u64 BE) -> run_id (a thread's runs in creation order)
 ``tstate``    tkey -> ThreadRunState (active run, FIFO queue, counters, usage)
 ``timers``    due_us(u64 BE) kind(1 byte: L lease, D deadline) ns NUL run_id -> b"" (watchdog order)
-``steps``     ns NUL run_id NUL step_id -> StepRec
+``steps``     tkey run_seq(u64 BE) step_id -> StepRec
 ``events``    tkey seq(u64 BE) -> EventRec
 ``evids``     tkey client_event_id -> seq(u64 BE) (dedupe)
 ``artifacts`` tkey name NUL version(u32 BE) -> ArtifactRec
@@ -33,6 +33,9 @@ use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
 key parts and prefix scans are exact. Checkpoint keys sort by id within
 (thread, checkpoint_ns): the latest is the last key of the prefix.
+
+Keys stay under LMDB's 511-byte limit: identifiers are at most 256 bytes
+(artifact names too), namespaces 128.
 
 Records are msgspec Structs encoded as MessagePack arrays whose first field is
 the record format version; readers accept every version ever written.
@@ -365,12 +368,13 @@ def split_timer_key(key: bytes) -> tuple[int, bytes, str, str]:
     return _U64.unpack_from(key)[0], key[8:9], ns.decode(), run_id.decode()
 
 
-def step_prefix(ns: str, run_id: str) -> bytes:
-    return ns_key(ns, run_id) + SEP
+def step_prefix(tkey: int, run_seq: int) -> bytes:
+    """Steps of one run: its thread's tkey and the run's seq (keys stay far below LMDB's 511 bytes)."""
+    return _U64.pack(tkey) + _U64.pack(run_seq)
 
 
-def step_key(ns: str, run_id: str, step_id: str) -> bytes:
-    return step_prefix(ns, run_id) + step_id.encode()
+def step_key(tkey: int, run_seq: int, step_id: str) -> bytes:
+    return step_prefix(tkey, run_seq) + step_id.encode()
 
 
 def artifact_prefix(tkey: int, name: str) -> bytes:

@@ -830,7 +830,7 @@ def record_step(tx: Tx, ns: str, run_id: str, rec: RunRec, sr: rpb.StepRecord, f
                 start_only: bool = False, upsert: bool = False) -> rpb.Step:
     """Store a step of a running run (StartStep, RecordStep, puts)."""
     step_id = validate.ident(sr.step_id, f"{field}.step_id", required=False) or checkpoints.new_checkpoint_id()
-    key = layout.step_key(ns, run_id, step_id)
+    key = layout.step_key(rec.tkey, rec.seq, step_id)
     db = tx.db["steps"]
     raw = tx.txn.get(key, db=db)
     if raw is not None:
@@ -868,7 +868,7 @@ def record_step(tx: Tx, ns: str, run_id: str, rec: RunRec, sr: rpb.StepRecord, f
 def end_step(tx: Tx, ns: str, run_id: str, rec: RunRec, step_id: str, output: rpb.StepPayload, error: str,
              counters: rpb.ResourceCounters, end_time, field: str = "") -> rpb.Step:
     prefix = f"{field}." if field else ""
-    key = layout.step_key(ns, run_id, step_id)
+    key = layout.step_key(rec.tkey, rec.seq, step_id)
     raw = tx.txn.get(key, db=tx.db["steps"])
     if raw is None:
         raise ApiError("STEP_NOT_FOUND", f"no step {step_id!r} in run {run_id!r}", field=prefix + "step_id",
@@ -951,7 +951,7 @@ async def list_steps(ctx: Ctx, req: rpb.ListStepsRequest) -> rpb.ListStepsRespon
         if raw is None:
             raise runstate.run_not_found(ns, run_id)
         rec = layout.run_decoder.decode(raw)
-        prefix = layout.step_prefix(ns, run_id)
+        prefix = layout.step_prefix(rec.tkey, rec.seq)
         cursor = txn.cursor(db=store.db["steps"])
         found = cursor.set_range(prefix + position[0].encode() + b"\x00" if position else prefix)
         last = None
@@ -1007,7 +1007,6 @@ def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
             txn.delete(layout.timer_key(rec.lease_expires_us, layout.TIMER_LEASE, ns, run_id), db=db["timers"])
         if rec.deadline_us:
             txn.delete(layout.timer_key(rec.deadline_us, layout.TIMER_DEADLINE, ns, run_id), db=db["timers"])
-        threads._delete_prefix(txn, db["steps"], layout.step_prefix(ns, run_id))
         txn.delete(rkey, db=db["runs"])
     cursor = txn.cursor(db=db["effthr"])
     keys = []
@@ -1022,7 +1021,7 @@ def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
         if raw is not None and layout.effect_decoder.decode(raw).tkey == tkey:
             txn.delete(ekey, db=db["effects"])
     txn.delete(layout.u64(tkey), db=db["tstate"])
-    for name in ("thruns", "events", "evids", "artifacts", "artnames", "effthr", "branches"):
+    for name in ("thruns", "steps", "events", "evids", "artifacts", "artnames", "effthr", "branches"):
         threads._delete_prefix(txn, db[name], prefix)
 
 

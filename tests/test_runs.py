@@ -569,3 +569,20 @@ def test_fork_under_concurrency(c, runs_sidecar):
     c.runs.promote("t", "b1")
     assert c.get_values("t")["msgs"] == ["base"] + [f"1.{k}" for k in range(puts)]
     assert c.get_values("b2")["msgs"][-1] == f"2.{puts - 1}"  # other branches unchanged
+
+
+def test_longest_identifiers_fit_every_key(runs_sidecar):
+    """Namespace, thread, run, step ids and event ids at their limits: every key stays under LMDB's 511 bytes."""
+    ns, long_id = "n" * 128, "\u00e9" * 128  # 256 UTF-8 bytes
+    with runs_sidecar.client(namespace=ns) as c:
+        held = c.runs.start(long_id, run_id=long_id, create_thread=True, lease_timeout=30)
+        held.record_step("tool", long_id, step_id=long_id)
+        held.append_events([event("e", client_event_id=long_id)])
+        held.begin_effect(long_id)
+        c.artifacts.upload(long_id, long_id, b"x", run_id=long_id, step_id=long_id)
+        held.put_checkpoint({"x": 1})
+        assert [s.step_id for s in c.runs.list_steps(long_id)] == [long_id]
+        held.complete()
+        c.delete_thread(long_id)
+        with expect_error(CODES.NOT_FOUND, "RUN_NOT_FOUND"):
+            c.runs.get(long_id)
