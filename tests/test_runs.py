@@ -16,7 +16,7 @@ from agentstate import Append, Client, FailedPrecondition, NotFound, event, stat
 from agentstate.v1 import threads_pb2 as tpb
 
 CODES = grpc.StatusCode
-LEASE = 0.6  # seconds; short so that expiry tests stay quick
+LEASE = 1.0  # seconds; short so that expiry tests stay quick
 WATCHDOG = "0.05"
 
 
@@ -398,10 +398,12 @@ def _in_process(target, args, queue):
 
 
 def run_processes(target, args_list, timeout: float = 120.0) -> dict:
-    """Run ``target(*args)`` in one spawned process per args tuple; returns {args[0]: result}."""
+    """Run ``target(*args, barrier)`` in one spawned process per args tuple (the barrier lets them start
+    their work together, whatever their start-up times); returns {args[0]: result}."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_in_process, args=(target, args, queue)) for args in args_list]
+    barrier = ctx.Barrier(len(args_list))
+    procs = [ctx.Process(target=_in_process, args=(target, (*args, barrier), queue)) for args in args_list]
     for p in procs:
         p.start()
     results = {}
@@ -419,8 +421,10 @@ def run_processes(target, args_list, timeout: float = 120.0) -> dict:
     return results
 
 
-def _worker_enqueue(index, address, ns, thread_id, puts):
+def _worker_enqueue(index, address, ns, thread_id, puts, barrier):
     with Client(address, namespace=ns) as c:
+        c.wait_ready()
+        barrier.wait(60)
         held = c.runs.start(thread_id, strategy="enqueue", metadata={"worker": index}, wait=60)
         ids = []
         for i in range(puts):
@@ -455,7 +459,8 @@ def test_enqueue_under_concurrency(c, runs_sidecar):
 
 def _worker_reject(index, address, ns, thread_id, barrier):
     with Client(address, namespace=ns) as c:
-        barrier.wait(30)
+        c.wait_ready()
+        barrier.wait(60)
         try:
             resp = c.runs.create(thread_id, strategy="reject", claim=True)
             return ("won", resp.run.run_id)
@@ -465,29 +470,20 @@ def _worker_reject(index, address, ns, thread_id, barrier):
 
 def test_reject_under_concurrency(c, runs_sidecar):
     c.create_thread("t")
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(4)
-    procs, queue = [], ctx.Queue()
-    for i in range(4):
-        p = ctx.Process(target=_in_process, args=(_worker_reject, (i, runs_sidecar.address, c.namespace, "t",
-                                                                   barrier), queue))
-        p.start()
-        procs.append(p)
-    results = [queue.get(timeout=60) for _ in procs]
-    for p in procs:
-        p.join(10)
-    assert all(kind == "ok" for _, kind, _ in results), results
-    outcomes = [value for _, _, value in results]
+    results = run_processes(_worker_reject, [(i, runs_sidecar.address, c.namespace, "t") for i in range(4)])
+    outcomes = list(results.values())
     winners = [o for o in outcomes if o[0] == "won"]
     assert len(winners) == 1, outcomes
     assert all(o == ("busy", "THREAD_BUSY", winners[0][1]) for o in outcomes if o[0] == "busy"), outcomes
     assert [r.run_id for r in c.runs.list("t")] == [winners[0][1]]
 
 
-def _worker_displace(index, address, ns, thread_id, strategy, rounds, puts):
+def _worker_displace(index, address, ns, thread_id, strategy, rounds, puts, barrier):
     """Start runs that displace each other; record every acknowledged and every refused put."""
     acked, refused = [], []
     with Client(address, namespace=ns) as c:
+        c.wait_ready()
+        barrier.wait(60)
         for r in range(rounds):
             held = c.runs.start(thread_id, strategy=strategy)
             for i in range(puts):
@@ -499,7 +495,7 @@ def _worker_displace(index, address, ns, thread_id, strategy, rounds, puts):
                 except FailedPrecondition as e:
                     refused.append((held.run_id, e.reason))
                     break
-                time.sleep(0.005)
+                time.sleep(0.02)
             else:
                 try:
                     held.complete()
@@ -542,8 +538,10 @@ def test_interrupt_and_rollback_under_concurrency(c, runs_sidecar, strategy):
     assert refused, "the processes never displaced each other mid-run; the test proved nothing"
 
 
-def _worker_fork(index, address, ns, thread_id, base_id, puts):
+def _worker_fork(index, address, ns, thread_id, base_id, puts, barrier):
     with Client(address, namespace=ns) as c:
+        c.wait_ready()
+        barrier.wait(60)
         held = c.runs.start(thread_id, strategy="fork", start_checkpoint_id=base_id, branch_thread_id=f"b{index}")
         parent = base_id
         for i in range(puts):
