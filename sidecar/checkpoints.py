@@ -20,7 +20,7 @@ from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
 
 from . import hotpath as hp
-from . import idempotency, layout, limits, nodes, threads, validate, wire
+from . import idempotency, layout, limits, nodes, runstate, threads, validate, wire
 from .errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
 from .layout import Manifest
 from .store import RetryJob, Store, now_us
@@ -140,6 +140,16 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
         raise limit("channels", f"channels: at most {limits.MAX_CHANNELS} per checkpoint", field="channels")
     metadata = wire.metadata_items(req.metadata, "metadata")
     metadata_enc = wire.encode_metadata_dict(metadata, "metadata")
+    run_id = _run_id(metadata)
+    if req.run_id:
+        validate.ident(req.run_id, "run_id")
+        if "run_id" in metadata and run_id != req.run_id:
+            raise invalid("metadata", f"metadata run_id differs from run_id {req.run_id!r}")
+        run_id = req.run_id
+    elif req.lease_id:
+        raise invalid("run_id", "is required with lease_id")
+    if (req.steps or req.events or req.effects) and not req.run_id:
+        raise invalid("run_id", "steps, events and effects need run_id and lease_id")
     built: list = []
     roots: dict[str, bytes] = {}
     base_roots: dict[str, bytes] = {}
@@ -185,7 +195,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
     etag = layout.checkpoint_etag(checkpoint_id, parent_id, metadata_enc, sorted(roots.items()), extra,
                                   req.schema_version)
     return PutPlan(ns, thread_id, cns, checkpoint_id, parent_id, now_us(), metadata_enc, roots, extra,
-                   req.schema_version, _run_id(metadata), etag, built, base_id, base_roots,
+                   req.schema_version, run_id, etag, built, base_id, base_roots,
                    reader.known if reader is not None else known)
 
 
@@ -225,7 +235,16 @@ def _apply_delta(delta: values_pb2.ValueDelta, root: bytes, root_id: bytes, read
     return root
 
 
-def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest) -> pb.PutCheckpointResponse:
+def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest,
+              tx: runstate.Tx | None = None) -> pb.PutCheckpointResponse:
+    tx = tx if tx is not None else runstate.Tx(txn, store)
+    resp = _apply_put(tx, txn, store, plan, req)
+    tx.flush()
+    return resp
+
+
+def _apply_put(tx: runstate.Tx, txn, store: Store, plan: PutPlan,
+               req: pb.PutCheckpointRequest) -> pb.PutCheckpointResponse:
     rec = threads.load(txn, store, plan.ns, plan.thread_id)
     if rec is None:
         if req.require_thread:
@@ -241,13 +260,18 @@ def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest) ->
         current = dict(base.channels)
         if any(current.get(ch) != root_id for ch, root_id in plan.base_roots.items()):
             raise RetryJob()
+    run = None
+    if req.run_id:
+        run = runstate.check_holder(tx, plan.ns, req.run_id, req.lease_id, tkey)
+    else:
+        runstate.check_unclaimed_write(tx, plan.ns, tkey)
     key = layout.ckpt_key(tkey, plan.cns, plan.checkpoint_id)
     ckpts = store.db["ckpts"]
     fetch = nodes.fetcher(txn, store)
     old_raw = txn.get(key, db=ckpts)
     old = None if old_raw is None else layout.manifest_decoder.decode(old_raw)
     if old is not None and etag_of(plan.checkpoint_id, old, fetch) == plan.etag:
-        return _put_response(plan, old.created_us, created=False)
+        return _attach(tx, plan, req, run, tkey, _put_response(plan, old.created_us, created=False))
     if req.HasField("expected_head_etag"):
         head = latest(txn, store, tkey, plan.cns)
         head_etag = "" if head is None else etag_of(head[0], head[1], fetch)
@@ -268,7 +292,30 @@ def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest) ->
     put(key, layout.encode(m), db=ckpts)
     if m.run_id is not None:
         put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id), b"", db=store.db["runidx"])
-    return _put_response(plan, m.created_us, created=True)
+    return _attach(tx, plan, req, run, tkey, _put_response(plan, m.created_us, created=True))
+
+
+def _attach(tx: runstate.Tx, plan: PutPlan, req: pb.PutCheckpointRequest, run, tkey: int,
+            resp: pb.PutCheckpointResponse) -> pb.PutCheckpointResponse:
+    """A run's put: record its steps, events and effect completions, remember the checkpoint, renew the lease."""
+    if run is None:
+        return resp
+    from . import effects, events, runs  # noqa: PLC0415 - they import this module
+
+    ns, run_id = plan.ns, req.run_id
+    if len(req.steps) > limits.MAX_EVENTS_PER_CALL or len(req.effects) > limits.MAX_EVENTS_PER_CALL:
+        raise limit("records_per_call", f"at most {limits.MAX_EVENTS_PER_CALL} steps and effects per put",
+                    field="steps" if len(req.steps) > limits.MAX_EVENTS_PER_CALL else "effects")
+    for i, step in enumerate(req.steps):
+        resp.steps.append(runs.record_step(tx, ns, run_id, run, step, f"steps[{i}]", upsert=True))
+    events.append(tx, ns, plan.thread_id, tkey, req.events, run_id, "events", resp.events)
+    for i, c in enumerate(req.effects):
+        resp.effects.append(effects.finish_from(tx, ns, c, f"effects[{i}]"))
+    if plan.cns == run.cns and (not run.last_checkpoint_id or plan.checkpoint_id >= run.last_checkpoint_id):
+        run.last_checkpoint_id = plan.checkpoint_id
+    runstate.renew_lease(tx, ns, run_id, run)
+    wire.set_timestamp(resp.lease_expire_time, run.lease_expires_us)
+    return resp
 
 
 def _put_response(plan: PutPlan, created_us: int, created: bool) -> pb.PutCheckpointResponse:
@@ -284,17 +331,25 @@ def _put_response(plan: PutPlan, created_us: int, created: bool) -> pb.PutCheckp
     return resp
 
 
-async def put(store: Store, req: pb.PutCheckpointRequest) -> pb.PutCheckpointResponse:
+async def put(store: Store, req: pb.PutCheckpointRequest, ctx: runstate.Ctx | None = None) -> pb.PutCheckpointResponse:
     loop = asyncio.get_running_loop()
     large = req.ByteSize() > LARGE_REQUEST
     for _ in range(MAX_PREPARE_ATTEMPTS):
         plan = await loop.run_in_executor(None, prepare_put, store, req) if large else prepare_put(store, req)
+
+        def job(txn, plan=plan):
+            tx = runstate.Tx(txn, store)
+            resp = idempotency.run(txn, store.db, plan.ns, "PutCheckpoint", req, pb.PutCheckpointResponse,
+                                   lambda t: apply_put(t, store, plan, req, tx))
+            return resp, tx.touched
+
         try:
-            return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-                txn, store.db, plan.ns, "PutCheckpoint", req, pb.PutCheckpointResponse,
-                lambda t: apply_put(t, store, plan, req))))
+            resp, touched = await asyncio.wrap_future(store.submit(job))
         except RetryJob:
             continue
+        if ctx is not None:
+            ctx.notify(touched)
+        return resp
     raise ApiError("CONFLICT", "the base checkpoint kept changing while this put was prepared; retry")
 
 
@@ -305,6 +360,9 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
     checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id")
+    run_id = validate.ident(req.run_id, "run_id", required=False)
+    if req.lease_id and not run_id:
+        raise invalid("run_id", "is required with lease_id")
     if len(req.writes) > limits.MAX_WRITES:
         raise limit("writes", f"writes: at most {limits.MAX_WRITES} per call", field="writes")
     built: list = []
@@ -321,6 +379,12 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
 
     def apply(txn):
         rec = threads.load(txn, store, ns, thread_id) or threads.create_record(txn, store, ns, thread_id)
+        tx = runstate.Tx(txn, store)
+        if run_id:
+            runstate.renew_lease(tx, ns, run_id, runstate.check_holder(tx, ns, run_id, req.lease_id, rec.tkey))
+        else:
+            runstate.check_unclaimed_write(tx, ns, rec.tkey)
+        tx.flush()
         db = store.db["writes"]
         todo = []
         for task_id, idx, replace, channel, h, task_path in rows:
@@ -330,7 +394,8 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
         if todo:
             ids = nodes.write(txn, store, built, {}, [h for _, _, h, _ in todo])
             for key, channel, h, task_path in todo:
-                txn.put(key, layout.encode(layout.WriteRec(1, channel, ids[h], task_path)), db=db)
+                wrec = layout.WriteRec(2, channel, ids[h], task_path, run_id or None)
+                txn.put(key, layout.encode(wrec), db=db)
             keep = store.gc_keep
             if keep is not None:
                 keep.update(ids.values())

@@ -18,6 +18,13 @@ def _size(text: str) -> int:
     return int(text)
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sidecar", description="Agent State Sidecar: agent state over gRPC on LMDB.")
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
@@ -32,10 +39,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="initial LMDB map size, e.g. 1G (it grows by itself)")
     s.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                    help="how long shutdown waits for in-flight calls (default: %(default)s)")
+    s.add_argument("--lease-timeout", type=_positive, default=30.0, metavar="SECONDS",
+                   help="lease timeout of runs that set none (default: %(default)s)")
+    s.add_argument("--watchdog-interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="how often expired leases and run timeouts are looked for (default: %(default)s)")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace)
+    config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
+                    lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

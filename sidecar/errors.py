@@ -32,6 +32,20 @@ REASONS: dict[str, grpc.StatusCode] = {
     "SHUTTING_DOWN": grpc.StatusCode.UNAVAILABLE,
     "CONFLICT": grpc.StatusCode.ABORTED,
     "INTERNAL_ERROR": grpc.StatusCode.INTERNAL,
+    "RUN_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "RUN_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "THREAD_BUSY": grpc.StatusCode.FAILED_PRECONDITION,
+    "RUN_NOT_ACTIVE": grpc.StatusCode.FAILED_PRECONDITION,
+    "LEASE_LOST": grpc.StatusCode.FAILED_PRECONDITION,
+    "BUDGET_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "STEP_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "STEP_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "STEP_ENDED": grpc.StatusCode.FAILED_PRECONDITION,
+    "ARTIFACT_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "EFFECT_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "EFFECT_IN_PROGRESS": grpc.StatusCode.ABORTED,
+    "EFFECT_TOKEN_STALE": grpc.StatusCode.FAILED_PRECONDITION,
+    "EFFECT_KEY_REUSED": grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -91,3 +105,8 @@ def checkpoint_not_found(thread_id: str, checkpoint_ns: str, checkpoint_id: str,
     return ApiError("CHECKPOINT_NOT_FOUND",
                     f"{what} in thread {thread_id!r} (checkpoint_ns {checkpoint_ns!r})",
                     thread_id=thread_id, checkpoint_id=checkpoint_id or None, field=field)
+
+
+def run_not_found(namespace: str, run_id: str, field: str = "run_id") -> ApiError:
+    return ApiError("RUN_NOT_FOUND", f"run {run_id!r} not found in namespace {namespace!r}", run_id=run_id,
+                    field=field)

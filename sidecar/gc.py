@@ -1,13 +1,13 @@
-"""gc: garbage collection of nodes no checkpoint or pending write reaches.
+"""gc: garbage collection of nodes no checkpoint, pending write or artifact reaches.
 
 Mark and sweep that never blocks writers for long and never removes a
 reachable blob:
 
 1. A writer job switches on the store's keep-set. From then on every write
    job adds the id of each node it stores or refers to (new nodes, reused
-   nodes, kept roots, copied manifests) to it.
+   nodes, kept roots, copied manifests, artifact chunks) to it.
 2. Mark: in a read snapshot taken after (1), walk every manifest and pending
-   write down to the leaves.
+   write, artifact and upload in progress down to the leaves (roots_of).
 3. Candidates: nodes of that snapshot that were not marked.
 4. Sweep, in writer jobs of SWEEP_BATCH deletes: first mark everything the
    keep-set reaches *in the current state*, then delete the candidates still
@@ -48,7 +48,7 @@ class GcStats:
 
 
 def roots_of(txn, store: Store):
-    """Every node id a manifest or pending write refers to directly."""
+    """Every node id a manifest, pending write, artifact or upload in progress refers to directly."""
     for _, raw in txn.cursor(db=store.db["ckpts"]).iternext():
         m = layout.manifest_decoder.decode(raw)
         for _, node_id in m.channels:
@@ -57,6 +57,10 @@ def roots_of(txn, store: Store):
             yield m.extra
     for _, raw in txn.cursor(db=store.db["writes"]).iternext():
         yield layout.write_decoder.decode(raw).value
+    for _, raw in txn.cursor(db=store.db["artifacts"]).iternext():
+        yield layout.artifact_decoder.decode(raw).content
+    for _, raw in txn.cursor(db=store.db["uploads"]).iternext():
+        yield from layout.upload_decoder.decode(raw).chunks
 
 
 def mark(get, start, marked: set[bytes], missing: list | None = None) -> None:

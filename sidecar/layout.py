@@ -12,11 +12,30 @@ One LMDB environment holds these named sub-databases (docs/storage.md):
 ``requests``  ns NUL request_id -> RequestRec (idempotent retries)
 ``reqtime``   created_us(u64 BE) ns NUL request_id -> b"" (expiry order)
 
+Runs, events, artifacts and effects (sidecar/runs.py, events.py, artifacts.py, effects.py):
+
+``runs``      ns NUL run_id -> RunRec
+``thruns``    tkey seq(u64 BE) -> run_id (a thread's runs in creation order)
+``tstate``    tkey -> ThreadRunState (active run, FIFO queue, counters, usage)
+``timers``    due_us(u64 BE) kind(1 byte: L lease, D deadline) ns NUL run_id -> b"" (watchdog order)
+``steps``     tkey run_seq(u64 BE) step_id -> StepRec
+``events``    tkey seq(u64 BE) -> EventRec
+``evids``     tkey client_event_id -> seq(u64 BE) (dedupe)
+``artifacts`` tkey name NUL version(u32 BE) -> ArtifactRec
+``artnames``  tkey name -> ArtifactNameRec (latest and official version)
+``uploads``   upload id (16 bytes) -> UploadRec (chunks of an upload in progress; GC roots)
+``effects``   ns NUL idempotency_key -> EffectRec
+``effthr``    tkey idempotency_key -> b"" (a thread's effects)
+``branches``  tkey seq(u64 BE) -> BranchRec (fork branches of a thread)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
 key parts and prefix scans are exact. Checkpoint keys sort by id within
 (thread, checkpoint_ns): the latest is the last key of the prefix.
+
+Keys stay under LMDB's 511-byte limit: identifiers are at most 256 bytes
+(artifact names too), namespaces 128.
 
 Records are msgspec Structs encoded as MessagePack arrays whose first field is
 the record format version; readers accept every version ever written.
@@ -33,7 +52,9 @@ from blake3 import blake3
 FORMAT_VERSION = 1
 FORMAT_NAME = "agentstate-lmdb-1"
 
-DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime")
+DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime",
+            "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
+            "effects", "effthr", "branches")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -66,10 +87,11 @@ class Manifest(msgspec.Struct, array_like=True):
 
 
 class WriteRec(msgspec.Struct, array_like=True):
-    fmt: int
+    fmt: int  # 1: four fields; 2: run_id added
     channel: str
     value: bytes  # node id of the value
     task_path: str
+    run_id: str | None = None  # the run whose put wrote it (format 2)
 
 
 class RequestRec(msgspec.Struct, array_like=True):
@@ -77,6 +99,139 @@ class RequestRec(msgspec.Struct, array_like=True):
     fingerprint: bytes
     created_us: int
     response: bytes  # serialized response message
+
+
+#: ResourceCounters as stored: [tokens_in, tokens_out, cost, wall_time_ms, requests]
+Counters = tuple[int, int, float, int, int]
+ZERO_COUNTERS: Counters = (0, 0, 0.0, 0, 0)
+
+
+class RunRec(msgspec.Struct, array_like=True):
+    fmt: int
+    thread_id: str
+    tkey: int
+    seq: int  # creation order within the thread (thruns key)
+    status: int  # RunStatus
+    strategy: int  # MultitaskStrategy
+    created_us: int
+    updated_us: int
+    started_us: int  # first claim (0: never claimed)
+    ended_us: int
+    input: bytes | None  # canonical encoding
+    metadata: msgspec.Raw
+    output: bytes | None
+    error: str
+    cns: str
+    start_checkpoint_id: str
+    last_checkpoint_id: str
+    lease_id: str
+    lease_expires_us: int
+    lease_timeout_ms: int
+    on_expiry: int  # LeaseExpiry
+    max_attempts: int
+    attempt: int
+    timeout_ms: int
+    deadline_us: int
+    budget: Counters
+    usage: Counters
+    branch_of: str
+    stopped_by: str
+    rolled_back: bool
+    held: bool
+    version: int
+    steps: int  # steps recorded
+
+
+class ThreadRunState(msgspec.Struct, array_like=True):
+    fmt: int
+    active: str | None  # the thread's active run
+    queue: list[str]  # queued runs, FIFO
+    last_event: int  # newest event sequence number
+    runs: int  # runs created (the next run's seq is runs + 1)
+    branches: int  # branches created
+    last_status: int  # RunStatus of the last run that ended (drives the thread status)
+    usage: Counters
+    steps: int
+    parent_thread: str | None  # for a fork branch: the thread it forked from
+
+
+class StepRec(msgspec.Struct, array_like=True):
+    fmt: int
+    kind: int
+    name: str
+    input_digest: str
+    input_body: bytes | None  # canonical encoding
+    output_digest: str
+    output_body: bytes | None
+    error: str
+    counters: Counters
+    start_us: int
+    end_us: int  # 0 while open
+    attempt: int
+
+
+class EventRec(msgspec.Struct, array_like=True):
+    fmt: int
+    run_id: str
+    step_id: str
+    type: str
+    data: bytes | None  # canonical encoding
+    client_event_id: str
+    created_us: int
+
+
+class ArtifactRec(msgspec.Struct, array_like=True):
+    fmt: int
+    content: bytes  # node id of the value (MessagePack bin of the file)
+    root: bytes  # its hash
+    size: int
+    content_type: str
+    metadata: msgspec.Raw
+    run_id: str
+    step_id: str
+    created_us: int
+
+
+class ArtifactNameRec(msgspec.Struct, array_like=True):
+    fmt: int
+    latest: int
+    official: int  # 0: none
+
+
+class UploadRec(msgspec.Struct, array_like=True):
+    fmt: int
+    created_us: int
+    chunks: list[bytes]  # node ids of the chunks stored so far
+
+
+class EffectRec(msgspec.Struct, array_like=True):
+    fmt: int
+    state: int  # EffectState PENDING, DONE or FAILED (UNKNOWN is computed)
+    thread_id: str
+    tkey: int
+    run_id: str
+    lease_id: str  # the lease the effect was begun under
+    step_id: str
+    description: str
+    request_digest: str
+    token: str
+    outcome: bytes | None
+    error: str
+    retryable: bool
+    begins: int
+    created_us: int
+    updated_us: int
+    completed_us: int
+
+
+class BranchRec(msgspec.Struct, array_like=True):
+    fmt: int
+    branch_thread_id: str
+    cns: str
+    fork_checkpoint_id: str
+    run_id: str
+    created_us: int
+    promoted_us: int
 
 
 EMPTY_MAP = msgspec.Raw(b"\x80")
@@ -87,6 +242,15 @@ manifest_decoder = msgspec.msgpack.Decoder(Manifest)
 write_decoder = msgspec.msgpack.Decoder(WriteRec)
 request_decoder = msgspec.msgpack.Decoder(RequestRec)
 metadata_decoder = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
+run_decoder = msgspec.msgpack.Decoder(RunRec)
+tstate_decoder = msgspec.msgpack.Decoder(ThreadRunState)
+step_decoder = msgspec.msgpack.Decoder(StepRec)
+event_decoder = msgspec.msgpack.Decoder(EventRec)
+artifact_decoder = msgspec.msgpack.Decoder(ArtifactRec)
+artname_decoder = msgspec.msgpack.Decoder(ArtifactNameRec)
+upload_decoder = msgspec.msgpack.Decoder(UploadRec)
+effect_decoder = msgspec.msgpack.Decoder(EffectRec)
+branch_decoder = msgspec.msgpack.Decoder(BranchRec)
 encode = _enc.encode
 
 
@@ -168,6 +332,63 @@ def request_key(ns: str, request_id: str) -> bytes:
 
 def reqtime_key(created_us: int, req_key: bytes) -> bytes:
     return _U64.pack(created_us) + req_key
+
+
+def ns_key(ns: str, ident: str) -> bytes:
+    """``ns NUL id``: keys of runs and effects."""
+    return ns.encode() + SEP + ident.encode()
+
+
+def seq_key(tkey: int, seq: int) -> bytes:
+    """``tkey seq``: keys of thruns, events and branches."""
+    return _U64.pack(tkey) + _U64.pack(seq)
+
+
+def split_seq_key(key: bytes) -> tuple[int, int]:
+    return _U64.unpack_from(key)[0], _U64.unpack_from(key, 8)[0]
+
+
+def tkey_str_key(tkey: int, text: str) -> bytes:
+    """``tkey text``: keys of evids, artnames, effthr."""
+    return _U64.pack(tkey) + text.encode()
+
+
+TIMER_LEASE = b"L"
+TIMER_DEADLINE = b"D"
+
+
+def timer_key(due_us: int, kind: bytes, ns: str, run_id: str) -> bytes:
+    return _U64.pack(due_us) + kind + ns_key(ns, run_id)
+
+
+def split_timer_key(key: bytes) -> tuple[int, bytes, str, str]:
+    """(due_us, kind, ns, run_id) of a timers key."""
+    key = bytes(key)
+    ns, _, run_id = key[9:].partition(SEP)
+    return _U64.unpack_from(key)[0], key[8:9], ns.decode(), run_id.decode()
+
+
+def step_prefix(tkey: int, run_seq: int) -> bytes:
+    """Steps of one run: its thread's tkey and the run's seq (keys stay far below LMDB's 511 bytes)."""
+    return _U64.pack(tkey) + _U64.pack(run_seq)
+
+
+def step_key(tkey: int, run_seq: int, step_id: str) -> bytes:
+    return step_prefix(tkey, run_seq) + step_id.encode()
+
+
+def artifact_prefix(tkey: int, name: str) -> bytes:
+    return _U64.pack(tkey) + name.encode() + SEP
+
+
+def artifact_key(tkey: int, name: str, version: int) -> bytes:
+    return artifact_prefix(tkey, name) + _U32.pack(version)
+
+
+def split_artifact_key(key: bytes) -> tuple[int, str, int]:
+    """(tkey, name, version) of an artifacts key."""
+    key = bytes(key)
+    return _U64.unpack_from(key)[0], key[8:-5].decode(), _U32.unpack(key[-4:])[0]
 
 
 # ----------------------------------------------------------------- records

@@ -13,4 +13,12 @@ MAX_IDS_PER_CALL = 1_000  # thread_ids of a prune, run_ids of a delete
 MAX_PAGE_SIZE = 1_000
 DEFAULT_PAGE_SIZE = 100
 # Value nesting depth: agentstate.codec.MAX_DEPTH (64).
+MAX_EVENTS_PER_CALL = 1_000  # events of one AppendEvents or put; steps and effects of one put
+MAX_PAYLOAD_BYTES = 64 * 1024  # encoded data of one event, body of one step input/output, effect outcome
+MAX_TEXT_BYTES = 4 * 1024  # error texts, effect descriptions and digests, event types, step names
+MAX_ARTIFACT_NAME_BYTES = 256  # like ids: keys stay under LMDB's 511 bytes
+MAX_ARTIFACT_BYTES = 1 << 30  # one artifact version
+MAX_UPLOAD_MESSAGE_BYTES = 4 * 1024 * 1024  # data of one UploadArtifact message
+MIN_LEASE_MS = 100
+MAX_CLAIM_WAIT_SECONDS = 300
 REQUEST_ID_RETENTION_SECONDS = 24 * 3600  # how long a request_id is remembered

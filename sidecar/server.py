@@ -19,9 +19,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentstate.v1 import admin_pb2, threads_pb2
+from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
-from . import gc, hotpath, limits, service
+from . import artifacts, gc, hotpath, limits, runs, runstate, service
 from .store import Store
 
 log = logging.getLogger("sidecar.server")
@@ -29,10 +29,15 @@ log = logging.getLogger("sidecar.server")
 DEFAULT_DATA_DIR = "sidecar-data"
 DEFAULT_TCP = "127.0.0.1:7421"
 SOCKET_NAME = "sidecar.sock"
-SERVICE_NAMES = (
-    threads_pb2.DESCRIPTOR.services_by_name["ThreadService"].full_name,
-    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+SERVICES = (
+    (threads_pb2, "ThreadService"),
+    (admin_pb2, "AdminService"),
+    (runs_pb2, "RunService"),
+    (events_pb2, "EventService"),
+    (artifacts_pb2, "ArtifactService"),
+    (effects_pb2, "EffectService"),
 )
+SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
 
 @dataclass
@@ -42,6 +47,8 @@ class Config:
     map_size: int | None = None
     grace_seconds: float = 10.0
     gc_delay_seconds: float = 2.0
+    lease_timeout_seconds: float = runstate.DEFAULT_LEASE_MS / 1000  # runs that do not set their own
+    watchdog_interval_seconds: float = 1.0  # how often due leases and run timeouts are looked for
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -59,6 +66,8 @@ class Sidecar:
         self.store: Store | None = None
         self.server: grpc.aio.Server | None = None
         self.collector: gc.GarbageCollector | None = None
+        self.ctx: runstate.Ctx | None = None
+        self.watchdog: runs.Watchdog | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
         self.bound: list[str] = []
@@ -84,10 +93,24 @@ class Sidecar:
             ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ])
-        service.add_to_server(service.ThreadService(self.store, self.collector),
-                              threads_pb2.DESCRIPTOR.services_by_name["ThreadService"], self.server)
-        service.add_to_server(service.AdminService(self.store, self.collector),
-                              admin_pb2.DESCRIPTOR.services_by_name["AdminService"], self.server)
+        self.ctx = runstate.Ctx(self.store, runstate.Hub(), self.collector.soon,
+                                round(self.config.lease_timeout_seconds * 1000))
+        extended = runs.extend_leases_after_restart(self.store)
+        dropped = artifacts.drop_stale_uploads(self.store)
+        if dropped:
+            self.collector.soon()
+        if extended or dropped:
+            log.info("startup: %d running leases extended, %d unfinished uploads dropped", extended, dropped)
+        servicers = {
+            "ThreadService": service.ThreadService(self.store, self.collector, self.ctx),
+            "AdminService": service.AdminService(self.store, self.collector),
+            "RunService": service.RunService(self.ctx),
+            "EventService": service.EventService(self.ctx),
+            "ArtifactService": service.ArtifactService(self.ctx),
+            "EffectService": service.EffectService(self.ctx),
+        }
+        for module, name in SERVICES:
+            service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)
@@ -109,6 +132,8 @@ class Sidecar:
             self.bound.append(addr if addr.startswith("unix:") or not addr.endswith(":0")
                               else f"{addr.rsplit(':', 1)[0]}:{port}")
         await self.server.start()
+        self.watchdog = runs.Watchdog(self.ctx, self.config.watchdog_interval_seconds)
+        self.watchdog.start()
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
@@ -117,9 +142,13 @@ class Sidecar:
                  os.path.abspath(self.config.data_dir), hotpath.NATIVE)
 
     async def stop(self) -> None:
+        if self.ctx is not None:
+            self.ctx.hub.close()  # open watches and claim waits end now (UNAVAILABLE): clients resume later
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(self.config.grace_seconds)
+        if self.watchdog is not None:
+            await self.watchdog.stop()
         if self.collector is not None:
             self.collector.cancel()
         if self.store is not None:

@@ -14,9 +14,10 @@ import grpc
 from google.protobuf import message as _message
 from google.protobuf import message_factory
 
-from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2_grpc
+from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
+                           runs_pb2_grpc, threads_pb2_grpc)
 
-from . import checkpoints, gc, hotpath, layout, threads
+from . import artifacts, checkpoints, effects, events, gc, hotpath, layout, runs, runstate, threads, validate
 from .errors import ApiError
 from .store import Store
 
@@ -52,15 +53,25 @@ def _tolerant(request_type):
     return deserialize
 
 
+_HANDLER_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
 def add_to_server(servicer, service_descriptor, server: grpc.aio.Server) -> None:
     """Register ``servicer`` like the generated add_*_to_server, but a body that
-    does not parse reaches the handler as a MalformedRequest. Unary methods only
-    (all of agentstate.v1 so far); a streaming one needs its own handler kind."""
+    does not parse reaches the handler as a MalformedRequest (for a client
+    stream: as one item of the request iterator), so it is answered
+    INVALID_ARGUMENT, never UNKNOWN. Every method kind is supported; wrap
+    unary-response handlers with :func:`handler` (or :func:`client_streaming`)
+    and server-streaming ones with :func:`server_streaming`."""
     handlers = {}
     for method in service_descriptor.methods:
-        if method.client_streaming or method.server_streaming:
-            raise NotImplementedError(f"{method.full_name}: streaming methods are not wired up here yet")
-        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+        kind = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
+        handlers[method.name] = kind(
             getattr(servicer, method.name),
             request_deserializer=_tolerant(message_factory.GetMessageClass(method.input_type)),
             response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString)
@@ -91,10 +102,65 @@ def handler(fn):
     return call
 
 
+def _malformed(request: MalformedRequest) -> ApiError:
+    return ApiError("INVALID_FIELD", f"the request is not a valid {request.type_name}: {request.error}")
+
+
+async def _report(context, e: BaseException, name: str) -> None:
+    """Abort the call with the status for ``e`` (re-raising what must propagate)."""
+    if isinstance(e, ApiError):
+        await abort(context, e)
+        return
+    if isinstance(e, asyncio.CancelledError) or isinstance(e, grpc.RpcError) or type(e).__name__ == "AbortError":
+        raise e
+    log.exception("internal error in %s", name, exc_info=e)
+    await abort(context, ApiError("INTERNAL_ERROR", f"internal error: {type(e).__name__}"))
+
+
+def server_streaming(fn):
+    """Like :func:`handler` for an async-generator operation (one request, a stream of responses)."""
+
+    @functools.wraps(fn)
+    async def call(self, request, context):
+        try:
+            if isinstance(request, MalformedRequest):
+                raise _malformed(request)
+            async for item in fn(self, request, context):
+                yield item
+        except BaseException as e:  # noqa: BLE001 - _report re-raises what must propagate
+            if isinstance(e, GeneratorExit):
+                raise
+            await _report(context, e, fn.__name__)
+
+    return call
+
+
+async def checked_stream(requests):
+    """A client stream whose malformed items raise INVALID_ARGUMENT."""
+    async for item in requests:
+        if isinstance(item, MalformedRequest):
+            raise _malformed(item)
+        yield item
+
+
+def client_streaming(fn):
+    """Like :func:`handler` for a client-streaming operation; ``fn`` gets the checked request stream."""
+
+    @functools.wraps(fn)
+    async def call(self, request_iterator, context):
+        try:
+            return await fn(self, checked_stream(request_iterator), context)
+        except BaseException as e:  # noqa: BLE001 - _report re-raises what must propagate
+            await _report(context, e, fn.__name__)
+
+    return call
+
+
 class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
-    def __init__(self, store: Store, collector: gc.GarbageCollector) -> None:
+    def __init__(self, store: Store, collector: gc.GarbageCollector, ctx: runstate.Ctx | None = None) -> None:
         self.store = store
         self.gc = collector
+        self.ctx = ctx
 
     @handler
     async def CreateThread(self, request, context):
@@ -114,7 +180,10 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
 
     @handler
     async def DeleteThread(self, request, context):
-        return await threads.delete(self.store, request, self.gc.soon)
+        resp = await threads.delete(self.store, request, self.gc.soon)
+        if self.ctx is not None and resp.deleted:  # watchers of its events learn it at once
+            self.ctx.notify([(validate.namespace(request.namespace), request.thread_id)])
+        return resp
 
     @handler
     async def CopyThread(self, request, context):
@@ -122,7 +191,7 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
 
     @handler
     async def PutCheckpoint(self, request, context):
-        return await checkpoints.put(self.store, request)
+        return await checkpoints.put(self.store, request, self.ctx)
 
     @handler
     async def PutWrites(self, request, context):
@@ -168,6 +237,144 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def CheckIntegrity(self, request, context):
         report = await asyncio.get_running_loop().run_in_executor(None, gc.check_integrity, self.store)
         return admin_pb2.CheckIntegrityResponse(**report)
+
+
+class RunService(runs_pb2_grpc.RunServiceServicer):
+    def __init__(self, ctx: runstate.Ctx) -> None:
+        self.ctx = ctx
+
+    @handler
+    async def CreateRun(self, request, context):
+        return await runs.create(self.ctx, request)
+
+    @handler
+    async def GetRun(self, request, context):
+        return await runs.get(self.ctx, request)
+
+    @handler
+    async def ListRuns(self, request, context):
+        return await runs.list_(self.ctx, request)
+
+    @handler
+    async def ClaimRun(self, request, context):
+        return await runs.claim_call(self.ctx, request)
+
+    @handler
+    async def Heartbeat(self, request, context):
+        return await runs.heartbeat(self.ctx, request)
+
+    @handler
+    async def CompleteRun(self, request, context):
+        return await runs.complete(self.ctx, request)
+
+    @handler
+    async def FailRun(self, request, context):
+        return await runs.fail(self.ctx, request)
+
+    @handler
+    async def CancelRun(self, request, context):
+        return await runs.cancel(self.ctx, request)
+
+    @handler
+    async def ResumeRun(self, request, context):
+        return await runs.resume(self.ctx, request)
+
+    @handler
+    async def ListBranches(self, request, context):
+        return await runs.list_branches(self.ctx, request)
+
+    @handler
+    async def PromoteBranch(self, request, context):
+        return await runs.promote(self.ctx, request)
+
+    @handler
+    async def StartStep(self, request, context):
+        return await runs.start_step(self.ctx, request)
+
+    @handler
+    async def EndStep(self, request, context):
+        return await runs.end_step_call(self.ctx, request)
+
+    @handler
+    async def RecordStep(self, request, context):
+        return await runs.record_step_call(self.ctx, request)
+
+    @handler
+    async def ListSteps(self, request, context):
+        return await runs.list_steps(self.ctx, request)
+
+    @handler
+    async def GetThreadUsage(self, request, context):
+        return await runs.thread_usage(self.ctx, request)
+
+
+class EventService(events_pb2_grpc.EventServiceServicer):
+    def __init__(self, ctx: runstate.Ctx) -> None:
+        self.ctx = ctx
+
+    @handler
+    async def AppendEvents(self, request, context):
+        return await events.append_call(self.ctx, request)
+
+    @handler
+    async def ListEvents(self, request, context):
+        return await events.list_(self.ctx, request)
+
+    @server_streaming
+    async def WatchEvents(self, request, context):
+        async for item in events.watch(self.ctx, request):
+            yield item
+
+
+class ArtifactService(artifacts_pb2_grpc.ArtifactServiceServicer):
+    def __init__(self, ctx: runstate.Ctx) -> None:
+        self.ctx = ctx
+
+    @client_streaming
+    async def UploadArtifact(self, request_iterator, context):
+        return await artifacts.upload(self.ctx, request_iterator)
+
+    @server_streaming
+    async def DownloadArtifact(self, request, context):
+        async for item in artifacts.download(self.ctx, request):
+            yield item
+
+    @handler
+    async def GetArtifact(self, request, context):
+        return await artifacts.get(self.ctx, request)
+
+    @handler
+    async def ListArtifacts(self, request, context):
+        return await artifacts.list_(self.ctx, request)
+
+    @handler
+    async def SetOfficialArtifact(self, request, context):
+        return await artifacts.set_official(self.ctx, request)
+
+
+class EffectService(effects_pb2_grpc.EffectServiceServicer):
+    def __init__(self, ctx: runstate.Ctx) -> None:
+        self.ctx = ctx
+
+    @handler
+    async def BeginEffect(self, request, context):
+        return await effects.begin(self.ctx, request)
+
+    @handler
+    async def CompleteEffect(self, request, context):
+        return await effects.complete(self.ctx, request)
+
+    @handler
+    async def FailEffect(self, request, context):
+        return await effects.fail(self.ctx, request)
+
+    @handler
+    async def GetEffect(self, request, context):
+        return await effects.get(self.ctx, request)
+
+    @handler
+    async def ListEffects(self, request, context):
+        return await effects.list_(self.ctx, request)
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

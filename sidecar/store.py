@@ -201,6 +201,12 @@ class Store:
         A full map aborts the whole batch (LMDB wants the transaction gone after
         MDB_MAP_FULL); the jobs then run again on the grown map.
         """
+        # A job whose caller went away (its asyncio task was cancelled, which cancels the future through
+        # asyncio.wrap_future) is dropped: it was never acknowledged. Running futures cannot be cancelled
+        # any more, so every result below can be set.
+        jobs = [job for job in jobs if job.future.running() or job.future.set_running_or_notify_cancel()]
+        if not jobs:
+            return []
         done: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             txn = self.env.begin(write=True, db=self.db["nodes"])

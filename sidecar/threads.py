@@ -160,8 +160,12 @@ async def update(store: Store, req: pb.UpdateThreadRequest) -> pb.UpdateThreadRe
 
 
 def delete_contents(txn, store: Store, ns: str, tkey: int) -> int:
-    """Delete every checkpoint, pending write and run-index entry of a thread; returns checkpoints deleted."""
+    """Delete every checkpoint, pending write and run-index entry of a thread, and its runs, steps,
+    events, artifacts and effects; returns checkpoints deleted."""
     from .checkpoints import delete_checkpoint_at  # local: checkpoints imports this module
+    from .runs import delete_thread_records
+
+    delete_thread_records(txn, store, ns, tkey)
 
     prefix = layout.tkey_prefix(tkey)
     cursor = txn.cursor(db=store.db["ckpts"])

@@ -42,6 +42,20 @@ REASON_CODES = {
     "OVERLOADED": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "SHUTTING_DOWN": grpc.StatusCode.UNAVAILABLE,
     "CONFLICT": grpc.StatusCode.ABORTED,
+    "RUN_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "RUN_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "THREAD_BUSY": grpc.StatusCode.FAILED_PRECONDITION,
+    "RUN_NOT_ACTIVE": grpc.StatusCode.FAILED_PRECONDITION,
+    "LEASE_LOST": grpc.StatusCode.FAILED_PRECONDITION,
+    "BUDGET_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "STEP_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "STEP_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "STEP_ENDED": grpc.StatusCode.FAILED_PRECONDITION,
+    "ARTIFACT_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "EFFECT_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "EFFECT_IN_PROGRESS": grpc.StatusCode.ABORTED,
+    "EFFECT_TOKEN_STALE": grpc.StatusCode.FAILED_PRECONDITION,
+    "EFFECT_KEY_REUSED": grpc.StatusCode.FAILED_PRECONDITION,
 }
 CALL_DEADLINE = 20.0  # seconds; generous for 2 slow cores, a hang is far longer
 #: AGENTSTATE_FUZZ_SCALE=10 runs ten times the examples (a local soak); CI keeps the default.
@@ -205,6 +219,8 @@ def scalar(field, name: str) -> st.SearchStrategy:
         return st.integers(0, 3) | st.integers(0, 2**64 - 1)
     if t in (F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64):
         return st.integers(-(2**63), 2**63 - 1)
+    if t in (F.TYPE_DOUBLE, F.TYPE_FLOAT):
+        return st.floats(allow_nan=True, allow_infinity=True, width=64 if t == F.TYPE_DOUBLE else 32)
     raise AssertionError(f"unhandled field type {t}")
 
 

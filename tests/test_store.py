@@ -277,3 +277,20 @@ def test_hash_index_survives_short_key_collisions(store, monkeypatch):
         assert get_values(store, tid_)["messages"] == lists[tid_]
     with store.read() as txn:  # every remaining node is indexed exactly once
         assert txn.stat(store.db["hashes"])["entries"] == txn.stat(store.db["nodes"])["entries"]
+
+
+def test_a_cancelled_job_is_dropped_and_the_writer_lives_on(store):
+    """A caller that goes away cancels its future (asyncio.wrap_future does): the job is not run, and the
+    writer thread must survive it (it used to die setting the result of a cancelled future)."""
+    gate = threading.Event()
+    blocker = store.submit(lambda txn: gate.wait(5))
+    db = store.db["meta"]
+    doomed = store.submit(lambda txn: txn.put(b"doomed", b"x", db=db))
+    assert doomed.cancel()
+    after = store.submit(lambda txn: txn.put(b"after", b"x", db=db))
+    gate.set()
+    blocker.result(5)
+    assert after.result(5) is True
+    with store.read() as txn:
+        assert txn.get(b"doomed", db=db) is None and txn.get(b"after", db=db) == b"x"
+    assert store.write(lambda txn: 42) == 42

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentstate/v1/errors.proto\x12\ragentstate.v1*\xc8\x02\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n\rINVALID_FIELD\x10\x01\x12\x15\n\x11UNSUPPORTED_VALUE\x10\x02\x12\x14\n\x10THREAD_NOT_FOUND\x10\x03\x12\x18\n\x14\x43HECKPOINT_NOT_FOUND\x10\x04\x12\x19\n\x15THREAD_ALREADY_EXISTS\x10\x05\x12\x11\n\rETAG_MISMATCH\x10\x06\x12\x11\n\rBASE_MISMATCH\x10\x07\x12\x12\n\x0eLIMIT_EXCEEDED\x10\x08\x12\x15\n\x11REQUEST_ID_REUSED\x10\t\x12\x10\n\x0cSTORAGE_FULL\x10\n\x12\x0e\n\nOVERLOADED\x10\x0b\x12\x11\n\rSHUTTING_DOWN\x10\x0c\x12\x0c\n\x08\x43ONFLICT\x10\r\x12\x12\n\x0eINTERNAL_ERROR\x10\x0e\x42^\n\x11\x64\x65v.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61gentstate/v1/errors.proto\x12\ragentstate.v1*\xef\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n\rINVALID_FIELD\x10\x01\x12\x15\n\x11UNSUPPORTED_VALUE\x10\x02\x12\x14\n\x10THREAD_NOT_FOUND\x10\x03\x12\x18\n\x14\x43HECKPOINT_NOT_FOUND\x10\x04\x12\x19\n\x15THREAD_ALREADY_EXISTS\x10\x05\x12\x11\n\rETAG_MISMATCH\x10\x06\x12\x11\n\rBASE_MISMATCH\x10\x07\x12\x12\n\x0eLIMIT_EXCEEDED\x10\x08\x12\x15\n\x11REQUEST_ID_REUSED\x10\t\x12\x10\n\x0cSTORAGE_FULL\x10\n\x12\x0e\n\nOVERLOADED\x10\x0b\x12\x11\n\rSHUTTING_DOWN\x10\x0c\x12\x0c\n\x08\x43ONFLICT\x10\r\x12\x12\n\x0eINTERNAL_ERROR\x10\x0e\x12\x11\n\rRUN_NOT_FOUND\x10\x0f\x12\x16\n\x12RUN_ALREADY_EXISTS\x10\x10\x12\x0f\n\x0bTHREAD_BUSY\x10\x11\x12\x12\n\x0eRUN_NOT_ACTIVE\x10\x12\x12\x0e\n\nLEASE_LOST\x10\x13\x12\x13\n\x0f\x42UDGET_EXCEEDED\x10\x14\x12\x12\n\x0eSTEP_NOT_FOUND\x10\x15\x12\x17\n\x13STEP_ALREADY_EXISTS\x10\x16\x12\x0e\n\nSTEP_ENDED\x10\x17\x12\x16\n\x12\x41RTIFACT_NOT_FOUND\x10\x18\x12\x14\n\x10\x45\x46\x46\x45\x43T_NOT_FOUND\x10\x19\x12\x16\n\x12\x45\x46\x46\x45\x43T_IN_PROGRESS\x10\x1a\x12\x16\n\x12\x45\x46\x46\x45\x43T_TOKEN_STALE\x10\x1b\x12\x15\n\x11\x45\x46\x46\x45\x43T_KEY_REUSED\x10\x1c\x42^\n\x11\x64\x65v.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.agentstate.v1P\001ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1'
   _globals['_ERRORREASON']._serialized_start=46
-  _globals['_ERRORREASON']._serialized_end=374
+  _globals['_ERRORREASON']._serialized_end=669
 # @@protoc_insertion_point(module_scope)

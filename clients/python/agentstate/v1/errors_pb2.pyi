@@ -21,6 +21,20 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SHUTTING_DOWN: _ClassVar[ErrorReason]
     CONFLICT: _ClassVar[ErrorReason]
     INTERNAL_ERROR: _ClassVar[ErrorReason]
+    RUN_NOT_FOUND: _ClassVar[ErrorReason]
+    RUN_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    THREAD_BUSY: _ClassVar[ErrorReason]
+    RUN_NOT_ACTIVE: _ClassVar[ErrorReason]
+    LEASE_LOST: _ClassVar[ErrorReason]
+    BUDGET_EXCEEDED: _ClassVar[ErrorReason]
+    STEP_NOT_FOUND: _ClassVar[ErrorReason]
+    STEP_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    STEP_ENDED: _ClassVar[ErrorReason]
+    ARTIFACT_NOT_FOUND: _ClassVar[ErrorReason]
+    EFFECT_NOT_FOUND: _ClassVar[ErrorReason]
+    EFFECT_IN_PROGRESS: _ClassVar[ErrorReason]
+    EFFECT_TOKEN_STALE: _ClassVar[ErrorReason]
+    EFFECT_KEY_REUSED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -36,3 +50,17 @@ OVERLOADED: ErrorReason
 SHUTTING_DOWN: ErrorReason
 CONFLICT: ErrorReason
 INTERNAL_ERROR: ErrorReason
+RUN_NOT_FOUND: ErrorReason
+RUN_ALREADY_EXISTS: ErrorReason
+THREAD_BUSY: ErrorReason
+RUN_NOT_ACTIVE: ErrorReason
+LEASE_LOST: ErrorReason
+BUDGET_EXCEEDED: ErrorReason
+STEP_NOT_FOUND: ErrorReason
+STEP_ALREADY_EXISTS: ErrorReason
+STEP_ENDED: ErrorReason
+ARTIFACT_NOT_FOUND: ErrorReason
+EFFECT_NOT_FOUND: ErrorReason
+EFFECT_IN_PROGRESS: ErrorReason
+EFFECT_TOKEN_STALE: ErrorReason
+EFFECT_KEY_REUSED: ErrorReason

@@ -1,6 +1,9 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from agentstate.v1 import effects_pb2 as _effects_pb2
+from agentstate.v1 import events_pb2 as _events_pb2
+from agentstate.v1 import runs_pb2 as _runs_pb2
 from agentstate.v1 import values_pb2 as _values_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -304,7 +307,7 @@ class Checkpoint(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelValue]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., schema_version: _Optional[int] = ...) -> None: ...
 
 class PutCheckpointRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id", "run_id", "lease_id", "steps", "events", "effects")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -332,6 +335,11 @@ class PutCheckpointRequest(_message.Message):
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     REQUIRE_THREAD_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -345,31 +353,48 @@ class PutCheckpointRequest(_message.Message):
     schema_version: int
     require_thread: bool
     request_id: str
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+    run_id: str
+    lease_id: str
+    steps: _containers.RepeatedCompositeFieldContainer[_runs_pb2.StepRecord]
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.EventInput]
+    effects: _containers.RepeatedCompositeFieldContainer[_effects_pb2.EffectCompletion]
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.StepRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.EventInput, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.EffectCompletion, _Mapping]]] = ...) -> None: ...
 
 class PutCheckpointResponse(_message.Message):
-    __slots__ = ("checkpoint", "created")
+    __slots__ = ("checkpoint", "created", "steps", "events", "effects", "lease_expire_time")
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRE_TIME_FIELD_NUMBER: _ClassVar[int]
     checkpoint: Checkpoint
     created: bool
-    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[_runs_pb2.Step]
+    events: _containers.RepeatedCompositeFieldContainer[_events_pb2.Event]
+    effects: _containers.RepeatedCompositeFieldContainer[_effects_pb2.Effect]
+    lease_expire_time: _timestamp_pb2.Timestamp
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., created: _Optional[bool] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.Step, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.Event, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.Effect, _Mapping]]] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PutWritesRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "writes", "request_id")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "writes", "request_id", "run_id", "lease_id")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     WRITES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
     checkpoint_id: str
     writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
     request_id: str
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    run_id: str
+    lease_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class PutWritesResponse(_message.Message):
     __slots__ = ("stored", "kept")
