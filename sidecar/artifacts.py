@@ -133,8 +133,7 @@ class _Fingerprint:
 def _stage(store: Store, upload_id: bytes, batch: list[tuple[bytes, bytes]]):
     """Writer job: store a batch of chunks and list them in the upload's record."""
     def job(txn):
-        index = store.db["hashes"]
-        new_bytes = sum(len(node) for h, node in batch if txn.get(h, db=index) is None)
+        new_bytes = sum(len(node) for h, node in batch if nodes.index_get(txn, store, h) is None)
         ids = nodes.write(txn, store, batch, {}, [h for h, _ in batch])
         raw = txn.get(upload_id, db=store.db["uploads"])
         rec = UploadRec(layout.FORMAT_VERSION, now_us(), []) if raw is None else layout.upload_decoder.decode(raw)
@@ -229,8 +228,7 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
                 run = tx.require_run(ns, run_id, "header.run_id")
                 if run.tkey != trec.tkey:
                     raise invalid("header.run_id", f"run {run_id!r} works on thread {run.thread_id!r}")
-            index = store.db["hashes"]
-            new_bytes += sum(len(node) for h, node in built if txn.get(h, db=index) is None)
+            new_bytes += sum(len(node) for h, node in built if nodes.index_get(txn, store, h) is None)
             ids = nodes.write(txn, store, built, known, [root])
             keep = store.gc_keep
             if keep is not None:
