@@ -236,7 +236,7 @@ export class Client {
     return resp.thread!;
   }
 
-  deleteThread(
+  async deleteThread(
     threadId: string,
     opts: CallOptions & { allowMissing?: boolean; etag?: string; requestId?: string } = {},
   ): Promise<DeleteThreadResponse> {
@@ -252,7 +252,7 @@ export class Client {
     );
   }
 
-  copyThread(
+  async copyThread(
     sourceThreadId: string,
     targetThreadId: string,
     opts: CallOptions & { metadata?: Record<string, unknown>; replaceMetadata?: boolean; requestId?: string } = {},
@@ -273,7 +273,7 @@ export class Client {
   // ------------------------------------------------------------ checkpoints
 
   /** Store a checkpoint. Channel values are JavaScript values or Append / SetKeys / KEEP deltas. */
-  putCheckpoint(threadId: string, channels: Record<string, unknown>, opts: PutCheckpointOptions = {}): Promise<PutCheckpointResponse> {
+  async putCheckpoint(threadId: string, channels: Record<string, unknown>, opts: PutCheckpointOptions = {}): Promise<PutCheckpointResponse> {
     const writes: Record<string, ReturnType<typeof channelWrite>> = {};
     for (const [name, v] of Object.entries(channels)) writes[name] = channelWrite(v, `channels['${name}']`);
     return this.threads.putCheckpoint(
@@ -296,7 +296,7 @@ export class Client {
     );
   }
 
-  putWrites(
+  async putWrites(
     threadId: string,
     checkpointId: string,
     writes: PendingWriteInput[],
@@ -410,15 +410,15 @@ export class Client {
 
   // ------------------------------------------------------------ admin
 
-  storeStats(opts: CallOptions = {}): Promise<GetStoreStatsResponse> {
+  async storeStats(opts: CallOptions = {}): Promise<GetStoreStatsResponse> {
     return this.admin.getStoreStats({}, opts);
   }
 
-  collectGarbage(opts: CallOptions = {}): Promise<CollectGarbageResponse> {
+  async collectGarbage(opts: CallOptions = {}): Promise<CollectGarbageResponse> {
     return this.admin.collectGarbage({}, opts);
   }
 
-  checkIntegrity(opts: CallOptions = {}): Promise<CheckIntegrityResponse> {
+  async checkIntegrity(opts: CallOptions = {}): Promise<CheckIntegrityResponse> {
     return this.admin.checkIntegrity({}, opts);
   }
 }

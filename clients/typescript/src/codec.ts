@@ -73,7 +73,18 @@ export class Float {
 
 /** A framework's own serialisation, stored verbatim; `type` names the format. */
 export class Opaque {
-  constructor(readonly type: string, readonly data: Uint8Array) {}
+  readonly data: Uint8Array;
+  constructor(readonly type: string, data: Uint8Array) {
+    // Keep a plain Uint8Array (not a Node Buffer view) so values compare equal everywhere.
+    this.data = plainBytes(data);
+  }
+}
+
+/** `b` as a plain Uint8Array (a Buffer becomes a Uint8Array over the same memory). */
+export function plainBytes(b: Uint8Array): Uint8Array {
+  return b instanceof Uint8Array && Object.getPrototypeOf(b) !== Uint8Array.prototype
+    ? new Uint8Array(b.buffer, b.byteOffset, b.byteLength)
+    : b;
 }
 
 /** A UUID (16 bytes). */
@@ -849,6 +860,8 @@ function extValue(code: number, data: Uint8Array, depth: number): unknown {
 
 /** The JavaScript value of an encoding (throws UnsupportedValue on malformed input). */
 export function decode(data: Uint8Array): unknown {
+  // A Buffer's slice() is a view; decode over a plain Uint8Array so bytes come back as copies.
+  if (Object.getPrototypeOf(data) !== Uint8Array.prototype) data = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   const r = new Reader(data);
   const v = readValue(r, 0);
   if (r.pos !== data.length) throw new UnsupportedValue("not valid MessagePack: trailing bytes");

@@ -32,7 +32,7 @@ export class Sidecar {
   /** Spawn without waiting. */
   spawn(): void {
     const fd = openSync(this.log, "a");
-    this.proc = spawn(sidecarPython(), ["-m", "sidecar", "serve", "--data-dir", this.dataDir, "--listen", this.address], {
+    this.proc = spawn(sidecarPython(), ["-m", "sidecar", "serve", "--data-dir", this.dataDir, "--listen", this.address, "--grace", "2"], {
       cwd: REPO,
       stdio: ["ignore", fd, fd],
     });
