@@ -431,13 +431,18 @@ func (e *encoder) mapEntries(keys []string, get func(string) any, depth int) err
 	}
 	for _, k := range keys {
 		if err := e.str(k); err != nil {
-			return under(err, fmt.Sprintf("[%q]", k))
+			return under(err, reprKey(k))
 		}
 		if err := e.value(get(k), depth+1); err != nil {
-			return under(err, fmt.Sprintf("[%q]", k))
+			return under(err, reprKey(k))
 		}
 	}
 	return nil
+}
+
+// reprKey is a map step of an error path, quoted like the other clients: ['key'].
+func reprKey(k string) string {
+	return "['" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(k) + "']"
 }
 
 func (e *encoder) list(n int, get func(int) any, depth int) error {

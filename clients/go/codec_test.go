@@ -204,14 +204,14 @@ func TestGoldenDescriptions(t *testing.T) {
 func TestGoRepresentations(t *testing.T) {
 	enc := func(v any) string { return hex.EncodeToString(MustEncode(v)) }
 	cases := map[string]string{
-		enc(1):                      "01",
-		enc(uint64(math.MaxUint64)): "cfffffffffffffffff",
-		enc(float32(1.5)):           "cb3ff8000000000000",
-		enc(math.NaN()):             "cb7ff8000000000000",
+		enc(1):                                   "01",
+		enc(uint64(math.MaxUint64)):              "cfffffffffffffffff",
+		enc(float32(1.5)):                        "cb3ff8000000000000",
+		enc(math.NaN()):                          "cb7ff8000000000000",
 		enc(new(big.Int).Lsh(big.NewInt(1), 64)): "c70901010000000000000000",
-		enc(map[string]int{"b": 1, "a": 2}):       "82a16102a16201",
-		enc([]string{"x"}):                        "91a178",
-		enc(Set{3, 1, 2, 1}):                      "d60593010203",
+		enc(map[string]int{"b": 1, "a": 2}):      "82a16102a16201",
+		enc([]string{"x"}):                       "91a178",
+		enc(Set{3, 1, 2, 1}):                     "d60593010203",
 		enc(map[string]any{"\U0001F600": 1, "\uFF61": 2}): "82a3efbda102a4f09f988001",
 	}
 	for got, want := range cases {
@@ -272,8 +272,8 @@ func TestUnsupported(t *testing.T) {
 			t.Errorf("%v: got %v, want path %s", v, err, path)
 		}
 	}
-	check(map[string]any{"a": []any{1, struct{}{}}}, `$["a"][1]`)
-	check(map[string]any{"s": "\xff"}, `$["s"]`)
+	check(map[string]any{"a": []any{1, struct{}{}}}, `$['a'][1]`)
+	check(map[string]any{"s": "\xff"}, `$['s']`)
 	check(map[int]int{1: 2}, "$")
 	check(Opaque{}, "$")
 	var deep any = 1
