@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // @langchain/langgraph-checkpoint-validation calls describe/it/beforeAll as globals.
+    globals: true,
     globalSetup: ["test/global-setup.ts"],
     testTimeout: 60000,
     hookTimeout: 60000,
