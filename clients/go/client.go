@@ -248,7 +248,7 @@ func (c *Client) PutCheckpoint(ctx context.Context, threadID string, channels ma
 		Channels: map[string]*pb.ChannelWrite{}, ExpectedHeadEtag: o.ExpectedHeadEtag, SchemaVersion: o.SchemaVersion,
 		RequireThread: o.RequireThread, RequestId: c.rid(o.RequestID)}
 	for name, v := range channels {
-		w, err := channelWrite(v, fmt.Sprintf("channels['%s']", name))
+		w, err := ChannelWrite(v, fmt.Sprintf("channels['%s']", name))
 		if err != nil {
 			return nil, err
 		}

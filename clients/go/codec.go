@@ -858,3 +858,61 @@ func Canonicalize(data []byte) ([]byte, error) {
 	}
 	return Encode(v)
 }
+
+// ParseDateTime reads ISO 8601 "YYYY-MM-DDTHH:MM:SS[.ffffff][Z|±HH:MM[:SS]][[Zone/Name]]": without
+// an offset the result is Naive; a trailing [Zone] makes a Zone datetime (its offset, when
+// missing, comes from the zone database).
+func ParseDateTime(s string) (DateTime, error) {
+	zone := ""
+	if strings.HasSuffix(s, "]") {
+		i := strings.LastIndexByte(s, '[')
+		if i < 0 {
+			return DateTime{}, unsupported("not an ISO datetime: %q", s)
+		}
+		s, zone = s[:i], s[i+1:len(s)-1]
+	}
+	body, off, hasOff := s, 0, false
+	if strings.HasSuffix(body, "Z") {
+		body, hasOff = body[:len(body)-1], true
+	} else if i := strings.LastIndexAny(body, "+-"); i > len("2006-01-02") {
+		sign := 1
+		if body[i] == '-' {
+			sign = -1
+		}
+		parts := strings.Split(body[i+1:], ":")
+		if len(parts) < 2 || len(parts) > 3 {
+			return DateTime{}, unsupported("bad UTC offset in %q", s)
+		}
+		total := 0
+		for j, p := range parts {
+			var n int
+			if _, err := fmt.Sscanf(p, "%02d", &n); err != nil || len(p) != 2 {
+				return DateTime{}, unsupported("bad UTC offset in %q", s)
+			}
+			total += n * []int{3600, 60, 1}[j]
+		}
+		body, off, hasOff = body[:i], sign*total, true
+	}
+	wall, err := time.Parse("2006-01-02T15:04:05.999999999", strings.Replace(body, " ", "T", 1))
+	if err != nil {
+		return DateTime{}, unsupported("not an ISO datetime: %q", s)
+	}
+	if wall.Nanosecond()%1000 != 0 {
+		return DateTime{}, unsupported("more than microsecond precision: %q", s)
+	}
+	w := unixMicros(wall)
+	switch {
+	case zone == "" && !hasOff:
+		return DateTime{Micros: w, Kind: Naive}, nil
+	case zone == "":
+		return DateTime{Micros: w - int64(off)*1_000_000, Kind: Offset, OffsetSeconds: int32(off)}, nil
+	case hasOff:
+		return DateTime{Micros: w - int64(off)*1_000_000, Kind: Zone, OffsetSeconds: int32(off), Zone: zone}, nil
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return DateTime{}, unsupported("unknown time zone %q", zone)
+	}
+	t := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), wall.Nanosecond(), loc)
+	return InZone(t), nil
+}

@@ -109,8 +109,8 @@ func encodeMap(m map[string]any, field string) (map[string]*pb.Value, error) {
 	return out, nil
 }
 
-// channelWrite fills a ChannelWrite from a value, Append, SetKeys or Keep.
-func channelWrite(v any, field string) (*pb.ChannelWrite, error) {
+// ChannelWrite fills a ChannelWrite from a value, Append, SetKeys or Keep (errors name field).
+func ChannelWrite(v any, field string) (*pb.ChannelWrite, error) {
 	switch x := v.(type) {
 	case Keep:
 		return &pb.ChannelWrite{Op: &pb.ChannelWrite_Keep{Keep: true}}, nil
@@ -154,7 +154,7 @@ func channelWrite(v any, field string) (*pb.ChannelWrite, error) {
 			}
 		}
 		if len(opaque) == len(list) {
-			return channelWrite(opaque, field)
+			return ChannelWrite(opaque, field)
 		}
 	}
 	val, err := encodeField(v, field)
