@@ -283,7 +283,8 @@ class Runner:
     @staticmethod
     def record_of(cp: pb.Checkpoint) -> dict:
         def vb(v: values_pb2.Value) -> str:
-            return v.SerializeToString(deterministic=True).hex()
+            # The form the server answered with, and the canonical bytes of the decoded value.
+            return f"{v.WhichOneof('kind')}:{value_bytes(v).hex()}"
         return {"thread": cp.thread_id, "ns": cp.checkpoint_ns, "id": cp.checkpoint_id, "etag": cp.etag,
                 "channels": {k: {"root": v.root.hex(), "value": vb(v.value)} for k, v in sorted(cp.channels.items())},
                 "metadata": {k: vb(v) for k, v in sorted(cp.metadata.items())},
@@ -329,6 +330,8 @@ class Runner:
                 self.check(ours is not None and {k: v["root"] for k, v in ours["channels"].items()}
                            == {k: v["root"] for k, v in rec["channels"].items()},
                            f"{where}: root hashes differ from {self.lang}'s own write")
+                self.check(ours is not None and ours["etag"] == rec["etag"],
+                           f"{where}: etag differs from {self.lang}'s own write")
                 self.check(ours is not None and ours["metadata"] == rec["metadata"] and
                            [w[1:] for w in ours["writes"]] == [w[1:] for w in rec["writes"]],
                            f"{where}: metadata or writes differ from {self.lang}'s own write")
