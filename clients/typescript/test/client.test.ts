@@ -202,3 +202,18 @@ describe("deadlines and retries", () => {
     }
   });
 });
+
+describe("README example", () => {
+  it("runs as written", async () => {
+    const { Client, Append, decodeMap } = await import("../src/index.js");
+    const c = new Client(address, { namespace: `readme-${randomUUID()}` });
+    const first = await c.putCheckpoint("thread-1", { messages: [{ role: "user", content: "hi" }] }, { metadata: { step: 0 } });
+    await c.putCheckpoint("thread-1", { messages: new Append([{ role: "ai", content: "hello" }]) },
+      { parentId: first.checkpoint!.checkpointId, metadata: { step: 1 }, expectedHeadEtag: first.checkpoint!.etag, timeoutMs: 5000 });
+    expect((await c.getValues("thread-1")).messages).toEqual([{ role: "user", content: "hi" }, { role: "ai", content: "hello" }]);
+    const steps: unknown[] = [];
+    for await (const cp of c.listCheckpoints("thread-1")) steps.push(decodeMap(cp.metadata).step);
+    expect(steps).toEqual([1, 0]);
+    c.close();
+  });
+});
