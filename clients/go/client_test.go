@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net"
 	"reflect"
 	"slices"
 	"testing"
@@ -219,6 +220,43 @@ func TestPendingWritesAndBadRequests(t *testing.T) {
 	_, err = c.Threads.PutCheckpoint(ctx, &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: tid(), Channels: map[string]*pb.ChannelWrite{
 		"x": {Op: &pb.ChannelWrite_Value{Value: &pb.Value{Kind: &pb.Value_Msgpack{Msgpack: []byte{0xd4, 0x09, 0x00}}}}}}})
 	expectErr(t, err, codes.InvalidArgument, "UNSUPPORTED_VALUE", "channels['x'].value.msgpack")
+}
+
+func TestTCPAddress(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	sc, err := newSidecar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.cleanup()
+	sc.extra = []string{addr}
+	if err := sc.start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tcp, err := Dial(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	unix, err := Dial(sc.address, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close()
+	id := tid()
+	if _, err := tcp.PutCheckpoint(ctx, id, map[string]any{"x": "over tcp"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	v, err := unix.GetValues(ctx, id, "", nil)
+	if err != nil || v["x"] != "over tcp" {
+		t.Fatal(v, err)
+	}
 }
 
 func TestDeadlineAndRetry(t *testing.T) {

@@ -26,6 +26,7 @@ type sidecarProc struct {
 	dir     string
 	socket  string
 	address string
+	extra   []string // extra --listen addresses
 	cmd     *exec.Cmd
 }
 
@@ -54,8 +55,11 @@ func (s *sidecarProc) spawn() error {
 	if err != nil {
 		return err
 	}
-	s.cmd = exec.Command(sidecarPython(), "-m", "sidecar", "serve", "--data-dir", filepath.Join(s.dir, "data"),
-		"--listen", s.address, "--grace", "2")
+	args := []string{"-m", "sidecar", "serve", "--data-dir", filepath.Join(s.dir, "data"), "--listen", s.address, "--grace", "2"}
+	for _, a := range s.extra {
+		args = append(args, "--listen", a)
+	}
+	s.cmd = exec.Command(sidecarPython(), args...)
 	s.cmd.Dir = repoRoot()
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	return s.cmd.Start()

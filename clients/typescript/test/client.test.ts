@@ -20,7 +20,7 @@ import {
   Uuid,
   decodeMap,
 } from "../src/index.js";
-import { Sidecar } from "./sidecar.js";
+import { Sidecar, freePort } from "./sidecar.js";
 
 const address = inject("address");
 const ns = `ts-${randomUUID().slice(0, 8)}`;
@@ -177,6 +177,27 @@ describe("checkpoints", () => {
       c.threads.putCheckpoint({ namespace: ns, threadId: tid(), channels: { x: { op: { case: "value", value: { kind: { case: "msgpack", value: Uint8Array.of(0xd4, 0x09, 0x00) } } } } } }),
       InvalidArgument, Status.INVALID_ARGUMENT, "UNSUPPORTED_VALUE", "channels['x'].value.msgpack");
     await expectError(c.getCheckpoint(tid()), NotFound, Status.NOT_FOUND, "THREAD_NOT_FOUND");
+  });
+});
+
+describe("addresses", () => {
+  it("connects over TCP host:port as well as unix:PATH", async () => {
+    const sc = Sidecar.temp();
+    const port = await freePort();
+    sc.extraListen = [`127.0.0.1:${port}`];
+    await sc.start();
+    const tcp = new Client(`127.0.0.1:${port}`, { namespace: ns });
+    const unix = new Client(sc.address, { namespace: ns });
+    try {
+      const id = tid();
+      await tcp.putCheckpoint(id, { x: "over tcp" });
+      expect(await unix.getValues(id)).toEqual({ x: "over tcp" });
+    } finally {
+      tcp.close();
+      unix.close();
+      await sc.stop();
+      sc.cleanup();
+    }
   });
 });
 

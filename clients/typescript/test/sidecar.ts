@@ -14,11 +14,26 @@ export function sidecarPython(): string {
   return existsSync(venv) ? venv : "python3";
 }
 
+/** A TCP port that was free a moment ago. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 export class Sidecar {
   proc?: ChildProcess;
   readonly socket: string;
   readonly address: string;
   readonly log: string;
+  /** Extra `--listen` addresses (e.g. "127.0.0.1:PORT"). */
+  extraListen: string[] = [];
   constructor(readonly dataDir: string) {
     this.socket = join(dataDir, "sidecar.sock");
     this.address = `unix:${this.socket}`;
@@ -32,7 +47,7 @@ export class Sidecar {
   /** Spawn without waiting. */
   spawn(): void {
     const fd = openSync(this.log, "a");
-    this.proc = spawn(sidecarPython(), ["-m", "sidecar", "serve", "--data-dir", this.dataDir, "--listen", this.address, "--grace", "2"], {
+    this.proc = spawn(sidecarPython(), ["-m", "sidecar", "serve", "--data-dir", this.dataDir, "--listen", this.address, ...this.extraListen.flatMap((a) => ["--listen", a]), "--grace", "2"], {
       cwd: REPO,
       stdio: ["ignore", fd, fd],
     });
