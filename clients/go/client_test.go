@@ -365,3 +365,27 @@ func TestStreamReceiveAndWatch(t *testing.T) {
 		t.Fatalf("opened with %v", opened)
 	}
 }
+
+func TestIdempotent(t *testing.T) {
+	etag := "e"
+	cases := []struct {
+		method string
+		req    any
+		want   bool
+	}{
+		{"/agentstate.v1.ThreadService/GetCheckpoint", &pb.GetCheckpointRequest{}, true},
+		{"/agentstate.v1.ThreadService/ListThreads", &pb.ListThreadsRequest{}, true},
+		{"/agentstate.v1.ThreadService/DeleteThread", &pb.DeleteThreadRequest{}, false},
+		{"/agentstate.v1.ThreadService/DeleteThread", &pb.DeleteThreadRequest{RequestId: "r"}, true},
+		{"/agentstate.v1.ThreadService/PutWrites", &pb.PutWritesRequest{}, true},
+		{"/agentstate.v1.ThreadService/PutCheckpoint", &pb.PutCheckpointRequest{CheckpointId: "c"}, true},
+		{"/agentstate.v1.ThreadService/PutCheckpoint", &pb.PutCheckpointRequest{CheckpointId: "c", ExpectedHeadEtag: &etag}, false},
+		{"/agentstate.v1.ThreadService/PutCheckpoint", &pb.PutCheckpointRequest{}, false},
+		{"/agentstate.v1.AdminService/CollectGarbage", &pb.CollectGarbageRequest{}, false},
+	}
+	for _, c := range cases {
+		if got := idempotent(c.method, c.req); got != c.want {
+			t.Errorf("%s %v: %v", c.method, c.req, got)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+
+	pb "github.com/agentstate/sidecar/clients/go/gen/agentstate/v1"
 )
 
 // RetryPolicy says how transient failures are retried.
@@ -57,15 +59,24 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// readOnly methods may always be retried; others only with a request_id (the server dedupes).
+// idempotent says whether a call may be retried: reads always; writes with a request_id (the
+// server returns the first result) or idempotent by themselves.
 func idempotent(method string, req any) bool {
 	name := method[strings.LastIndex(method, "/")+1:]
 	if strings.HasPrefix(name, "Get") || strings.HasPrefix(name, "List") || strings.HasPrefix(name, "Watch") ||
 		name == "DiffCheckpoints" || name == "CheckIntegrity" || name == "Check" {
 		return true
 	}
-	if r, ok := req.(interface{ GetRequestId() string }); ok {
-		return r.GetRequestId() != ""
+	if r, ok := req.(interface{ GetRequestId() string }); ok && r.GetRequestId() != "" {
+		return true
+	}
+	// Idempotent by themselves: pending writes are stored once per (task id, idx); an identical
+	// re-put of a checkpoint with an id succeeds without change (unless it expects a head etag).
+	switch r := req.(type) {
+	case *pb.PutWritesRequest:
+		return true
+	case *pb.PutCheckpointRequest:
+		return r.CheckpointId != "" && r.ExpectedHeadEtag == nil
 	}
 	return false
 }

@@ -60,11 +60,18 @@ const READ_ONLY = new Set([
   "GetStoreStats", "CheckIntegrity", "Check", "Watch",
 ]);
 
-/** A method may be retried when it only reads, or when it carries a request_id (the server dedupes). */
+/**
+ * A method may be retried when it only reads; when it carries a request_id (the server
+ * returns the first result); or when it is idempotent by itself: PutWrites (stored once per
+ * task id and idx) and PutCheckpoint with a checkpoint id and no expected head etag (an
+ * identical re-put succeeds without change).
+ */
 export function idempotent(method: DescMethod, request: unknown): boolean {
   if (READ_ONLY.has(method.name) || method.name.startsWith("Get") || method.name.startsWith("List")) return true;
-  const rid = (request as { requestId?: unknown }).requestId;
-  return typeof rid === "string" && rid !== "";
+  const r = request as { requestId?: unknown; checkpointId?: unknown; expectedHeadEtag?: unknown };
+  if (typeof r.requestId === "string" && r.requestId !== "") return true;
+  if (method.name === "PutWrites") return true;
+  return method.name === "PutCheckpoint" && typeof r.checkpointId === "string" && r.checkpointId !== "" && r.expectedHeadEtag === undefined;
 }
 
 export type IfExistsPolicy = "error" | "return" | "merge";

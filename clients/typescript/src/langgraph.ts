@@ -98,7 +98,8 @@ export class SidecarSaver extends BaseCheckpointSaver {
   constructor(opts: SidecarSaverOptions = {}) {
     super(opts.serde);
     this.ownClient = !opts.client;
-    this.client = opts.client ?? new Client(opts.address, opts);
+    // Checkpoint puts (with ids) and pending writes are idempotent by themselves: no request ids needed.
+    this.client = opts.client ?? new Client(opts.address, { autoRequestId: false, ...opts });
     this.cacheSize = opts.cacheSize ?? 256;
   }
 

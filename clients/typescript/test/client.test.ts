@@ -238,3 +238,19 @@ describe("README example", () => {
     c.close();
   });
 });
+
+describe("which calls are retried", () => {
+  it("reads, writes with a request_id, PutWrites, and PutCheckpoint with an id and no head etag", async () => {
+    const { idempotent } = await import("../src/client.js");
+    const { ThreadService } = await import("../src/gen/agentstate/v1/threads_pb.js");
+    const m = (name: string) => ThreadService.methods.find((x) => x.name === name)!;
+    expect(idempotent(m("GetCheckpoint"), {})).toBe(true);
+    expect(idempotent(m("ListThreads"), {})).toBe(true);
+    expect(idempotent(m("DeleteThread"), { requestId: "" })).toBe(false);
+    expect(idempotent(m("DeleteThread"), { requestId: "r1" })).toBe(true);
+    expect(idempotent(m("PutWrites"), { requestId: "" })).toBe(true);
+    expect(idempotent(m("PutCheckpoint"), { requestId: "", checkpointId: "c1" })).toBe(true);
+    expect(idempotent(m("PutCheckpoint"), { requestId: "", checkpointId: "c1", expectedHeadEtag: "e" })).toBe(false);
+    expect(idempotent(m("PutCheckpoint"), { requestId: "", checkpointId: "" })).toBe(false);
+  });
+});
