@@ -138,7 +138,7 @@ def gen_go(out: Path) -> Path:
     for path in sorted(out.rglob("*.go")):
         text = path.read_text()
         # The protoc version line depends on the grpcio-tools wheel, not on the protos: keep it out.
-        text = re.sub(r"(?m)^//\s+protoc\s+v\S+\n", "", text)
+        text = re.sub(r"(?m)^//\s+(?:-\s+)?protoc\s+v\S+\n", "", text)
         path.write_text(text)
     return out
 
