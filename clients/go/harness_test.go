@@ -61,6 +61,8 @@ func (s *sidecarProc) spawn() error {
 	}
 	s.cmd = exec.Command(sidecarPython(), args...)
 	s.cmd.Dir = repoRoot()
+	// If the test binary dies (a panic, a timeout), the sidecar goes with it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	return s.cmd.Start()
 }

@@ -51,6 +51,9 @@ export class Sidecar {
       cwd: REPO,
       stdio: ["ignore", fd, fd],
     });
+    // Never outlive the test process, however it ends.
+    const child = this.proc;
+    process.once("exit", () => child.kill("SIGTERM"));
   }
 
   async start(timeoutMs = 30000): Promise<this> {
