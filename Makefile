@@ -1,14 +1,21 @@
 # The two commands of the README:
 #   make serve   set up (first time) and run the sidecar with its defaults
 #   make test    set up (first time) and run every test
-# Set-up is a virtualenv in .venv with this package (compiled hot path included).
+# Set-up is a virtualenv in .venv with this package (compiled hot path included), the
+# TypeScript client's npm dependencies (npm ci) and the Go client's modules (go test fetches them).
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test test-native test-pure generate check-generated clean
+NODE_DIR := clients/typescript
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+GO_DIR := clients/go
+# The sidecar the TypeScript and Go tests start runs on this Python.
+SIDECAR_PY = $(abspath $(PY))
+
+.PHONY: serve test test-native test-pure test-ts test-go conformance generate check-generated check-breaking clean
 
 $(STAMP): pyproject.toml setup.py $(wildcard _native/*.pyx _native/*.pxd) clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,10 +23,14 @@ $(STAMP): pyproject.toml setup.py $(wildcard _native/*.pyx _native/*.pxd) client
 	SIDECAR_REQUIRE_EXTENSIONS=1 $(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
 serve: $(STAMP)
 	$(VENV)/bin/sidecar serve
 
-test: $(STAMP) check-generated test-native test-pure
+test: $(STAMP) check-generated check-breaking test-native test-pure test-ts test-go conformance
 
 # Every test, with the compiled hot path (the default build).
 test-native: $(STAMP)
@@ -29,11 +40,31 @@ test-native: $(STAMP)
 test-pure: $(STAMP)
 	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py
 
-generate: $(STAMP)
+# The TypeScript client: unit tests, API tests, stream tests, LangGraph.js validation and graph tests.
+test-ts: $(STAMP) $(NODE_STAMP)
+	cd $(NODE_DIR) && SIDECAR_PYTHON=$(SIDECAR_PY) npm test
+
+# The Go client: codec, API and stream tests.
+test-go: $(STAMP)
+	cd $(GO_DIR) && SIDECAR_PYTHON=$(SIDECAR_PY) go test -count=1 ./...
+
+# The cross-language scenario suite (clients/conformance) against one live sidecar.
+conformance: $(STAMP) $(NODE_STAMP)
+	cd $(NODE_DIR) && npm run build
+	$(PY) clients/conformance/run.py
+
+# Regenerate Python, TypeScript and Go code from proto/ (one command).
+generate: $(STAMP) $(NODE_STAMP)
 	$(PY) scripts/generate.py
 
-check-generated: $(STAMP)
+check-generated: $(STAMP) $(NODE_STAMP)
 	$(PY) scripts/generate.py --check
+	$(PY) clients/conformance/pin_encodings.py --check
+
+# proto/ must stay compatible with the released agentstate.v1 (proto-baseline/); the self-test
+# proves the check catches breaking edits.
+check-breaking: $(STAMP) $(NODE_STAMP)
+	$(PY) scripts/check_breaking.py --self-test
 
 clean:
-	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/*.so
+	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/*.so $(NODE_DIR)/node_modules $(NODE_DIR)/dist .tools

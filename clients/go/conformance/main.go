@@ -1,0 +1,788 @@
+// Command conformance is the Go runner of the cross-language scenario suite
+// (clients/conformance/README.md): the same interpreter as clients/conformance/runner.py.
+//
+//	go run ./conformance --address ADDR --lang go --run RUN --dir DIR --mode write
+//	go run ./conformance --address ADDR --lang go --run RUN --dir DIR --mode read --peers py,ts
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/big"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	agentstate "github.com/agentstate/sidecar/clients/go"
+	pb "github.com/agentstate/sidecar/clients/go/gen/agentstate/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+type (
+	obj  = map[string]any
+	desc = map[string]any
+)
+
+var (
+	confDir   string
+	values    map[string]any
+	encodings map[string]string
+	scenarios []obj
+	ctx       = context.Background()
+)
+
+func load() error {
+	_, file, _, _ := runtime.Caller(0)
+	confDir = filepath.Join(filepath.Dir(file), "..", "..", "conformance")
+	var v struct{ Values map[string]any }
+	var e struct{ Encodings map[string]string }
+	if err := readJSON(filepath.Join(confDir, "values.json"), &v); err != nil {
+		return err
+	}
+	if err := readJSON(filepath.Join(confDir, "encodings.json"), &e); err != nil {
+		return err
+	}
+	values, encodings = v.Values, e.Encodings
+	files, _ := filepath.Glob(filepath.Join(confDir, "scenarios", "*.json"))
+	sort.Strings(files)
+	for _, f := range files {
+		var sc obj
+		if err := readJSON(f, &sc); err != nil {
+			return err
+		}
+		scenarios = append(scenarios, sc)
+	}
+	return nil
+}
+
+func readJSON(path string, out any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+func resolve(d any) any {
+	switch x := d.(type) {
+	case map[string]any:
+		if ref, ok := x["ref"].(string); ok && len(x) == 1 {
+			return resolve(values[ref])
+		}
+		if _, ok := x["$all_values_map"]; ok && len(x) == 1 {
+			m := obj{}
+			for k, v := range values {
+				m[k] = resolve(v)
+			}
+			return obj{"map": m}
+		}
+		out := obj{}
+		for k, v := range x {
+			out[k] = resolve(v)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, v := range x {
+			out[i] = resolve(v)
+		}
+		return out
+	}
+	return d
+}
+
+// fromDesc is a language-neutral description as the Go value this client encodes.
+func fromDesc(d any) (any, error) {
+	m := d.(map[string]any)
+	for tag, arg := range m {
+		switch tag {
+		case "nil":
+			return nil, nil
+		case "bool":
+			return arg.(bool), nil
+		case "int":
+			n, ok := new(big.Int).SetString(arg.(string), 10)
+			if !ok {
+				return nil, fmt.Errorf("bad int %v", arg)
+			}
+			return n, nil
+		case "float":
+			s := arg.(string)
+			switch s {
+			case "nan":
+				return math.NaN(), nil
+			case "inf":
+				return math.Inf(1), nil
+			case "-inf":
+				return math.Inf(-1), nil
+			}
+			return strconv.ParseFloat(s, 64)
+		case "str":
+			return arg.(string), nil
+		case "bytes":
+			return hex.DecodeString(arg.(string))
+		case "list", "set":
+			items := arg.([]any)
+			out := make([]any, len(items))
+			for i, x := range items {
+				v, err := fromDesc(x)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = v
+			}
+			if tag == "set" {
+				return agentstate.Set(out), nil
+			}
+			return out, nil
+		case "map":
+			out := map[string]any{}
+			for k, x := range arg.(map[string]any) {
+				v, err := fromDesc(x)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = v
+			}
+			return out, nil
+		case "datetime":
+			return agentstate.ParseDateTime(arg.(string))
+		case "uuid":
+			return agentstate.ParseUUID(arg.(string))
+		case "decimal":
+			return agentstate.NewDecimal(arg.(string))
+		case "opaque":
+			o := arg.(map[string]any)
+			data, err := hex.DecodeString(o["data"].(string))
+			return agentstate.Opaque{Type: o["type"].(string), Data: data}, err
+		}
+		return nil, fmt.Errorf("unknown value tag %s", tag)
+	}
+	return nil, fmt.Errorf("empty description")
+}
+
+func mustDesc(d any) any {
+	v, err := fromDesc(resolve(d))
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func rawBytes(spec string) []byte {
+	if spec == "$deep65" {
+		return append([]byte(strings.Repeat("\x91", 65)), 1)
+	}
+	b, err := hex.DecodeString(spec)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// valueBytes is the canonical bytes this language makes of a Value read from the server.
+func valueBytes(v *pb.Value) string {
+	x, err := agentstate.FromValue(v)
+	if err != nil {
+		return "decode error: " + err.Error()
+	}
+	b, err := agentstate.Encode(x)
+	if err != nil {
+		return "encode error: " + err.Error()
+	}
+	return hex.EncodeToString(b)
+}
+
+func kindName(v *pb.Value) string {
+	switch v.GetKind().(type) {
+	case *pb.Value_Msgpack:
+		return "msgpack"
+	case *pb.Value_Opaque:
+		return "opaque"
+	case *pb.Value_List:
+		return "list"
+	case *pb.Value_Map:
+		return "map"
+	}
+	return "None"
+}
+
+type runner struct {
+	address, lang, run string
+	passed, failed     int
+	saved              map[string]string
+	records            map[string]any
+}
+
+func (r *runner) check(ok bool, format string, args ...any) {
+	if ok {
+		r.passed++
+		return
+	}
+	r.failed++
+	fmt.Printf("FAIL [%s] %s\n", r.lang, fmt.Sprintf(format, args...))
+}
+
+func thread(name any) string {
+	s, _ := name.(string)
+	return strings.TrimPrefix(s, "=")
+}
+
+func str(step obj, key string) string { s, _ := step[key].(string); return s }
+
+func num(step obj, key string) (int, bool) {
+	f, ok := step[key].(float64)
+	return int(f), ok
+}
+
+func (r *runner) valueOf(d any) *pb.Value {
+	m := d.(map[string]any)
+	if raw, ok := m["raw"].(string); ok {
+		return &pb.Value{Kind: &pb.Value_Msgpack{Msgpack: rawBytes(raw)}}
+	}
+	v, err := agentstate.ToValue(mustDesc(d))
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func (r *runner) valueMap(m any) map[string]*pb.Value {
+	out := map[string]*pb.Value{}
+	mm, _ := m.(map[string]any)
+	for k, d := range mm {
+		out[k] = r.valueOf(d)
+	}
+	return out
+}
+
+func descMap(m any) map[string]any {
+	out := map[string]any{}
+	mm, _ := m.(map[string]any)
+	for k, d := range mm {
+		out[k] = mustDesc(d)
+	}
+	return out
+}
+
+func expandChannels(ch obj) obj {
+	if _, ok := ch["$each_value"]; ok {
+		out := obj{}
+		for k, v := range values {
+			out[k] = obj{"value": resolve(v)}
+		}
+		return out
+	}
+	return ch
+}
+
+func expandExpected(ch obj) obj {
+	out := obj{}
+	if _, ok := ch["$each_value"]; ok {
+		for k, v := range values {
+			out[k] = resolve(v)
+		}
+		return out
+	}
+	for k, v := range ch {
+		out[k] = resolve(v)
+	}
+	return out
+}
+
+func (r *runner) writeOf(spec obj) any {
+	if v, ok := spec["value"]; ok {
+		return mustDesc(v)
+	}
+	if items, ok := spec["append"].([]any); ok {
+		a := agentstate.Append{Items: []any{}}
+		for _, x := range items {
+			a.Items = append(a.Items, mustDesc(x))
+		}
+		if n, ok := num(spec, "keep_first"); ok {
+			k := uint64(n)
+			a.KeepFirst = &k
+		}
+		if br := str(spec, "base_root"); br != "" {
+			a.BaseRoot, _ = hex.DecodeString(br)
+		}
+		return a
+	}
+	if _, ok := spec["set"]; ok {
+		s := agentstate.SetKeys{Set: descMap(spec["set"])}
+		for _, k := range asList(spec["delete"]) {
+			s.Delete = append(s.Delete, k.(string))
+		}
+		return s
+	}
+	if _, ok := spec["delete"]; ok {
+		s := agentstate.SetKeys{}
+		for _, k := range asList(spec["delete"]) {
+			s.Delete = append(s.Delete, k.(string))
+		}
+		return s
+	}
+	if spec["keep"] == true {
+		return agentstate.Keep{}
+	}
+	panic(fmt.Sprintf("unknown channel write %v", spec))
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
+	t := thread(step["thread"])
+	switch step["op"] {
+	case "create_thread":
+		policy := map[string]pb.IfExists{"error": pb.IfExists_IF_EXISTS_ERROR, "return": pb.IfExists_IF_EXISTS_RETURN, "merge": pb.IfExists_IF_EXISTS_MERGE_METADATA}
+		p := policy[str(step, "if_exists")]
+		return c.Threads.CreateThread(ctx, &pb.CreateThreadRequest{Namespace: c.Namespace, ThreadId: t, Metadata: r.valueMap(step["metadata"]), IfExists: p})
+	case "get_thread":
+		return c.GetThread(ctx, t)
+	case "update_thread":
+		etag := ""
+		if e, ok := step["etag"].(map[string]any); ok {
+			etag = r.saved[e["saved"].(string)]
+		}
+		return c.UpdateThread(ctx, t, &agentstate.UpdateThreadOptions{SetMetadata: descMap(step["set_metadata"]), Etag: etag})
+	case "delete_thread":
+		return c.DeleteThread(ctx, t, nil)
+	case "put":
+		req := &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: t, CheckpointNs: str(step, "ns"), CheckpointId: str(step, "id"),
+			ParentCheckpointId: str(step, "parent"), RequireThread: step["require_thread"] == true, Channels: map[string]*pb.ChannelWrite{},
+			Metadata: r.valueMap(step["metadata"])}
+		for name, spec := range expandChannels(step["channels"].(map[string]any)) {
+			sm := spec.(map[string]any)
+			if _, ok := sm["raw"]; ok {
+				req.Channels[name] = &pb.ChannelWrite{Op: &pb.ChannelWrite_Value{Value: r.valueOf(sm)}}
+				continue
+			}
+			w, err := agentstate.ChannelWrite(r.writeOf(sm), fmt.Sprintf("channels['%s']", name))
+			if err != nil {
+				return nil, err
+			}
+			req.Channels[name] = w
+		}
+		switch e := step["expected_head_etag"].(type) {
+		case string:
+			req.ExpectedHeadEtag = proto.String(e)
+		case map[string]any:
+			req.ExpectedHeadEtag = proto.String(r.saved[e["saved"].(string)])
+		}
+		return c.Threads.PutCheckpoint(ctx, req)
+	case "put_writes":
+		req := &pb.PutWritesRequest{Namespace: c.Namespace, ThreadId: t, CheckpointNs: str(step, "ns"), CheckpointId: str(step, "id")}
+		for _, w := range asList(step["writes"]) {
+			wm := w.(map[string]any)
+			idx, _ := num(wm, "idx")
+			req.Writes = append(req.Writes, &pb.PendingWrite{TaskId: str(wm, "task"), Idx: int32(idx), Channel: str(wm, "channel"),
+				TaskPath: str(wm, "path"), Value: r.valueOf(wm["value"])})
+		}
+		return c.Threads.PutWrites(ctx, req)
+	case "get":
+		return c.GetCheckpoint(ctx, t, str(step, "id"), &agentstate.GetOptions{CheckpointNs: str(step, "ns"), IncludePendingWrites: step["pending"] == true})
+	case "list":
+		o := &agentstate.ListOptions{MetadataFilter: descMap(step["filter"]), Before: str(step, "before")}
+		if ns, ok := step["ns"].(string); ok {
+			o.CheckpointNs = &ns
+		}
+		if n, ok := num(step, "limit"); ok {
+			o.Limit = uint32(n)
+		}
+		if n, ok := num(step, "page_size"); ok {
+			o.PageSize = uint32(n)
+		}
+		var out []*pb.Checkpoint
+		for cp, err := range c.ListCheckpoints(ctx, t, o) {
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, cp)
+		}
+		return out, nil
+	case "diff":
+		return c.Diff(ctx, t, str(step, "ns"), str(step, "from"), str(step, "to"))
+	case "copy_thread":
+		return c.CopyThread(ctx, thread(step["source"]), thread(step["target"]), nil, false)
+	case "prune":
+		var ids []string
+		for _, x := range asList(step["threads"]) {
+			ids = append(ids, thread(x))
+		}
+		n, _ := num(step, "keep_latest")
+		return c.Prune(ctx, ids, agentstate.PruneOptions{KeepLatest: uint32(n)})
+	case "same_roots":
+		a, b := step["a"].(map[string]any), step["b"].(map[string]any)
+		ca, err := c.GetCheckpoint(ctx, thread(a["thread"]), str(a, "id"), &agentstate.GetOptions{OmitValues: true})
+		if err != nil {
+			return nil, err
+		}
+		cb, err := c.GetCheckpoint(ctx, thread(b["thread"]), str(b, "id"), &agentstate.GetOptions{OmitValues: true})
+		return [2]*pb.Checkpoint{ca, cb}, err
+	}
+	return nil, fmt.Errorf("unknown op %v", step["op"])
+}
+
+func (r *runner) sameValue(got *pb.Value, d any, what string) {
+	want := hex.EncodeToString(agentstate.MustEncode(mustDesc(d)))
+	mine := valueBytes(got)
+	r.check(mine == want, "%s: value %.80s != expected %.80s", what, mine, want)
+	if m, ok := got.GetKind().(*pb.Value_Msgpack); ok {
+		r.check(hex.EncodeToString(m.Msgpack) == mine, "%s: server bytes differ from the re-encoding", what)
+	}
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameKeys[V, W any](a map[string]V, b map[string]W) bool {
+	return fmt.Sprint(keysOf(a)) == fmt.Sprint(keysOf(b))
+}
+
+func (r *runner) expect(where string, step obj, result any, err error) {
+	exp, _ := step["expect"].(map[string]any)
+	if e, ok := exp["error"].(map[string]any); ok {
+		var ae *agentstate.Error
+		if !errors.As(err, &ae) {
+			r.check(false, "%s: expected %v, got %v", where, e, err)
+			return
+		}
+		r.check(ae.CodeName() == e["code"], "%s: code %s != %v (%v)", where, ae.CodeName(), e["code"], ae)
+		if reason, ok := e["reason"]; ok {
+			r.check(ae.Reason == reason, "%s: reason %s != %v", where, ae.Reason, reason)
+		}
+		if field, ok := e["field"]; ok {
+			r.check(ae.Field() == field, "%s: field %s != %v", where, ae.Field(), field)
+		}
+		return
+	}
+	if err != nil {
+		r.check(false, "%s: unexpected error %v", where, err)
+		return
+	}
+	r.passed++
+	op := step["op"]
+	if save := str(step, "save"); save != "" {
+		switch x := result.(type) {
+		case *pb.PutCheckpointResponse:
+			r.saved[save] = x.Checkpoint.Etag
+		case *pb.CreateThreadResponse:
+			r.saved[save] = x.Thread.Etag
+		case *pb.Thread:
+			r.saved[save] = x.Etag
+		}
+	}
+	created, hasCreated := exp["created"]
+	switch x := result.(type) {
+	case *pb.CreateThreadResponse:
+		if hasCreated {
+			r.check(x.Created == created, "%s: created %v", where, x.Created)
+		}
+		r.expectThreadMetadata(where, x.Thread, exp)
+	case *pb.Thread:
+		r.expectThreadMetadata(where, x, exp)
+	case *pb.PutCheckpointResponse:
+		if hasCreated {
+			r.check(x.Created == created, "%s: created %v", where, x.Created)
+		}
+	case *pb.PutWritesResponse:
+		if n, ok := num(exp, "stored"); ok {
+			r.check(int(x.Stored) == n, "%s: stored %d", where, x.Stored)
+		}
+		if n, ok := num(exp, "kept"); ok {
+			r.check(int(x.Kept) == n, "%s: kept %d", where, x.Kept)
+		}
+	case *pb.DeleteThreadResponse:
+		if d, ok := exp["deleted"]; ok {
+			r.check(x.Deleted == d, "%s: deleted %v", where, x.Deleted)
+		}
+	case *pb.CopyThreadResponse:
+		if n, ok := num(exp, "copied"); ok {
+			r.check(int(x.CopiedCheckpoints) == n, "%s: copied %d", where, x.CopiedCheckpoints)
+		}
+	case uint64:
+		if n, ok := num(exp, "deleted"); ok {
+			r.check(int(x) == n, "%s: pruned %d", where, x)
+		}
+	case []*pb.Checkpoint:
+		var ids []any
+		for _, cp := range x {
+			ids = append(ids, cp.CheckpointId)
+		}
+		want := asList(exp["ids"])
+		r.check(fmt.Sprint(ids) == fmt.Sprint(want), "%s: ids %v != %v", where, ids, want)
+	case []*pb.ChannelChange:
+		sort.Slice(x, func(i, j int) bool { return x[i].Channel < x[j].Channel })
+		want := asList(exp["changes"])
+		var got []any
+		for i, ch := range x {
+			full := obj{"channel": ch.Channel, "kind": strings.TrimPrefix(ch.Kind.String(), "CHANGE_KIND_"), "lists": ch.Lists,
+				"appended": ch.Appended, "from_length": float64(ch.FromLength), "to_length": float64(ch.ToLength), "common_prefix": float64(ch.CommonPrefix)}
+			sel := obj{}
+			if i < len(want) {
+				for k := range want[i].(map[string]any) {
+					sel[k] = full[k]
+				}
+			}
+			got = append(got, sel)
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		r.check(string(gb) == string(wb), "%s: changes %s != %s", where, gb, wb)
+	case [2]*pb.Checkpoint:
+		roots := func(cp *pb.Checkpoint) string {
+			var parts []string
+			for _, k := range keysOf(cp.Channels) {
+				parts = append(parts, k+"="+hex.EncodeToString(cp.Channels[k].Root))
+			}
+			return strings.Join(parts, ",")
+		}
+		r.check(roots(x[0]) == roots(x[1]) && len(x[0].Channels) > 0, "%s: roots differ", where)
+	case *pb.Checkpoint:
+		r.expectCheckpoint(where, x, exp)
+	}
+	_ = op
+}
+
+func (r *runner) expectThreadMetadata(where string, th *pb.Thread, exp obj) {
+	want, ok := exp["metadata"].(map[string]any)
+	if !ok {
+		return
+	}
+	r.check(sameKeys(th.Metadata, want), "%s: metadata keys %v", where, keysOf(th.Metadata))
+	for k, d := range want {
+		if v, ok := th.Metadata[k]; ok {
+			r.sameValue(v, d, where+": metadata["+k+"]")
+		}
+	}
+}
+
+func (r *runner) expectCheckpoint(where string, cp *pb.Checkpoint, exp obj) {
+	if id, ok := exp["id"]; ok {
+		r.check(cp.CheckpointId == id, "%s: id %s", where, cp.CheckpointId)
+	}
+	if p, ok := exp["parent"]; ok {
+		r.check(cp.ParentCheckpointId == p, "%s: parent %s", where, cp.ParentCheckpointId)
+	}
+	if ch, ok := exp["channels"].(map[string]any); ok {
+		want := expandExpected(ch)
+		r.check(sameKeys(cp.Channels, want), "%s: channels %v", where, keysOf(cp.Channels))
+		for name, d := range want {
+			if got, ok := cp.Channels[name]; ok {
+				r.sameValue(got.GetValue(), d, where+": channel "+name)
+			}
+		}
+	}
+	if md, ok := exp["metadata"].(map[string]any); ok {
+		r.check(sameKeys(cp.Metadata, md), "%s: metadata keys %v", where, keysOf(cp.Metadata))
+		for k, d := range md {
+			if v, ok := cp.Metadata[k]; ok {
+				r.sameValue(v, d, where+": metadata["+k+"]")
+			}
+		}
+	}
+	if pw, ok := exp["pending_writes"]; ok {
+		want := asList(pw)
+		var got, wantKeys []string
+		for _, w := range cp.PendingWrites {
+			got = append(got, fmt.Sprintf("%s/%d/%s", w.TaskId, w.Idx, w.Channel))
+		}
+		for _, w := range want {
+			wm := w.(map[string]any)
+			idx, _ := num(wm, "idx")
+			wantKeys = append(wantKeys, fmt.Sprintf("%s/%d/%s", wm["task"], idx, wm["channel"]))
+		}
+		r.check(fmt.Sprint(got) == fmt.Sprint(wantKeys), "%s: pending writes %v", where, got)
+		for i, w := range cp.PendingWrites {
+			if i < len(want) {
+				r.sameValue(w.Value, want[i].(map[string]any)["value"], fmt.Sprintf("%s: write %s/%d", where, w.TaskId, w.Idx))
+			}
+		}
+	}
+}
+
+func recordOf(cp *pb.Checkpoint) obj {
+	vb := func(v *pb.Value) string { return kindName(v) + ":" + valueBytes(v) }
+	channels, metadata := obj{}, obj{}
+	for k, v := range cp.Channels {
+		channels[k] = obj{"root": hex.EncodeToString(v.Root), "value": vb(v.GetValue())}
+	}
+	for k, v := range cp.Metadata {
+		metadata[k] = vb(v)
+	}
+	writes := []any{}
+	for _, w := range cp.PendingWrites {
+		writes = append(writes, []any{w.TaskId, float64(w.Idx), w.Channel, vb(w.Value)})
+	}
+	return obj{"thread": cp.ThreadId, "ns": cp.CheckpointNs, "id": cp.CheckpointId, "etag": cp.Etag,
+		"channels": channels, "metadata": metadata, "writes": writes}
+}
+
+// stable is JSON with sorted keys (encoding/json sorts map keys), for comparing records of any language.
+func stable(v any) string {
+	b, _ := json.Marshal(v)
+	var x any
+	_ = json.Unmarshal(b, &x)
+	b, _ = json.Marshal(x)
+	return string(b)
+}
+
+func (r *runner) codecChecks() {
+	for name, d := range values {
+		mine := hex.EncodeToString(agentstate.MustEncode(mustDesc(d)))
+		r.check(mine == encodings[name], "encode %s: %s != pinned %s", name, mine, encodings[name])
+		b, _ := hex.DecodeString(encodings[name])
+		again, err := agentstate.Canonicalize(b)
+		r.check(err == nil && hex.EncodeToString(again) == encodings[name], "decode+encode %s: %x %v", name, again, err)
+	}
+}
+
+func (r *runner) ns(lang string) string { return "conf-" + r.run + "-" + lang }
+
+func (r *runner) writePass() (obj, error) {
+	r.codecChecks()
+	c, err := agentstate.Dial(r.address, &agentstate.Options{Namespace: r.ns(r.lang), NoRequestIDs: true})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	for _, sc := range scenarios {
+		for i, s := range asList(sc["steps"]) {
+			step := s.(map[string]any)
+			where := fmt.Sprintf("%s#%d %s", sc["name"], i, step["op"])
+			result, err := r.do(c, step)
+			r.expect(where, step, result, err)
+			if label := str(step, "record"); label != "" && err == nil {
+				r.records[fmt.Sprintf("%s/%s", sc["name"], label)] = recordOf(result.(*pb.Checkpoint))
+			}
+		}
+	}
+	return obj{"lang": r.lang, "namespace": r.ns(r.lang), "records": r.records}, nil
+}
+
+func (r *runner) readPass(own, peer obj) error {
+	steps := map[string]obj{}
+	for _, sc := range scenarios {
+		for _, s := range asList(sc["steps"]) {
+			step := s.(map[string]any)
+			if label := str(step, "record"); label != "" {
+				steps[fmt.Sprintf("%s/%s", sc["name"], label)] = step
+			}
+		}
+	}
+	c, err := agentstate.Dial(r.address, &agentstate.Options{Namespace: peer["namespace"].(string)})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	peerRecords := peer["records"].(map[string]any)
+	ownRecords := own["records"].(map[string]any)
+	for _, label := range keysOf(peerRecords) {
+		rec := peerRecords[label].(map[string]any)
+		step := steps[label]
+		where := fmt.Sprintf("read %s:%s", peer["lang"], label)
+		cp, err := c.GetCheckpoint(ctx, rec["thread"].(string), rec["id"].(string), &agentstate.GetOptions{CheckpointNs: rec["ns"].(string), IncludePendingWrites: step["pending"] == true})
+		if err != nil {
+			r.check(false, "%s: %v", where, err)
+			continue
+		}
+		exp, _ := step["expect"].(map[string]any)
+		r.expectCheckpoint(where, cp, exp)
+		mine := recordOf(cp)
+		r.check(stable(mine) == stable(rec), "%s: checkpoint differs from what %s recorded", where, peer["lang"])
+		ours, ok := ownRecords[label].(map[string]any)
+		roots := func(x obj) string {
+			m := obj{}
+			for k, v := range x["channels"].(map[string]any) {
+				m[k] = v.(map[string]any)["root"]
+			}
+			return stable(m)
+		}
+		r.check(ok && roots(ours) == roots(rec), "%s: root hashes differ from %s's own write", where, r.lang)
+		r.check(ok && ours["etag"] == rec["etag"], "%s: etag differs from %s's own write", where, r.lang)
+		tail := func(x obj) string {
+			var ws []any
+			for _, w := range asList(x["writes"]) {
+				ws = append(ws, w.([]any)[1:])
+			}
+			return stable([]any{x["metadata"], ws})
+		}
+		r.check(ok && tail(ours) == tail(rec), "%s: metadata or writes differ from %s's own write", where, r.lang)
+		for name, ch := range cp.Channels {
+			if m, ok := ch.GetValue().GetKind().(*pb.Value_Msgpack); ok {
+				r.check(valueBytes(ch.GetValue()) == hex.EncodeToString(m.Msgpack), "%s: %s re-encoded differently", where, name)
+			}
+		}
+	}
+	return nil
+}
+
+func main() {
+	address := flag.String("address", "", "sidecar address")
+	lang := flag.String("lang", "go", "this runner's language tag")
+	run := flag.String("run", "", "run id")
+	dir := flag.String("dir", "", "records directory")
+	mode := flag.String("mode", "", "write or read")
+	peers := flag.String("peers", "", "languages to read (read mode)")
+	flag.Parse()
+	r := &runner{address: *address, lang: *lang, run: *run, saved: map[string]string{}, records: map[string]any{}}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				r.check(false, "runner stopped: %v", p)
+			}
+		}()
+		if err := load(); err != nil {
+			r.check(false, "load: %v", err)
+			return
+		}
+		if *mode == "write" {
+			data, err := r.writePass()
+			if err != nil {
+				r.check(false, "write pass: %v", err)
+				return
+			}
+			b, _ := json.MarshalIndent(data, "", " ")
+			if err := os.WriteFile(filepath.Join(*dir, *lang+".json"), b, 0o644); err != nil {
+				r.check(false, "write records: %v", err)
+			}
+			return
+		}
+		var own obj
+		if err := readJSON(filepath.Join(*dir, *lang+".json"), &own); err != nil {
+			r.check(false, "own records: %v", err)
+			return
+		}
+		for _, p := range strings.Split(*peers, ",") {
+			if p == "" {
+				continue
+			}
+			var peer obj
+			if err := readJSON(filepath.Join(*dir, p+".json"), &peer); err != nil {
+				r.check(false, "records of %s: %v", p, err)
+				continue
+			}
+			if err := r.readPass(own, peer); err != nil {
+				r.check(false, "read %s: %v", p, err)
+			}
+		}
+	}()
+	fmt.Printf("conformance[%s/%s]: %d passed, %d failed\n", *lang, *mode, r.passed, r.failed)
+	if r.failed > 0 {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,420 @@
+/**
+ * The TypeScript runner of the cross-language scenario suite (clients/conformance/README.md).
+ *
+ *   node dist/conformance/runner.js --address ADDR --lang ts --run RUN --dir DIR --mode write
+ *   node dist/conformance/runner.js --address ADDR --lang ts --run RUN --dir DIR --mode read --peers py,go
+ *
+ * The same interpreter as clients/conformance/runner.py (the reference), in TypeScript.
+ */
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { create } from "@bufbuild/protobuf";
+import {
+  AgentStateError,
+  Append,
+  Client,
+  DateTime,
+  Decimal,
+  Float,
+  KEEP,
+  Opaque,
+  SetKeys,
+  Uuid,
+  bytesToHex,
+  codeName,
+  decode,
+  encode,
+  fromValue,
+  hexToBytes,
+} from "../src/index.js";
+import { channelWrite, toValue } from "../src/values.js";
+import {
+  ChangeKind,
+  CreateThreadRequestSchema,
+  IfExists,
+  PutCheckpointRequestSchema,
+  PutWritesRequestSchema,
+  type ChannelChange,
+  type Checkpoint,
+} from "../src/gen/agentstate/v1/threads_pb.js";
+import { ValueSchema, type Value } from "../src/gen/agentstate/v1/values_pb.js";
+
+type Desc = Record<string, any>;
+type Step = Record<string, any>;
+
+const CONF = resolve(import.meta.dirname, "../../../conformance");
+const VALUES: Record<string, Desc> = JSON.parse(readFileSync(join(CONF, "values.json"), "utf8")).values;
+const ENCODINGS: Record<string, string> = JSON.parse(readFileSync(join(CONF, "encodings.json"), "utf8")).encodings;
+const SCENARIOS: { name: string; steps: Step[] }[] = readdirSync(join(CONF, "scenarios"))
+  .filter((f) => f.endsWith(".json"))
+  .sort()
+  .map((f) => JSON.parse(readFileSync(join(CONF, "scenarios", f), "utf8")));
+
+function resolveDesc(d: any): any {
+  if (Array.isArray(d)) return d.map(resolveDesc);
+  if (d && typeof d === "object") {
+    const keys = Object.keys(d);
+    if (keys.length === 1 && keys[0] === "ref") return resolveDesc(VALUES[d.ref]);
+    if (keys.length === 1 && keys[0] === "$all_values_map") {
+      return { map: Object.fromEntries(Object.entries(VALUES).map(([k, v]) => [k, resolveDesc(v)])) };
+    }
+    return Object.fromEntries(Object.entries(d).map(([k, v]) => [k, resolveDesc(v)]));
+  }
+  return d;
+}
+
+/** A language-neutral description as the JavaScript value this client encodes. */
+function fromDesc(d: Desc): unknown {
+  const [[tag, arg]] = Object.entries(d);
+  switch (tag) {
+    case "nil":
+      return null;
+    case "bool":
+      return arg;
+    case "int":
+      return BigInt(arg);
+    case "float": {
+      const f = arg === "nan" ? NaN : arg === "inf" ? Infinity : arg === "-inf" ? -Infinity : Number(arg);
+      return new Float(f);
+    }
+    case "str":
+      return arg;
+    case "bytes":
+      return hexToBytes(arg);
+    case "list":
+      return (arg as Desc[]).map(fromDesc);
+    case "map": {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(arg as Record<string, Desc>)) {
+        Object.defineProperty(out, k, { value: fromDesc(v), enumerable: true, writable: true, configurable: true });
+      }
+      return out;
+    }
+    case "datetime":
+      return DateTime.parse(arg);
+    case "uuid":
+      return Uuid.parse(arg);
+    case "decimal":
+      return new Decimal(arg);
+    case "set":
+      return new Set((arg as Desc[]).map(fromDesc));
+    case "opaque":
+      return new Opaque(arg.type, hexToBytes(arg.data));
+  }
+  throw new Error(`unknown value tag ${tag}`);
+}
+
+const expandChannels = (ch: Record<string, any>) =>
+  ch.$each_value ? Object.fromEntries(Object.entries(VALUES).map(([k, v]) => [k, { value: resolveDesc(v) }])) : ch;
+const expandExpected = (ch: Record<string, any>) =>
+  ch.$each_value
+    ? Object.fromEntries(Object.entries(VALUES).map(([k, v]) => [k, resolveDesc(v)]))
+    : Object.fromEntries(Object.entries(ch).map(([k, v]) => [k, resolveDesc(v)]));
+const rawBytes = (spec: string) => (spec === "$deep65" ? Uint8Array.from([...new Array(65).fill(0x91), 0x01]) : hexToBytes(spec));
+const hex = bytesToHex;
+
+/** The canonical bytes this language makes of a Value read from the server. */
+function valueBytes(v: Value | undefined): Uint8Array {
+  return encode(fromValue(v));
+}
+
+/** JSON with object keys sorted, to compare records made by any language. */
+function stable(v: any): string {
+  if (Array.isArray(v)) return `[${v.map(stable).join(",")}]`;
+  if (v && typeof v === "object") return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${stable(v[k])}`).join(",")}}`;
+  return JSON.stringify(v);
+}
+
+const sameKeys = (a: string[], b: string[]) => JSON.stringify([...a].sort()) === JSON.stringify([...b].sort());
+
+class Runner {
+  passed = 0;
+  failed = 0;
+  saved: Record<string, string> = {};
+  records: Record<string, any> = {};
+  constructor(readonly address: string, readonly lang: string, readonly run: string) {}
+
+  check(ok: boolean, what: string): void {
+    if (ok) this.passed++;
+    else {
+      this.failed++;
+      console.log(`FAIL [${this.lang}] ${what}`);
+    }
+  }
+
+  ns(lang: string): string {
+    return `conf-${this.run}-${lang}`;
+  }
+
+  static thread(name: string): string {
+    return name.startsWith("=") ? name.slice(1) : name;
+  }
+
+  writeOf(spec: any): unknown {
+    if ("value" in spec) return fromDesc(resolveDesc(spec.value));
+    if ("append" in spec) {
+      return new Append(spec.append.map((x: Desc) => fromDesc(resolveDesc(x))), {
+        keepFirst: spec.keep_first,
+        baseRoot: spec.base_root ? hexToBytes(spec.base_root) : undefined,
+      });
+    }
+    if ("set" in spec || "delete" in spec) {
+      const set: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(spec.set ?? {})) set[k] = fromDesc(resolveDesc(v));
+      return new SetKeys(set, spec.delete ?? []);
+    }
+    if (spec.keep) return KEEP;
+    throw new Error(`unknown channel write ${JSON.stringify(spec)}`);
+  }
+
+  valueOf(desc: any): Value {
+    return "raw" in desc
+      ? create(ValueSchema, { kind: { case: "msgpack", value: rawBytes(desc.raw) } })
+      : toValue(fromDesc(resolveDesc(desc)));
+  }
+
+  async do(c: Client, step: Step): Promise<any> {
+    const t = Runner.thread(step.thread ?? "");
+    const meta = (key: string) =>
+      Object.fromEntries(Object.entries(step[key] ?? {}).map(([k, v]) => [k, fromDesc(resolveDesc(v))]));
+    switch (step.op) {
+      case "create_thread": {
+        const policy: Record<string, IfExists> = { error: IfExists.ERROR, return: IfExists.RETURN, merge: IfExists.MERGE_METADATA };
+        const metadata = Object.fromEntries(Object.entries(step.metadata ?? {}).map(([k, v]) => [k, this.valueOf(v)]));
+        return c.threads.createThread(create(CreateThreadRequestSchema, {
+          namespace: c.namespace, threadId: t, metadata, ifExists: policy[step.if_exists ?? "error"],
+        }));
+      }
+      case "get_thread":
+        return c.getThread(t);
+      case "update_thread":
+        return c.updateThread(t, { setMetadata: meta("set_metadata"), etag: step.etag ? this.saved[step.etag.saved] : "" });
+      case "delete_thread":
+        return c.deleteThread(t);
+      case "put": {
+        const channels: Record<string, any> = {};
+        for (const [name, spec] of Object.entries(expandChannels(step.channels))) {
+          channels[name] = "raw" in (spec as any)
+            ? { op: { case: "value", value: this.valueOf(spec) } }
+            : channelWrite(this.writeOf(spec), `channels['${name}']`);
+        }
+        const metadata = Object.fromEntries(Object.entries(step.metadata ?? {}).map(([k, v]) => [k, this.valueOf(v)]));
+        const etag = step.expected_head_etag;
+        return c.threads.putCheckpoint(create(PutCheckpointRequestSchema, {
+          namespace: c.namespace, threadId: t, checkpointNs: step.ns ?? "", checkpointId: step.id ?? "",
+          parentCheckpointId: step.parent ?? "", requireThread: step.require_thread ?? false, channels, metadata,
+          expectedHeadEtag: etag === undefined ? undefined : typeof etag === "object" ? this.saved[etag.saved] : etag,
+        }));
+      }
+      case "put_writes":
+        return c.threads.putWrites(create(PutWritesRequestSchema, {
+          namespace: c.namespace, threadId: t, checkpointNs: step.ns ?? "", checkpointId: step.id,
+          writes: step.writes.map((w: any) => ({ taskId: w.task, idx: w.idx, channel: w.channel, taskPath: w.path ?? "", value: this.valueOf(w.value) })),
+        }));
+      case "get":
+        return c.getCheckpoint(t, step.id ?? "", { checkpointNs: step.ns ?? "", includePendingWrites: step.pending ?? false });
+      case "list": {
+        const out: Checkpoint[] = [];
+        for await (const cp of c.listCheckpoints(t, {
+          checkpointNs: step.ns, metadataFilter: meta("filter"), before: step.before ?? "", limit: step.limit ?? 0, pageSize: step.page_size ?? 0,
+        })) out.push(cp);
+        return out;
+      }
+      case "diff":
+        return c.diff(t, step.from, step.to, { checkpointNs: step.ns ?? "" });
+      case "copy_thread":
+        return c.copyThread(Runner.thread(step.source), Runner.thread(step.target));
+      case "prune":
+        return c.prune(step.threads.map(Runner.thread), { keepLatest: step.keep_latest });
+      case "same_roots":
+        return Promise.all([
+          c.getCheckpoint(Runner.thread(step.a.thread), step.a.id, { omitValues: true }),
+          c.getCheckpoint(Runner.thread(step.b.thread), step.b.id, { omitValues: true }),
+        ]);
+    }
+    throw new Error(`unknown op ${step.op}`);
+  }
+
+  sameValue(got: Value | undefined, desc: Desc, what: string): void {
+    const want = encode(fromDesc(resolveDesc(desc)));
+    const mine = valueBytes(got);
+    this.check(hex(mine) === hex(want), `${what}: value ${hex(mine).slice(0, 80)} != expected ${hex(want).slice(0, 80)}`);
+    if (got?.kind.case === "msgpack") {
+      this.check(hex(got.kind.value) === hex(mine), `${what}: server bytes differ from the re-encoding`);
+    }
+  }
+
+  expect(where: string, step: Step, result: any, error: AgentStateError | undefined): void {
+    const exp = step.expect ?? {};
+    if (exp.error) {
+      const e = exp.error;
+      if (!error) return this.check(false, `${where}: expected ${JSON.stringify(e)}, call succeeded`);
+      this.check(codeName(error.code) === e.code, `${where}: code ${codeName(error.code)} != ${e.code} (${error.message})`);
+      if (e.reason !== undefined) this.check(error.reason === e.reason, `${where}: reason ${error.reason} != ${e.reason}`);
+      if (e.field !== undefined) this.check(error.field === e.field, `${where}: field ${error.field} != ${e.field}`);
+      return;
+    }
+    if (error) return this.check(false, `${where}: unexpected error ${error.message} ${JSON.stringify(error.metadata)}`);
+    this.passed++;
+    const op = step.op;
+    if (step.save) this.saved[step.save] = op === "put" ? result.checkpoint.etag : op === "create_thread" ? result.thread.etag : result.etag;
+    if ((op === "create_thread" || op === "put") && "created" in exp) this.check(result.created === exp.created, `${where}: created ${result.created}`);
+    if (["create_thread", "get_thread", "update_thread"].includes(op) && exp.metadata) {
+      const th = op === "create_thread" ? result.thread : result;
+      this.check(sameKeys(Object.keys(th.metadata), Object.keys(exp.metadata)), `${where}: metadata keys ${Object.keys(th.metadata)}`);
+      for (const [k, d] of Object.entries(exp.metadata)) if (k in th.metadata) this.sameValue(th.metadata[k], d as Desc, `${where}: metadata[${k}]`);
+    }
+    if (op === "put_writes") {
+      this.check(result.stored === (exp.stored ?? result.stored) && result.kept === (exp.kept ?? result.kept), `${where}: stored/kept ${result.stored}/${result.kept}`);
+    }
+    if (op === "delete_thread" && "deleted" in exp) this.check(result.deleted === exp.deleted, `${where}: deleted ${result.deleted}`);
+    if (op === "copy_thread" && "copied" in exp) this.check(Number(result.copiedCheckpoints) === exp.copied, `${where}: copied ${result.copiedCheckpoints}`);
+    if (op === "prune" && "deleted" in exp) this.check(Number(result) === exp.deleted, `${where}: pruned ${result}`);
+    if (op === "list") {
+      const ids = (result as Checkpoint[]).map((cp) => cp.checkpointId);
+      this.check(JSON.stringify(ids) === JSON.stringify(exp.ids), `${where}: ids ${ids} != ${exp.ids}`);
+    }
+    if (op === "diff") {
+      const sorted = [...(result as ChannelChange[])].sort((a, b) => (a.channel < b.channel ? -1 : 1));
+      const got = sorted.map((ch, i) => {
+        const full: Record<string, unknown> = {
+          channel: ch.channel, kind: ChangeKind[ch.kind], lists: ch.lists, appended: ch.appended,
+          from_length: Number(ch.fromLength), to_length: Number(ch.toLength), common_prefix: Number(ch.commonPrefix),
+        };
+        return Object.fromEntries(Object.keys(exp.changes[i] ?? {}).map((k) => [k, full[k]]));
+      });
+      this.check(JSON.stringify(got) === JSON.stringify(exp.changes), `${where}: changes ${JSON.stringify(got)}`);
+    }
+    if (op === "same_roots") {
+      const [a, b] = result as Checkpoint[];
+      const roots = (cp: Checkpoint) => JSON.stringify(Object.entries(cp.channels).map(([k, v]) => [k, hex(v.root)]).sort());
+      this.check(roots(a) === roots(b) && Object.keys(a.channels).length > 0, `${where}: roots differ`);
+    }
+    if (op === "get") this.expectCheckpoint(where, result, exp);
+  }
+
+  expectCheckpoint(where: string, cp: Checkpoint, exp: any): void {
+    if (exp.id !== undefined) this.check(cp.checkpointId === exp.id, `${where}: id ${cp.checkpointId}`);
+    if (exp.parent !== undefined) this.check(cp.parentCheckpointId === exp.parent, `${where}: parent ${cp.parentCheckpointId}`);
+    if (exp.channels) {
+      const want = expandExpected(exp.channels);
+      this.check(sameKeys(Object.keys(cp.channels), Object.keys(want)), `${where}: channels ${Object.keys(cp.channels)}`);
+      for (const [name, d] of Object.entries(want)) {
+        const ch = cp.channels[name];
+        if (ch) this.sameValue(ch.content.case === "value" ? ch.content.value : undefined, d as Desc, `${where}: channel ${name}`);
+      }
+    }
+    if (exp.metadata) {
+      this.check(sameKeys(Object.keys(cp.metadata), Object.keys(exp.metadata)), `${where}: metadata keys`);
+      for (const [k, d] of Object.entries(exp.metadata)) if (cp.metadata[k]) this.sameValue(cp.metadata[k], d as Desc, `${where}: metadata[${k}]`);
+    }
+    if (exp.pending_writes) {
+      const got = cp.pendingWrites.map((w) => [w.taskId, w.idx, w.channel]);
+      const want = exp.pending_writes.map((w: any) => [w.task, w.idx, w.channel]);
+      this.check(JSON.stringify(got) === JSON.stringify(want), `${where}: pending writes ${JSON.stringify(got)}`);
+      cp.pendingWrites.forEach((w, i) => exp.pending_writes[i] && this.sameValue(w.value, exp.pending_writes[i].value, `${where}: write ${w.taskId}/${w.idx}`));
+    }
+  }
+
+  static recordOf(cp: Checkpoint): any {
+    const vb = (v: Value | undefined) => `${v?.kind.case}:${hex(valueBytes(v))}`;
+    const sortedEntries = <T>(o: Record<string, T>) => Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return {
+      thread: cp.threadId, ns: cp.checkpointNs, id: cp.checkpointId, etag: cp.etag,
+      channels: Object.fromEntries(sortedEntries(cp.channels).map(([k, v]) => [k, { root: hex(v.root), value: vb(v.content.case === "value" ? v.content.value : undefined) }])),
+      metadata: Object.fromEntries(sortedEntries(cp.metadata).map(([k, v]) => [k, vb(v)])),
+      writes: cp.pendingWrites.map((w) => [w.taskId, w.idx, w.channel, vb(w.value)]),
+    };
+  }
+
+  codecChecks(): void {
+    for (const [name, desc] of Object.entries(VALUES)) {
+      const mine = hex(encode(fromDesc(desc)));
+      this.check(mine === ENCODINGS[name], `encode ${name}: ${mine} != pinned ${ENCODINGS[name]}`);
+      const again = hex(encode(decode(hexToBytes(ENCODINGS[name]))));
+      this.check(again === ENCODINGS[name], `decode+encode ${name}: ${again}`);
+    }
+  }
+
+  async writePass(): Promise<any> {
+    this.codecChecks();
+    const c = new Client(this.address, { namespace: this.ns(this.lang), autoRequestId: false });
+    try {
+      for (const sc of SCENARIOS) {
+        for (const [i, step] of sc.steps.entries()) {
+          const where = `${sc.name}#${i} ${step.op}`;
+          let result: any;
+          let error: AgentStateError | undefined;
+          try {
+            result = await this.do(c, step);
+          } catch (e) {
+            if (!(e instanceof AgentStateError)) throw e;
+            error = e;
+          }
+          this.expect(where, step, result, error);
+          if (step.record && !error) this.records[`${sc.name}/${step.record}`] = Runner.recordOf(result);
+        }
+      }
+    } finally {
+      c.close();
+    }
+    return { lang: this.lang, namespace: this.ns(this.lang), records: this.records };
+  }
+
+  async readPass(own: any, peer: any): Promise<void> {
+    const steps = new Map<string, Step>();
+    for (const sc of SCENARIOS) for (const st of sc.steps) if (st.record) steps.set(`${sc.name}/${st.record}`, st);
+    const c = new Client(this.address, { namespace: peer.namespace });
+    try {
+      for (const label of Object.keys(peer.records).sort()) {
+        const rec = peer.records[label];
+        const step = steps.get(label)!;
+        const where = `read ${peer.lang}:${label}`;
+        const cp = await c.getCheckpoint(rec.thread, rec.id, { checkpointNs: rec.ns, includePendingWrites: step.pending ?? false });
+        this.expectCheckpoint(where, cp, step.expect ?? {});
+        const mine = Runner.recordOf(cp);
+        this.check(stable(mine) === stable(rec), `${where}: checkpoint differs from what ${peer.lang} recorded`);
+        const ours = own.records[label];
+        const roots = (r: any) => stable(Object.fromEntries(Object.entries(r.channels).map(([k, v]: [string, any]) => [k, v.root])));
+        this.check(ours !== undefined && roots(ours) === roots(rec), `${where}: root hashes differ from ${this.lang}'s own write`);
+        this.check(ours !== undefined && ours.etag === rec.etag, `${where}: etag differs from ${this.lang}'s own write`);
+        this.check(ours !== undefined && stable(ours.metadata) === stable(rec.metadata) &&
+          JSON.stringify(ours.writes.map((w: any[]) => w.slice(1))) === JSON.stringify(rec.writes.map((w: any[]) => w.slice(1))),
+          `${where}: metadata or writes differ from ${this.lang}'s own write`);
+        for (const [name, ch] of Object.entries(cp.channels)) {
+          if (ch.content.case === "value" && ch.content.value.kind.case === "msgpack") {
+            this.check(hex(valueBytes(ch.content.value)) === hex(ch.content.value.kind.value), `${where}: ${name} re-encoded differently`);
+          }
+        }
+      }
+    } finally {
+      c.close();
+    }
+  }
+}
+
+async function main(): Promise<number> {
+  const args: Record<string, string> = {};
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i += 2) args[argv[i].replace(/^--/, "")] = argv[i + 1];
+  const lang = args.lang ?? "ts";
+  const mode = args.mode;
+  const r = new Runner(args.address, lang, args.run);
+  try {
+    if (mode === "write") {
+      const data = await r.writePass();
+      writeFileSync(join(args.dir, `${lang}.json`), JSON.stringify(data, null, 1));
+    } else {
+      const own = JSON.parse(readFileSync(join(args.dir, `${lang}.json`), "utf8"));
+      for (const peer of (args.peers ?? "").split(",").filter(Boolean)) {
+        await r.readPass(own, JSON.parse(readFileSync(join(args.dir, `${peer}.json`), "utf8")));
+      }
+    }
+  } catch (e) {
+    r.check(false, `runner stopped: ${(e as Error).stack ?? e}`);
+  }
+  console.log(`conformance[${lang}/${mode}]: ${r.passed} passed, ${r.failed} failed`);
+  return r.failed ? 1 : 0;
+}
+
+main().then((code) => process.exit(code));

@@ -1,0 +1,433 @@
+/**
+ * A thin client of the agentstate.v1 API on @grpc/grpc-js.
+ *
+ *   const c = new Client("unix:sidecar-data/sidecar.sock");
+ *   const first = await c.putCheckpoint("t1", { messages: ["hi"] });
+ *   await c.putCheckpoint("t1", { messages: new Append(["hello"]) }, { parentId: first.checkpoint!.checkpointId });
+ *   console.log(await c.getValues("t1"));
+ *   for await (const cp of c.listCheckpoints("t1")) console.log(cp.checkpointId);
+ *   c.close();
+ *
+ * Every call takes `{ timeoutMs }` (a deadline for the whole call, retries included)
+ * and throws an AgentStateError subclass on failure. Reads are retried on transient
+ * errors (UNAVAILABLE, OVERLOADED, CONFLICT); mutating calls are retried only when
+ * they carry a request_id, which the client fills in (a UUID) unless told otherwise,
+ * so a retried write is applied once. List calls are async iterators that fetch
+ * pages as needed.
+ */
+import { randomUUID } from "node:crypto";
+import * as grpc from "@grpc/grpc-js";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { DescMethod } from "@bufbuild/protobuf";
+import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
+import { connect, DEFAULT_RETRY, resumable, stub, type CallOptions, type RetryPolicy, type Stub } from "./rpc.js";
+import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
+import {
+  ThreadService,
+  IfExists,
+  type ChannelChange,
+  type Checkpoint,
+  type DeleteThreadResponse,
+  type CopyThreadResponse,
+  type PutCheckpointResponse,
+  type PutWritesResponse,
+  type Thread,
+} from "./gen/agentstate/v1/threads_pb.js";
+import {
+  AdminService,
+  type CheckIntegrityResponse,
+  type CollectGarbageResponse,
+  type GetStoreStatsResponse,
+} from "./gen/agentstate/v1/admin_pb.js";
+
+export const DEFAULT_ADDRESS = "unix:sidecar-data/sidecar.sock";
+
+export interface ClientOptions {
+  /** Tenant namespace of every call (default "default"). */
+  namespace?: string;
+  /** Default deadline of a call, retries included (ms, default 30000). */
+  timeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Fill in a request_id (UUID) on mutating calls that have none, making them safe to retry (default true). */
+  autoRequestId?: boolean;
+  /** TLS or other channel credentials (default plaintext; unix sockets rely on file permissions). */
+  credentials?: grpc.ChannelCredentials;
+  channelOptions?: grpc.ChannelOptions;
+}
+
+const READ_ONLY = new Set([
+  "GetThread", "ListThreads", "GetCheckpoint", "ListCheckpoints", "DiffCheckpoints",
+  "GetStoreStats", "CheckIntegrity", "Check", "Watch",
+]);
+
+/**
+ * A method may be retried when it only reads; when it carries a request_id (the server
+ * returns the first result); or when it is idempotent by itself: PutWrites (stored once per
+ * task id and idx) and PutCheckpoint with a checkpoint id and no expected head etag (an
+ * identical re-put succeeds without change).
+ */
+export function idempotent(method: DescMethod, request: unknown): boolean {
+  if (READ_ONLY.has(method.name) || method.name.startsWith("Get") || method.name.startsWith("List")) return true;
+  const r = request as { requestId?: unknown; checkpointId?: unknown; expectedHeadEtag?: unknown };
+  if (typeof r.requestId === "string" && r.requestId !== "") return true;
+  if (method.name === "PutWrites") return true;
+  return method.name === "PutCheckpoint" && typeof r.checkpointId === "string" && r.checkpointId !== "" && r.expectedHeadEtag === undefined;
+}
+
+export type IfExistsPolicy = "error" | "return" | "merge";
+const IF_EXISTS: Record<IfExistsPolicy, IfExists> = {
+  error: IfExists.ERROR,
+  return: IfExists.RETURN,
+  merge: IfExists.MERGE_METADATA,
+};
+
+export interface PutCheckpointOptions extends CallOptions {
+  checkpointId?: string;
+  parentId?: string;
+  baseId?: string;
+  checkpointNs?: string;
+  metadata?: Record<string, unknown>;
+  extra?: unknown;
+  /** The etag the head must have ("" expects no checkpoint yet). */
+  expectedHeadEtag?: string;
+  schemaVersion?: number;
+  requireThread?: boolean;
+  requestId?: string;
+}
+
+export interface PendingWriteInput {
+  taskId: string;
+  idx: number;
+  channel: string;
+  value: unknown;
+  taskPath?: string;
+  replace?: boolean;
+}
+
+export interface GetCheckpointOptions extends CallOptions {
+  checkpointNs?: string;
+  channels?: string[];
+  omitValues?: boolean;
+  knownRoots?: Record<string, Uint8Array>;
+  includePendingWrites?: boolean;
+}
+
+export interface ListCheckpointsOptions extends CallOptions {
+  checkpointNs?: string;
+  metadataFilter?: Record<string, unknown>;
+  before?: string;
+  limit?: number;
+  pageSize?: number;
+  includeValues?: boolean;
+  includePendingWrites?: boolean;
+}
+
+/** The decoded channel values of a Checkpoint (channels without content are skipped). */
+export function checkpointValues(cp: Checkpoint | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, cv] of Object.entries(cp?.channels ?? {})) {
+    if (cv.content.case === "value") {
+      Object.defineProperty(out, name, { value: fromValue(cv.content.value), enumerable: true, writable: true, configurable: true });
+    }
+  }
+  return out;
+}
+
+export class Client {
+  readonly address: string;
+  readonly namespace: string;
+  readonly timeoutMs: number;
+  readonly grpcClient: grpc.Client;
+  readonly threads: Stub<typeof ThreadService extends GenService<infer S> ? S : never>;
+  readonly admin: Stub<typeof AdminService extends GenService<infer S> ? S : never>;
+  private readonly policy: RetryPolicy;
+  private readonly autoRequestId: boolean;
+
+  /** `address` is `unix:PATH` (relative or absolute) or `HOST:PORT`. */
+  constructor(address: string = DEFAULT_ADDRESS, opts: ClientOptions = {}) {
+    this.address = address;
+    this.namespace = opts.namespace ?? "default";
+    this.timeoutMs = opts.timeoutMs ?? 30000;
+    this.policy = { ...DEFAULT_RETRY, ...opts.retry };
+    this.autoRequestId = opts.autoRequestId ?? true;
+    this.grpcClient = connect(address, opts.credentials, opts.channelOptions);
+    this.threads = this.stub(ThreadService);
+    this.admin = this.stub(AdminService);
+  }
+
+  /** A typed stub of any generated service on this client's channel (e.g. a future EventService). */
+  stub<S extends GenServiceMethods>(service: GenService<S>): Stub<S> {
+    return stub(this.grpcClient, service, { timeoutMs: this.timeoutMs, policy: this.policy, idempotent });
+  }
+
+  /** Resumable watch over any server stream; see rpc.resumable. */
+  watch<O>(open: (last: O | undefined) => AsyncIterable<O>, signal?: AbortSignal): AsyncGenerator<O, void, undefined> {
+    return resumable(open, { policy: this.policy, signal });
+  }
+
+  /** Wait until the channel is connected (or throw after timeoutMs). */
+  waitReady(timeoutMs = 10000): Promise<void> {
+    return new Promise((resolve, reject) =>
+      this.grpcClient.waitForReady(new Date(Date.now() + timeoutMs), (err) => (err ? reject(err) : resolve())),
+    );
+  }
+
+  close(): void {
+    this.grpcClient.close();
+  }
+
+  private rid(given: string | undefined): string {
+    return given ?? (this.autoRequestId ? randomUUID() : "");
+  }
+
+  // ------------------------------------------------------------ threads
+
+  async createThread(
+    threadId = "",
+    opts: CallOptions & { metadata?: Record<string, unknown>; ifExists?: IfExistsPolicy; requestId?: string } = {},
+  ): Promise<Thread> {
+    const resp = await this.threads.createThread(
+      {
+        namespace: this.namespace,
+        threadId,
+        metadata: encodeMap(opts.metadata, "metadata"),
+        ifExists: IF_EXISTS[opts.ifExists ?? "error"],
+        requestId: this.rid(opts.requestId),
+      },
+      opts,
+    );
+    return resp.thread!;
+  }
+
+  async getThread(threadId: string, opts: CallOptions = {}): Promise<Thread> {
+    return (await this.threads.getThread({ namespace: this.namespace, threadId }, opts)).thread!;
+  }
+
+  async *listThreads(
+    opts: CallOptions & { metadataFilter?: Record<string, unknown>; pageSize?: number } = {},
+  ): AsyncGenerator<Thread, void, undefined> {
+    let pageToken = "";
+    const metadataFilter = encodeMap(opts.metadataFilter, "metadata_filter");
+    do {
+      const resp = await this.threads.listThreads(
+        { namespace: this.namespace, metadataFilter, pageSize: opts.pageSize ?? 0, pageToken },
+        opts,
+      );
+      yield* resp.threads;
+      pageToken = resp.nextPageToken;
+    } while (pageToken);
+  }
+
+  async updateThread(
+    threadId: string,
+    opts: CallOptions & {
+      setMetadata?: Record<string, unknown>;
+      removeKeys?: string[];
+      replace?: boolean;
+      etag?: string;
+      requestId?: string;
+    } = {},
+  ): Promise<Thread> {
+    const resp = await this.threads.updateThread(
+      {
+        namespace: this.namespace,
+        threadId,
+        setMetadata: encodeMap(opts.setMetadata, "set_metadata"),
+        removeMetadataKeys: opts.removeKeys ?? [],
+        replaceMetadata: opts.replace ?? false,
+        etag: opts.etag ?? "",
+        requestId: this.rid(opts.requestId),
+      },
+      opts,
+    );
+    return resp.thread!;
+  }
+
+  async deleteThread(
+    threadId: string,
+    opts: CallOptions & { allowMissing?: boolean; etag?: string; requestId?: string } = {},
+  ): Promise<DeleteThreadResponse> {
+    return this.threads.deleteThread(
+      {
+        namespace: this.namespace,
+        threadId,
+        allowMissing: opts.allowMissing ?? false,
+        etag: opts.etag ?? "",
+        requestId: this.rid(opts.requestId),
+      },
+      opts,
+    );
+  }
+
+  async copyThread(
+    sourceThreadId: string,
+    targetThreadId: string,
+    opts: CallOptions & { metadata?: Record<string, unknown>; replaceMetadata?: boolean; requestId?: string } = {},
+  ): Promise<CopyThreadResponse> {
+    return this.threads.copyThread(
+      {
+        namespace: this.namespace,
+        sourceThreadId,
+        targetThreadId,
+        metadata: encodeMap(opts.metadata, "metadata"),
+        replaceMetadata: opts.replaceMetadata ?? false,
+        requestId: this.rid(opts.requestId),
+      },
+      opts,
+    );
+  }
+
+  // ------------------------------------------------------------ checkpoints
+
+  /** Store a checkpoint. Channel values are JavaScript values or Append / SetKeys / KEEP deltas. */
+  async putCheckpoint(threadId: string, channels: Record<string, unknown>, opts: PutCheckpointOptions = {}): Promise<PutCheckpointResponse> {
+    const writes: Record<string, ReturnType<typeof channelWrite>> = {};
+    for (const [name, v] of Object.entries(channels)) writes[name] = channelWrite(v, `channels['${name}']`);
+    return this.threads.putCheckpoint(
+      {
+        namespace: this.namespace,
+        threadId,
+        checkpointNs: opts.checkpointNs ?? "",
+        checkpointId: opts.checkpointId ?? "",
+        parentCheckpointId: opts.parentId ?? "",
+        baseCheckpointId: opts.baseId ?? "",
+        metadata: encodeMap(opts.metadata, "metadata"),
+        channels: writes,
+        extra: opts.extra === undefined ? undefined : encodeField(opts.extra, "extra"),
+        expectedHeadEtag: opts.expectedHeadEtag,
+        schemaVersion: opts.schemaVersion ?? 0,
+        requireThread: opts.requireThread ?? false,
+        requestId: this.rid(opts.requestId),
+      },
+      opts,
+    );
+  }
+
+  async putWrites(
+    threadId: string,
+    checkpointId: string,
+    writes: PendingWriteInput[],
+    opts: CallOptions & { checkpointNs?: string; requestId?: string } = {},
+  ): Promise<PutWritesResponse> {
+    return this.threads.putWrites(
+      {
+        namespace: this.namespace,
+        threadId,
+        checkpointNs: opts.checkpointNs ?? "",
+        checkpointId,
+        writes: writes.map((w, i) => ({
+          taskId: w.taskId,
+          idx: w.idx,
+          channel: w.channel,
+          value: encodeField(w.value, `writes[${i}].value`),
+          taskPath: w.taskPath ?? "",
+          replace: w.replace ?? false,
+        })),
+        requestId: this.rid(opts.requestId),
+      },
+      opts,
+    );
+  }
+
+  async getCheckpoint(threadId: string, checkpointId = "", opts: GetCheckpointOptions = {}): Promise<Checkpoint> {
+    const resp = await this.threads.getCheckpoint(
+      {
+        namespace: this.namespace,
+        threadId,
+        checkpointNs: opts.checkpointNs ?? "",
+        checkpointId,
+        channels: opts.channels ?? [],
+        omitValues: opts.omitValues ?? false,
+        knownRoots: opts.knownRoots ?? {},
+        includePendingWrites: opts.includePendingWrites ?? false,
+      },
+      opts,
+    );
+    return resp.checkpoint!;
+  }
+
+  /** The decoded channel values of a checkpoint (the latest by default). */
+  async getValues(threadId: string, checkpointId = "", opts: GetCheckpointOptions = {}): Promise<Record<string, unknown>> {
+    return checkpointValues(await this.getCheckpoint(threadId, checkpointId, opts));
+  }
+
+  async *listCheckpoints(threadId = "", opts: ListCheckpointsOptions = {}): AsyncGenerator<Checkpoint, void, undefined> {
+    let pageToken = "";
+    const metadataFilter = encodeMap(opts.metadataFilter, "metadata_filter");
+    do {
+      const resp = await this.threads.listCheckpoints(
+        {
+          namespace: this.namespace,
+          threadId,
+          checkpointNs: opts.checkpointNs,
+          metadataFilter,
+          beforeCheckpointId: opts.before ?? "",
+          limit: opts.limit ?? 0,
+          pageSize: opts.pageSize ?? 0,
+          pageToken,
+          includeValues: opts.includeValues ?? false,
+          includePendingWrites: opts.includePendingWrites ?? false,
+        },
+        opts,
+      );
+      yield* resp.checkpoints;
+      pageToken = resp.nextPageToken;
+    } while (pageToken);
+  }
+
+  async prune(
+    threadIds: string[],
+    opts: CallOptions & { keepLatest?: number; olderThan?: Date; deleteAll?: boolean; checkpointNs?: string; requestId?: string },
+  ): Promise<bigint> {
+    const policy =
+      opts.keepLatest !== undefined
+        ? { case: "keepLatest" as const, value: opts.keepLatest }
+        : opts.olderThan !== undefined
+          ? { case: "olderThan" as const, value: timestampFromDate(opts.olderThan) }
+          : opts.deleteAll
+            ? { case: "deleteAll" as const, value: true }
+            : { case: undefined };
+    const resp = await this.threads.pruneCheckpoints(
+      { namespace: this.namespace, threadIds, checkpointNs: opts.checkpointNs, policy, requestId: this.rid(opts.requestId) },
+      opts,
+    );
+    return resp.deletedCheckpoints;
+  }
+
+  async deleteForRuns(runIds: string[], opts: CallOptions & { requestId?: string } = {}): Promise<bigint> {
+    const resp = await this.threads.deleteCheckpointsForRuns(
+      { namespace: this.namespace, runIds, requestId: this.rid(opts.requestId) },
+      opts,
+    );
+    return resp.deletedCheckpoints;
+  }
+
+  async diff(
+    threadId: string,
+    fromCheckpointId: string,
+    toCheckpointId: string,
+    opts: CallOptions & { checkpointNs?: string } = {},
+  ): Promise<ChannelChange[]> {
+    const resp = await this.threads.diffCheckpoints(
+      { namespace: this.namespace, threadId, checkpointNs: opts.checkpointNs ?? "", fromCheckpointId, toCheckpointId },
+      opts,
+    );
+    return resp.changes;
+  }
+
+  // ------------------------------------------------------------ admin
+
+  async storeStats(opts: CallOptions = {}): Promise<GetStoreStatsResponse> {
+    return this.admin.getStoreStats({}, opts);
+  }
+
+  async collectGarbage(opts: CallOptions = {}): Promise<CollectGarbageResponse> {
+    return this.admin.collectGarbage({}, opts);
+  }
+
+  async checkIntegrity(opts: CallOptions = {}): Promise<CheckIntegrityResponse> {
+    return this.admin.checkIntegrity({}, opts);
+  }
+}
+
+export { decodeMap };
