@@ -172,7 +172,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
         base_channels = dict(base.channels) if base is not None else {}
         for name in sorted(req.channels):
             f = f"channels[{name!r}]"
-            validate.ident(name, f)
+            validate.name(name, f)
             w = req.channels[name]
             op = w.WhichOneof("op")
             if op == "value":
@@ -291,7 +291,8 @@ def _apply_put(tx: runstate.Tx, txn, store: Store, plan: PutPlan,
         txn.delete(layout.run_key(plan.ns, old.run_id, tkey, plan.cns, plan.checkpoint_id), db=store.db["runidx"])
     put(key, layout.encode(m), db=ckpts)
     if m.run_id is not None:
-        put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id), b"", db=store.db["runidx"])
+        put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id),
+            layout.run_entry(plan.ns, m.run_id), db=store.db["runidx"])
     return _attach(tx, plan, req, run, tkey, _put_response(plan, m.created_us, created=True))
 
 
@@ -370,7 +371,7 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
     for i, w in enumerate(req.writes):
         f = f"writes[{i}]"
         task_id = validate.ident(w.task_id, f + ".task_id")
-        channel = validate.ident(w.channel, f + ".channel")
+        channel = validate.name(w.channel, f + ".channel")
         task_path = validate.task_path(w.task_path, f + ".task_path")
         if not w.HasField("value"):
             raise invalid(f + ".value", "is required")
@@ -479,7 +480,7 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
     checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id", required=False)
-    channels = {validate.ident(c, f"channels[{i}]") for i, c in enumerate(req.channels)}
+    channels = {validate.name(c, f"channels[{i}]") for i, c in enumerate(req.channels)}
     resp = pb.GetCheckpointResponse()
     with store.read() as txn:
         rec = threads.require(txn, store, ns, thread_id)
@@ -706,13 +707,7 @@ async def delete_for_runs(store: Store, req: pb.DeleteCheckpointsForRunsRequest,
         idx = store.db["runidx"]
         for run_id in run_ids:
             prefix = layout.run_prefix(ns, run_id)
-            cursor = txn.cursor(db=idx)
-            keys = []
-            if cursor.set_range(prefix):
-                for key in cursor.iternext(values=False):
-                    if not key.startswith(prefix):
-                        break
-                    keys.append(bytes(key[len(prefix):]))
+            keys = layout.run_checkpoints(txn, idx, ns, run_id)
             for ckey in keys:
                 delete_checkpoint_at(txn, store, ns, ckey)
                 txn.delete(prefix + ckey, db=idx)

@@ -8,7 +8,7 @@ One LMDB environment holds these named sub-databases (docs/storage.md):
 ``threads``   ns NUL thread_id -> ThreadRec
 ``ckpts``     tkey(u64 BE) cns NUL checkpoint_id -> Manifest
 ``writes``    tkey cns NUL checkpoint_id NUL task_id NUL idx(u32 BE, offset 2**31) -> WriteRec
-``runidx``    ns NUL run_id NUL tkey cns NUL checkpoint_id -> b""
+``runidx``    hash16(ns, run_id) tkey cns NUL checkpoint_id -> ns NUL run_id
 ``requests``  ns NUL request_id -> RequestRec (idempotent retries)
 ``reqtime``   created_us(u64 BE) ns NUL request_id -> b"" (expiry order)
 
@@ -34,8 +34,9 @@ old records. Identifiers never contain NUL (validate.py), so NUL separates
 key parts and prefix scans are exact. Checkpoint keys sort by id within
 (thread, checkpoint_ns): the latest is the last key of the prefix.
 
-Keys stay under LMDB's 511-byte limit: identifiers are at most 256 bytes
-(artifact names too), namespaces 128.
+Keys stay under LMDB's 511-byte limit (limits.py): namespaces are at most 64
+bytes, identifiers 128, checkpoint namespaces 240, artifact names 256; the
+run index keys runs by a 16-byte hash of (namespace, run id).
 
 Records are msgspec Structs encoded as MessagePack arrays whose first field is
 the record format version; readers accept every version ever written.
@@ -319,11 +320,31 @@ def split_write_key(key: bytes) -> tuple[int, str, str, str, int]:
 
 
 def run_prefix(ns: str, run_id: str) -> bytes:
-    return ns.encode() + SEP + run_id.encode() + SEP
+    """16-byte hash of (namespace, run id): keeps runidx keys under LMDB's 511 bytes."""
+    return blake3(b"agentstate.v1 runidx" + run_entry(ns, run_id)).digest()[:16]
+
+
+def run_entry(ns: str, run_id: str) -> bytes:
+    """The value of every runidx entry: checked on reads, so a hash collision never crosses runs."""
+    return ns.encode() + SEP + run_id.encode()
 
 
 def run_key(ns: str, run_id: str, tkey: int, cns: str, checkpoint_id: str) -> bytes:
     return run_prefix(ns, run_id) + ckpt_key(tkey, cns, checkpoint_id)
+
+
+def run_checkpoints(txn, db, ns: str, run_id: str) -> list[bytes]:
+    """ckpts keys of the checkpoints indexed under (namespace, run id)."""
+    prefix, entry = run_prefix(ns, run_id), run_entry(ns, run_id)
+    cursor = txn.cursor(db=db)
+    out = []
+    if cursor.set_range(prefix):
+        for key, value in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            if value == entry:
+                out.append(bytes(key[len(prefix):]))
+    return out
 
 
 def request_key(ns: str, request_id: str) -> bytes:

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # one request or response
-MAX_NAMESPACE_BYTES = 128
-MAX_ID_BYTES = 256  # thread, checkpoint, task, run and request ids; channel names
-MAX_CHECKPOINT_NS_BYTES = 512
+# Identifiers end up in LMDB keys (at most 511 bytes): the longest, a pending write's
+# tkey(8) + checkpoint_ns + NUL + checkpoint_id + NUL + task_id + NUL + idx(4), is exactly 511.
+MAX_NAMESPACE_BYTES = 64
+MAX_ID_BYTES = 128  # thread, checkpoint, task, run and request ids; idempotency keys
+MAX_NAME_BYTES = 256  # channel names, metadata-free names that never go into keys
+MAX_CHECKPOINT_NS_BYTES = 240
 MAX_TASK_PATH_BYTES = 1024
 MAX_METADATA_BYTES = 64 * 1024  # encoded metadata of one thread or checkpoint
 MAX_CHANNELS = 10_000  # channels of one checkpoint

@@ -249,15 +249,7 @@ def rollback(tx: Tx, ns: str, run_id: str, rec: RunRec) -> int:
     txn, store, tkey = tx.txn, tx.store, rec.tkey
     idx = store.db["runidx"]
     prefix = layout.run_prefix(ns, run_id)
-    cursor = txn.cursor(db=idx)
-    ckeys = []
-    if cursor.set_range(prefix):
-        for key in cursor.iternext(values=False):
-            if not key.startswith(prefix):
-                break
-            ckey = bytes(key[len(prefix):])
-            if layout.split_ckpt_key(ckey)[0] == tkey:
-                ckeys.append(ckey)
+    ckeys = [k for k in layout.run_checkpoints(txn, idx, ns, run_id) if layout.split_ckpt_key(k)[0] == tkey]
     for ckey in ckeys:
         checkpoints.delete_checkpoint_at(txn, store, ns, ckey)
         txn.delete(prefix + ckey, db=idx)
@@ -321,7 +313,8 @@ def copy_checkpoint(tx: Tx, ns: str, src_tkey: int, dst_tkey: int, cns: str, che
     m = layout.manifest_decoder.decode(raw)
     keep = store.gc_keep
     if m.run_id is not None:
-        txn.put(layout.run_key(ns, m.run_id, dst_tkey, cns, checkpoint_id), b"", db=store.db["runidx"])
+        txn.put(layout.run_key(ns, m.run_id, dst_tkey, cns, checkpoint_id), layout.run_entry(ns, m.run_id),
+                db=store.db["runidx"])
     if keep is not None:
         keep.update(node_id for _, node_id in m.channels)
         if m.extra:
@@ -765,7 +758,8 @@ async def promote(ctx: Ctx, req: rpb.PromoteBranchRequest) -> rpb.PromoteBranchR
                             list(bm.channels), bm.extra, bm.schema_version, bm.run_id)
         txn.put(layout.ckpt_key(trec.tkey, cns, new_id), layout.encode(m), db=store.db["ckpts"])
         if m.run_id is not None:
-            txn.put(layout.run_key(ns, m.run_id, trec.tkey, cns, new_id), b"", db=store.db["runidx"])
+            txn.put(layout.run_key(ns, m.run_id, trec.tkey, cns, new_id), layout.run_entry(ns, m.run_id),
+                    db=store.db["runidx"])
         keep = store.gc_keep
         if keep is not None:
             keep.update(node_id for _, node_id in m.channels)

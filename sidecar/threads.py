@@ -265,7 +265,8 @@ def copy_contents(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int) -> i
                 m = layout.manifest_decoder.decode(value)
                 if m.run_id is not None:
                     _, cns, cid = layout.split_ckpt_key(key)
-                    txn.put(layout.run_key(ns, m.run_id, dst_tkey, cns, cid), b"", db=store.db["runidx"])
+                    txn.put(layout.run_key(ns, m.run_id, dst_tkey, cns, cid), layout.run_entry(ns, m.run_id),
+                            db=store.db["runidx"])
                 if keep is not None:
                     keep.update(node_id for _, node_id in m.channels)
                     if m.extra:

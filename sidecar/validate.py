@@ -24,8 +24,13 @@ def namespace(value: str, field: str = "namespace") -> str:
 
 
 def ident(value: str, field: str, *, required: bool = True) -> str:
-    """Thread, checkpoint, task, run, request ids and channel names."""
+    """Thread, checkpoint, task, run and request ids (they go into LMDB keys)."""
     return _check(field, value, limits.MAX_ID_BYTES, required=required)
+
+
+def name(value: str, field: str) -> str:
+    """Channel names (stored in records, never in keys)."""
+    return _check(field, value, limits.MAX_NAME_BYTES, required=True)
 
 
 def checkpoint_ns(value: str, field: str = "checkpoint_ns") -> str:

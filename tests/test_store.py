@@ -294,3 +294,30 @@ def test_a_cancelled_job_is_dropped_and_the_writer_lives_on(store):
     with store.read() as txn:
         assert txn.get(b"doomed", db=db) is None and txn.get(b"after", db=db) == b"x"
     assert store.write(lambda txn: 42) == 42
+
+
+def test_longest_identifiers_fit_lmdb_keys(store):
+    """Every identifier at its documented maximum still makes valid LMDB keys (at most 511 bytes)."""
+    from sidecar import limits
+
+    ns = "n" * limits.MAX_NAMESPACE_BYTES
+    tid_ = req_id = "\u00e9" * (limits.MAX_ID_BYTES // 2)  # 2 UTF-8 bytes each
+    cid, task, run_id = "c" * limits.MAX_ID_BYTES, "k" * limits.MAX_ID_BYTES, "r" * limits.MAX_ID_BYTES
+    cns = "s" * limits.MAX_CHECKPOINT_NS_BYTES
+    assert len(layout.write_key(2**63, cns, cid, task, -1)) == store.env.max_key_size()
+    run(threads.create(store, pb.CreateThreadRequest(namespace=ns, thread_id=tid_, request_id=req_id)))
+    req = pb.PutCheckpointRequest(namespace=ns, thread_id=tid_, checkpoint_ns=cns, checkpoint_id=cid,
+                                  request_id=req_id[:-1] + "p")
+    req.channels["x"].value.CopyFrom(value([1, 2, 3]))
+    req.metadata["run_id"].CopyFrom(value(run_id))
+    run(checkpoints.put(store, req))
+    w = pb.PutWritesRequest(namespace=ns, thread_id=tid_, checkpoint_ns=cns, checkpoint_id=cid)
+    w.writes.add(task_id=task, idx=-(2**31), channel="c" * limits.MAX_NAME_BYTES).value.CopyFrom(value("v"))
+    run(checkpoints.put_writes(store, w))
+    got = run(checkpoints.get(store, pb.GetCheckpointRequest(namespace=ns, thread_id=tid_, checkpoint_ns=cns,
+                                                            include_pending_writes=True))).checkpoint
+    assert got.checkpoint_id == cid and got.pending_writes[0].task_id == task
+    run(threads.copy(store, pb.CopyThreadRequest(namespace=ns, source_thread_id=tid_, target_thread_id="u" * 128)))
+    deleted = run(checkpoints.delete_for_runs(store, pb.DeleteCheckpointsForRunsRequest(namespace=ns,
+                                                                                       run_ids=[run_id])))
+    assert deleted.deleted_checkpoints == 2  # the original and the copy

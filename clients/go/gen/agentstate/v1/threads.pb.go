@@ -206,7 +206,8 @@ type Thread struct {
 	Status     ThreadStatus           `protobuf:"varint,4,opt,name=status,proto3,enum=agentstate.v1.ThreadStatus" json:"status,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	// etag changes whenever the thread record changes.
+	// etag changes whenever the thread's metadata changes (status changes
+	// made by runs leave it alone).
 	Etag          string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1498,6 +1499,17 @@ type PutCheckpointRequest struct {
 	// instead of creating the thread.
 	RequireThread bool   `protobuf:"varint,12,opt,name=require_thread,json=requireThread,proto3" json:"require_thread,omitempty"`
 	RequestId     string `protobuf:"bytes,13,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// run_id and lease_id make the put a run's write (see PutCheckpoint);
+	// the checkpoint is indexed under run_id (like metadata "run_id", which
+	// must then be absent or equal).
+	RunId   string `protobuf:"bytes,14,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	LeaseId string `protobuf:"bytes,15,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// steps, events and effects are recorded in the same transaction as the
+	// checkpoint (they need run_id and lease_id). A step whose step_id exists
+	// and is open is ended with what is given; an ended one is left alone.
+	Steps         []*StepRecord       `protobuf:"bytes,16,rep,name=steps,proto3" json:"steps,omitempty"`
+	Events        []*EventInput       `protobuf:"bytes,17,rep,name=events,proto3" json:"events,omitempty"`
+	Effects       []*EffectCompletion `protobuf:"bytes,18,rep,name=effects,proto3" json:"effects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1623,14 +1635,55 @@ func (x *PutCheckpointRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *PutCheckpointRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *PutCheckpointRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *PutCheckpointRequest) GetSteps() []*StepRecord {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PutCheckpointRequest) GetEvents() []*EventInput {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *PutCheckpointRequest) GetEffects() []*EffectCompletion {
+	if x != nil {
+		return x.Effects
+	}
+	return nil
+}
+
 type PutCheckpointResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// checkpoint has ids, roots, etag and create_time, without values.
 	Checkpoint *Checkpoint `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// created is false when an identical checkpoint was stored already.
-	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Created bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	// steps, events and effects as recorded, in request order.
+	Steps   []*Step   `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"`
+	Events  []*Event  `protobuf:"bytes,4,rep,name=events,proto3" json:"events,omitempty"`
+	Effects []*Effect `protobuf:"bytes,5,rep,name=effects,proto3" json:"effects,omitempty"`
+	// lease_expire_time is the renewed lease of run_id.
+	LeaseExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=lease_expire_time,json=leaseExpireTime,proto3" json:"lease_expire_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PutCheckpointResponse) Reset() {
@@ -1677,14 +1730,45 @@ func (x *PutCheckpointResponse) GetCreated() bool {
 	return false
 }
 
+func (x *PutCheckpointResponse) GetSteps() []*Step {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PutCheckpointResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *PutCheckpointResponse) GetEffects() []*Effect {
+	if x != nil {
+		return x.Effects
+	}
+	return nil
+}
+
+func (x *PutCheckpointResponse) GetLeaseExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpireTime
+	}
+	return nil
+}
+
 type PutWritesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	ThreadId      string                 `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	CheckpointNs  string                 `protobuf:"bytes,3,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
-	CheckpointId  string                 `protobuf:"bytes,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
-	Writes        []*PendingWrite        `protobuf:"bytes,5,rep,name=writes,proto3" json:"writes,omitempty"`
-	RequestId     string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Namespace    string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ThreadId     string                 `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	CheckpointNs string                 `protobuf:"bytes,3,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	CheckpointId string                 `protobuf:"bytes,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	Writes       []*PendingWrite        `protobuf:"bytes,5,rep,name=writes,proto3" json:"writes,omitempty"`
+	RequestId    string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// run_id and lease_id make the writes a run's (see PutCheckpoint).
+	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	LeaseId       string `protobuf:"bytes,8,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1757,6 +1841,20 @@ func (x *PutWritesRequest) GetWrites() []*PendingWrite {
 func (x *PutWritesRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *PutWritesRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *PutWritesRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
 	}
 	return ""
 }
@@ -2657,7 +2755,7 @@ var File_agentstate_v1_threads_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagentstate/v1/threads.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aagentstate/v1/values.proto\"\x9a\x03\n" +
+	"\x1bagentstate/v1/threads.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/effects.proto\x1a\x1aagentstate/v1/events.proto\x1a\x18agentstate/v1/runs.proto\x1a\x1aagentstate/v1/values.proto\"\x9a\x03\n" +
 	"\x06Thread\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12?\n" +
@@ -2777,7 +2875,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1aX\n" +
 	"\rChannelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x05value:\x028\x01\"\xa9\x06\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x05value:\x028\x01\"\xfa\a\n" +
 	"\x14PutCheckpointRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -2793,19 +2891,28 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x0eschema_version\x18\v \x01(\rR\rschemaVersion\x12%\n" +
 	"\x0erequire_thread\x18\f \x01(\bR\rrequireThread\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\r \x01(\tR\trequestId\x1aQ\n" +
+	"request_id\x18\r \x01(\tR\trequestId\x12\x15\n" +
+	"\x06run_id\x18\x0e \x01(\tR\x05runId\x12\x19\n" +
+	"\blease_id\x18\x0f \x01(\tR\aleaseId\x12/\n" +
+	"\x05steps\x18\x10 \x03(\v2\x19.agentstate.v1.StepRecordR\x05steps\x121\n" +
+	"\x06events\x18\x11 \x03(\v2\x19.agentstate.v1.EventInputR\x06events\x129\n" +
+	"\aeffects\x18\x12 \x03(\v2\x1f.agentstate.v1.EffectCompletionR\aeffects\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1aX\n" +
 	"\rChannelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
 	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelWriteR\x05value:\x028\x01B\x15\n" +
-	"\x13_expected_head_etag\"l\n" +
+	"\x13_expected_head_etag\"\xbe\x02\n" +
 	"\x15PutCheckpointResponse\x129\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x19.agentstate.v1.CheckpointR\n" +
 	"checkpoint\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"\xeb\x01\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\x12)\n" +
+	"\x05steps\x18\x03 \x03(\v2\x13.agentstate.v1.StepR\x05steps\x12,\n" +
+	"\x06events\x18\x04 \x03(\v2\x14.agentstate.v1.EventR\x06events\x12/\n" +
+	"\aeffects\x18\x05 \x03(\v2\x15.agentstate.v1.EffectR\aeffects\x12F\n" +
+	"\x11lease_expire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\"\x9d\x02\n" +
 	"\x10PutWritesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -2813,7 +2920,9 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x04 \x01(\tR\fcheckpointId\x123\n" +
 	"\x06writes\x18\x05 \x03(\v2\x1b.agentstate.v1.PendingWriteR\x06writes\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"?\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06run_id\x18\a \x01(\tR\x05runId\x12\x19\n" +
+	"\blease_id\x18\b \x01(\tR\aleaseId\"?\n" +
 	"\x11PutWritesResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\rR\x06stored\x12\x12\n" +
 	"\x04kept\x18\x02 \x01(\rR\x04kept\"\xa3\x03\n" +
@@ -2996,6 +3105,12 @@ var file_agentstate_v1_threads_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),            // 46: google.protobuf.Timestamp
 	(*Value)(nil),                            // 47: agentstate.v1.Value
 	(*ValueDelta)(nil),                       // 48: agentstate.v1.ValueDelta
+	(*StepRecord)(nil),                       // 49: agentstate.v1.StepRecord
+	(*EventInput)(nil),                       // 50: agentstate.v1.EventInput
+	(*EffectCompletion)(nil),                 // 51: agentstate.v1.EffectCompletion
+	(*Step)(nil),                             // 52: agentstate.v1.Step
+	(*Event)(nil),                            // 53: agentstate.v1.Event
+	(*Effect)(nil),                           // 54: agentstate.v1.Effect
 }
 var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	35, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
@@ -3025,56 +3140,63 @@ var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	42, // 24: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
 	43, // 25: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
 	47, // 26: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
-	19, // 27: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	17, // 28: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
-	44, // 29: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	19, // 30: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	45, // 31: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	19, // 32: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
-	46, // 33: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
-	2,  // 34: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
-	33, // 35: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	47, // 36: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 37: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 38: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	47, // 39: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 40: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 41: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	18, // 42: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	47, // 43: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	16, // 44: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	47, // 45: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	4,  // 46: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	6,  // 47: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	8,  // 48: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	10, // 49: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	12, // 50: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	14, // 51: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	20, // 52: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	22, // 53: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	24, // 54: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	26, // 55: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	28, // 56: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	30, // 57: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	32, // 58: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	5,  // 59: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	7,  // 60: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	9,  // 61: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	11, // 62: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	13, // 63: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	15, // 64: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	21, // 65: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	23, // 66: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	25, // 67: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	27, // 68: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	29, // 69: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	31, // 70: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	34, // 71: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	59, // [59:72] is the sub-list for method output_type
-	46, // [46:59] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	49, // 27: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
+	50, // 28: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
+	51, // 29: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
+	19, // 30: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	52, // 31: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
+	53, // 32: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
+	54, // 33: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
+	46, // 34: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	17, // 35: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
+	44, // 36: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	19, // 37: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	45, // 38: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	19, // 39: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
+	46, // 40: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
+	2,  // 41: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
+	33, // 42: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
+	47, // 43: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	47, // 44: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	47, // 45: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	47, // 46: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	47, // 47: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	47, // 48: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	18, // 49: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	47, // 50: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	16, // 51: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	47, // 52: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	4,  // 53: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	6,  // 54: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	8,  // 55: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	10, // 56: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	12, // 57: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	14, // 58: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	20, // 59: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	22, // 60: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	24, // 61: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	26, // 62: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	28, // 63: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	30, // 64: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	32, // 65: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	5,  // 66: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	7,  // 67: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	9,  // 68: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	11, // 69: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	13, // 70: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	15, // 71: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	21, // 72: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	23, // 73: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	25, // 74: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	27, // 75: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	29, // 76: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	31, // 77: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	34, // 78: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	66, // [66:79] is the sub-list for method output_type
+	53, // [53:66] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
@@ -3082,6 +3204,9 @@ func file_agentstate_v1_threads_proto_init() {
 	if File_agentstate_v1_threads_proto != nil {
 		return
 	}
+	file_agentstate_v1_effects_proto_init()
+	file_agentstate_v1_events_proto_init()
+	file_agentstate_v1_runs_proto_init()
 	file_agentstate_v1_values_proto_init()
 	file_agentstate_v1_threads_proto_msgTypes[13].OneofWrappers = []any{
 		(*ChannelWrite_Value)(nil),

@@ -73,10 +73,16 @@ type ThreadServiceClient interface {
 	// deltas against the base checkpoint, or kept from it. The whole request
 	// is one transaction: on any error nothing is stored. Re-putting an
 	// identical checkpoint (same id and content) succeeds without change.
+	// With run_id and lease_id the run must be the thread's active running
+	// run holding that lease (FAILED_PRECONDITION RUN_NOT_ACTIVE or
+	// LEASE_LOST otherwise); without them, a put to a thread whose active run
+	// is RUNNING fails with FAILED_PRECONDITION THREAD_BUSY. Steps, events and
+	// effect completions given with the put are committed in the same
+	// transaction (and fail it when any of them fails).
 	PutCheckpoint(ctx context.Context, in *PutCheckpointRequest, opts ...grpc.CallOption) (*PutCheckpointResponse, error)
 	// PutWrites stores pending writes of tasks against a checkpoint.
 	// Idempotent: a write whose (task_id, idx) is stored already is kept
-	// unless the write asks to replace it.
+	// unless the write asks to replace it. Run checks as PutCheckpoint.
 	PutWrites(ctx context.Context, in *PutWritesRequest, opts ...grpc.CallOption) (*PutWritesResponse, error)
 	// GetCheckpoint returns one checkpoint (the latest of the checkpoint
 	// namespace when no id is given) with all or selected channel values.
@@ -267,10 +273,16 @@ type ThreadServiceServer interface {
 	// deltas against the base checkpoint, or kept from it. The whole request
 	// is one transaction: on any error nothing is stored. Re-putting an
 	// identical checkpoint (same id and content) succeeds without change.
+	// With run_id and lease_id the run must be the thread's active running
+	// run holding that lease (FAILED_PRECONDITION RUN_NOT_ACTIVE or
+	// LEASE_LOST otherwise); without them, a put to a thread whose active run
+	// is RUNNING fails with FAILED_PRECONDITION THREAD_BUSY. Steps, events and
+	// effect completions given with the put are committed in the same
+	// transaction (and fail it when any of them fails).
 	PutCheckpoint(context.Context, *PutCheckpointRequest) (*PutCheckpointResponse, error)
 	// PutWrites stores pending writes of tasks against a checkpoint.
 	// Idempotent: a write whose (task_id, idx) is stored already is kept
-	// unless the write asks to replace it.
+	// unless the write asks to replace it. Run checks as PutCheckpoint.
 	PutWrites(context.Context, *PutWritesRequest) (*PutWritesResponse, error)
 	// GetCheckpoint returns one checkpoint (the latest of the checkpoint
 	// namespace when no id is given) with all or selected channel values.
