@@ -1029,7 +1029,7 @@ cdef object _decode(object data):
     except RecursionError:
         raise _UV(_TOO_DEEP) from None
     except (_DecodeError, UnicodeDecodeError) as e:  # msgspec raises the latter for bad UTF-8
-        raise _UV(f"not valid MessagePack: {e}") from None
+        raise _UV(_codec.decode_failure(e)) from None
 
 
 def canonicalize(data):

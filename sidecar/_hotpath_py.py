@@ -110,7 +110,7 @@ def decompose(data: bytes) -> tuple[int, object]:
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {_codec.MAX_DEPTH}") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec raises the latter for bad UTF-8
-        raise UnsupportedValue(f"not valid MessagePack: {e}") from None
+        raise UnsupportedValue(_codec.decode_failure(e)) from None
     t = type(value)
     if t is list:
         out = []

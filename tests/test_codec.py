@@ -266,11 +266,10 @@ def test_canonicalize_keeps_decimal_text():
 
 
 @pytest.mark.parametrize("data,reason", [
-    (b"", "not valid MessagePack: Input data was truncated"),
-    (b"\xc1", "not valid MessagePack: MessagePack data is malformed: invalid opcode '\\xc1' (byte 0)"),
-    (b"\xc0\xc0", "not valid MessagePack: MessagePack data is malformed: trailing characters (byte 1)"),
-    (bytes.fromhex("a2c328"), "not valid MessagePack: 'utf-8' codec can't decode byte 0xc3 in position 0: "
-                              "invalid continuation byte"),
+    (b"", "not valid MessagePack: the input is truncated"),
+    (b"\xc1", "not valid MessagePack: malformed input"),
+    (b"\xc0\xc0", "not valid MessagePack: bytes follow the value"),
+    (bytes.fromhex("a2c328"), "not valid MessagePack: a string is not valid UTF-8"),
     (bytes.fromhex("810102"), "map key 1 is not a string"),
 ])
 def test_canonicalize_rejects(data, reason):

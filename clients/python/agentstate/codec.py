@@ -318,6 +318,22 @@ def _find_bad_string(value: Any, path: str = "$") -> str:
     return path
 
 
+def decode_failure(e: Exception) -> str:
+    """The reason given for input msgspec cannot decode.
+
+    Our own words, so that the reason (and the golden vectors pinning it) do
+    not change with msgspec's error texts between versions.
+    """
+    text = str(e)
+    if isinstance(e, UnicodeDecodeError) or "UTF-8" in text or "utf-8" in text:
+        return "not valid MessagePack: a string is not valid UTF-8"
+    if "truncated" in text:
+        return "not valid MessagePack: the input is truncated"
+    if "trailing" in text:
+        return "not valid MessagePack: bytes follow the value"
+    return "not valid MessagePack: malformed input"
+
+
 def canonicalize(data: bytes) -> bytes:
     """Return the canonical encoding of any valid encoded value (raises UnsupportedValue)."""
     try:
@@ -325,7 +341,7 @@ def canonicalize(data: bytes) -> bytes:
     except RecursionError:
         raise UnsupportedValue(f"nested deeper than {MAX_DEPTH}") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as e:  # msgspec raises the latter for bad UTF-8
-        raise UnsupportedValue(f"not valid MessagePack: {e}") from None
+        raise UnsupportedValue(decode_failure(e)) from None
     return _encoder.encode(normalize(value))
 
 
