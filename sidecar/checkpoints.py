@@ -358,7 +358,7 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
 
 def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: str, tkey: int, cns: str,
                     checkpoint_id: str, m: Manifest, fetch, *, values: bool, channels=None,
-                    known_roots=None, pending_writes: bool = False) -> None:
+                    known_roots=None, pending_writes: bool = False, known_lists: dict | None = None) -> None:
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = m.schema_version
@@ -371,41 +371,65 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
         if channels and name not in channels:
             continue
         cv = out.channels[name]
-        cv.root = root
         if not values:
+            cv.root = root
             continue
-        known = known_roots.get(name) if known_roots else None
-        if known == root:
-            continue
-        if known is not None and _fill_list_delta(cv, known, root_id, txn, store, fetch):
-            continue
-        wire.read_value(cv.value, root_id, fetch)
+        fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
+                     known_lists)
     if values and m.extra is not None:
         wire.set_value(out.extra, hp.stored_encoding(fetch(m.extra), fetch))
     if pending_writes:
         read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
 
 
-def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, store: Store, fetch) -> bool:
-    """When the known root is a list that the current one extends, send only the new items."""
+def fill_channel(cv: pb.ChannelValue, txn, store: Store, root: bytes, root_id: bytes, fetch,
+                 known: bytes | None = None, known_lists: dict | None = None) -> None:
+    """Fill one ChannelValue: the root, and the value unless it equals ``known`` (a root the
+    client has) or is a list related to it by a prefix (then a delta)."""
+    cv.root = root
+    if known == root:
+        return
+    if known is not None and _fill_list_delta(cv, known, root_id, txn, store, fetch, known_lists):
+        return
+    wire.read_value(cv.value, root_id, fetch)
+
+
+def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, store: Store, fetch,
+                     known_lists: dict | None = None) -> bool:
+    """When the known root is a list that the current one extends or continues, send only the
+    difference: the new items, or (for a prefix of the known list) just the kept length.
+    ``known_lists`` caches the known lists' item ids across the checkpoints of one call."""
     if len(known) != hp.HASH_SIZE:  # not a hash (LMDB refuses an empty key): send the whole value
         return False
-    known_id = txn.get(known, db=store.db["hashes"])
-    if known_id is None:
+    cached = known_lists.get(known) if known_lists is not None else None
+    if cached is None:
+        known_id = txn.get(known, db=store.db["hashes"])
+        if known_id is None:
+            return False
+        old = fetch(known_id)
+        cached = hp.stored_list_ids(old, fetch) if old[hp.HASH_SIZE] == hp.TAG_LIST else False
+        if known_lists is not None:
+            known_lists[known] = cached
+    if cached is False:
         return False
-    old, new = fetch(known_id), fetch(root_id)
-    if old[hp.HASH_SIZE] != hp.TAG_LIST or new[hp.HASH_SIZE] != hp.TAG_LIST:
+    new = fetch(root_id)
+    if new[hp.HASH_SIZE] != hp.TAG_LIST:
         return False
-    n_old = hp.stored_list_length(old)
-    if n_old > hp.stored_list_length(new):
-        return False
+    old_ids = cached
+    n_old, n_new = len(old_ids), hp.stored_list_length(new)
     new_ids = hp.stored_list_ids(new, fetch)
-    if new_ids[:n_old] != hp.stored_list_ids(old, fetch):  # one id per content: equal ids = equal items
+    if n_old <= n_new:
+        if new_ids[:n_old] != old_ids:  # one id per content: equal ids = equal items
+            return False
+        cv.delta.base_root = known
+        cv.delta.keep_first = n_old
+        for node_id in new_ids[n_old:]:
+            wire.set_value(cv.delta.append.add(), hp.stored_encoding(fetch(node_id), fetch))
+        return True
+    if old_ids[:n_new] != new_ids:
         return False
     cv.delta.base_root = known
-    cv.delta.keep_first = n_old
-    for node_id in new_ids[n_old:]:
-        wire.set_value(cv.delta.append.add(), hp.stored_encoding(fetch(node_id), fetch))
+    cv.delta.keep_first = n_new
     return True
 
 
@@ -528,6 +552,8 @@ async def list_(store: Store, req: pb.ListCheckpointsRequest) -> pb.ListCheckpoi
 
 
 def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, emitted, remaining, fp, out):
+    known_roots = dict(req.known_roots) if req.include_values else None
+    known_lists: dict = {}
     with store.read() as txn:
         fetch = nodes.fetcher(txn, store)
         if thread_id:
@@ -549,7 +575,8 @@ def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, e
                         out.next_page_token = wire.make_token(fp, (emitted + page, *last))
                     return
                 fill_checkpoint(out.checkpoints.add(), txn, store, ns, tid, rec.tkey, c_ns, cid, m, fetch,
-                                values=req.include_values, pending_writes=req.include_pending_writes)
+                                values=req.include_values, pending_writes=req.include_pending_writes,
+                                known_roots=known_roots, known_lists=known_lists)
                 last = (tid, cid, c_ns)
 
 
@@ -594,6 +621,8 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
     if policy == "delete_all" and not req.delete_all:
         raise invalid("delete_all", "must be true when set")
     horizon = wire.timestamp_us(req.older_than, "older_than") if policy == "older_than" else 0
+    from .history import history_channels, needed_for_history  # local: history imports this module
+    keep_for = history_channels(req.history_channels) if policy != "delete_all" else []
 
     def apply(txn):
         deleted = 0
@@ -619,6 +648,13 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
                 else:
                     doomed = [k for k in keys
                               if layout.manifest_decoder.decode(txn.get(k, db=db)).created_us < horizon]
+                if keep_for and doomed:
+                    gone = set(doomed)
+                    kept = [layout.split_ckpt_key(k) for k in reversed(keys) if k not in gone]
+                    if kept:
+                        needed = needed_for_history(txn, store, rec.tkey, kept[0][1], [c for _, _, c in kept],
+                                                    keep_for)
+                        doomed = [k for k in doomed if layout.split_ckpt_key(k)[2] not in needed]
                 for key in doomed:
                     delete_checkpoint_at(txn, store, ns, key)
                 deleted += len(doomed)

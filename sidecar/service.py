@@ -16,7 +16,7 @@ from google.protobuf import message_factory
 
 from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2_grpc
 
-from . import checkpoints, gc, hotpath, layout, threads
+from . import checkpoints, gc, history, hotpath, layout, threads
 from .errors import ApiError
 from .store import Store
 
@@ -147,6 +147,10 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
     @handler
     async def DiffCheckpoints(self, request, context):
         return await checkpoints.diff(self.store, request)
+
+    @handler
+    async def GetChannelHistory(self, request, context):
+        return await history.get_channel_history(self.store, request)
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
