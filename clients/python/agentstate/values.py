@@ -11,7 +11,8 @@ from .codec import Opaque
 from .errors import InvalidArgument
 from .v1 import threads_pb2, values_pb2
 
-__all__ = ["Append", "SetKeys", "Keep", "to_value", "from_value", "channel_write"]
+__all__ = ["Append", "SetKeys", "Keep", "to_value", "from_value", "channel_write", "channel_value",
+           "apply_list_delta"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +131,26 @@ def _channel_write(value: Any, out: threads_pb2.ChannelWrite) -> None:
                 raise e.under(f"[{i}]") from None
     else:
         to_value(value, out.value)
+
+
+def channel_value(cv: threads_pb2.ChannelValue, known: list | None = None) -> Any:
+    """Decode a ChannelValue read with known_roots. ``known`` is the decoded list the client holds for
+    the root it sent: a channel without content is that list again, a delta applies to it. Raises
+    ValueError when content refers to a known value that was not given."""
+    kind = cv.WhichOneof("content")
+    if kind == "value":
+        return from_value(cv.value)
+    if known is None:
+        raise ValueError("the channel came back relative to a known root, but no known value was given")
+    if kind is None:
+        return list(known)
+    return apply_list_delta(known, cv.delta)
+
+
+def apply_list_delta(items: list, delta: values_pb2.ValueDelta) -> list:
+    """The list ``delta`` makes of ``items``: its first keep_first items (all when unset), then the appended
+    ones decoded."""
+    keep = delta.keep_first if delta.HasField("keep_first") else len(items)
+    if keep > len(items):
+        raise ValueError(f"keep_first {keep} is more than the {len(items)} items held")
+    return list(items[:keep]) + [from_value(v) for v in delta.append]
