@@ -8,6 +8,7 @@ writer in one transaction that re-checks everything the preparation assumed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -128,7 +129,18 @@ def _run_id(metadata: dict[str, bytes]) -> str | None:
     return value if isinstance(value, str) and value and "\x00" not in value and len(value) <= limits.MAX_ID_BYTES else None
 
 
-def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
+@contextlib.contextmanager
+def _reading(store: Store, txn):
+    """``txn`` when given (a writer's transaction, which sees its own writes), else a read snapshot."""
+    if txn is not None:
+        yield txn
+    else:
+        with store.read() as snapshot:
+            yield snapshot
+
+
+def prepare_put(store: Store, req: pb.PutCheckpointRequest, txn=None) -> PutPlan:
+    """Validate a put and build its nodes, reading bases from ``txn`` (default: a fresh snapshot)."""
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
@@ -147,7 +159,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
     needs_base = [name for name, w in req.channels.items() if w.WhichOneof("op") in ("delta", "keep")]
     base: Manifest | None = None
     reader = None
-    with store.read() as txn:
+    with _reading(store, txn) as txn:
         if needs_base:
             if not base_id:
                 raise ApiError("BASE_MISMATCH", f"channels[{needs_base[0]!r}]: a delta or keep needs "
@@ -300,7 +312,18 @@ async def put(store: Store, req: pb.PutCheckpointRequest) -> pb.PutCheckpointRes
 
 # ----------------------------------------------------------------- writes
 
-async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResponse:
+@dataclass
+class WritesPlan:
+    ns: str
+    thread_id: str
+    cns: str
+    checkpoint_id: str
+    rows: list  # (task_id, idx, replace, channel, value hash, task_path)
+    nodes: list
+
+
+def prepare_writes(req: pb.PutWritesRequest) -> WritesPlan:
+    """Validate a PutWrites request and build its value nodes (no store access)."""
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
@@ -318,26 +341,32 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
             raise invalid(f + ".value", "is required")
         h = hp.value_node(wire.value_encoding(w.value, f + ".value"), built)
         rows.append((task_id, w.idx, w.replace, channel, h, task_path))
+    return WritesPlan(ns, thread_id, cns, checkpoint_id, rows, built)
 
-    def apply(txn):
-        rec = threads.load(txn, store, ns, thread_id) or threads.create_record(txn, store, ns, thread_id)
-        db = store.db["writes"]
-        todo = []
-        for task_id, idx, replace, channel, h, task_path in rows:
-            key = layout.write_key(rec.tkey, cns, checkpoint_id, task_id, idx)
-            if replace or txn.get(key, db=db) is None:
-                todo.append((key, channel, h, task_path))
-        if todo:
-            ids = nodes.write(txn, store, built, {}, [h for _, _, h, _ in todo])
-            for key, channel, h, task_path in todo:
-                txn.put(key, layout.encode(layout.WriteRec(1, channel, ids[h], task_path)), db=db)
-            keep = store.gc_keep
-            if keep is not None:
-                keep.update(ids.values())
-        return pb.PutWritesResponse(stored=len(todo), kept=len(rows) - len(todo))
 
+def apply_writes(txn, store: Store, plan: WritesPlan) -> pb.PutWritesResponse:
+    rec = threads.load(txn, store, plan.ns, plan.thread_id) or threads.create_record(txn, store, plan.ns,
+                                                                                   plan.thread_id)
+    db = store.db["writes"]
+    todo = []
+    for task_id, idx, replace, channel, h, task_path in plan.rows:
+        key = layout.write_key(rec.tkey, plan.cns, plan.checkpoint_id, task_id, idx)
+        if replace or txn.get(key, db=db) is None:
+            todo.append((key, channel, h, task_path))
+    if todo:
+        ids = nodes.write(txn, store, plan.nodes, {}, [h for _, _, h, _ in todo])
+        for key, channel, h, task_path in todo:
+            txn.put(key, layout.encode(layout.WriteRec(1, channel, ids[h], task_path)), db=db)
+        keep = store.gc_keep
+        if keep is not None:
+            keep.update(ids.values())
+    return pb.PutWritesResponse(stored=len(todo), kept=len(plan.rows) - len(todo))
+
+
+async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResponse:
+    plan = prepare_writes(req)
     return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-        txn, store.db, ns, "PutWrites", req, pb.PutWritesResponse, apply)))
+        txn, store.db, plan.ns, "PutWrites", req, pb.PutWritesResponse, lambda t: apply_writes(t, store, plan))))
 
 
 def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:

@@ -16,7 +16,7 @@ from google.protobuf import message_factory
 
 from agentstate.v1 import admin_pb2, admin_pb2_grpc, threads_pb2_grpc
 
-from . import checkpoints, gc, history, hotpath, layout, threads
+from . import batch, checkpoints, gc, history, hotpath, layout, threads
 from .errors import ApiError
 from .store import Store
 
@@ -151,6 +151,10 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
     @handler
     async def GetChannelHistory(self, request, context):
         return await history.get_channel_history(self.store, request)
+
+    @handler
+    async def BatchWrite(self, request, context):
+        return await batch.batch_write(self.store, request)
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):

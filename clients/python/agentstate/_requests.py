@@ -81,6 +81,9 @@ IDEMPOTENT: dict[str, Callable[[Any], bool]] = {
     "DeleteCheckpointsForRunsRequest": lambda r: True,
     "CreateThreadRequest": lambda r: r.if_exists == pb.IF_EXISTS_RETURN,
     "CollectGarbageRequest": lambda r: True,
+    # a batch is as safe to repeat as every request in it
+    "BatchWriteRequest": lambda r: all(w.WhichOneof("op") and _idempotent(getattr(w, w.WhichOneof("op")))
+                                       for w in r.writes),
 }
 _READ_PREFIXES = ("Get", "List", "Diff", "Check", "Watch")
 
@@ -88,6 +91,11 @@ _READ_PREFIXES = ("Get", "List", "Diff", "Check", "Watch")
 def register_idempotent(message_name: str, predicate: Callable[[Any], bool]) -> None:
     """Declare requests of ``message_name`` for which ``predicate(request)`` is true safe to repeat."""
     IDEMPOTENT[message_name] = predicate
+
+
+def _idempotent(request) -> bool:
+    predicate = IDEMPOTENT.get(request.DESCRIPTOR.name)
+    return predicate is not None and predicate(request)
 
 
 def _has_request_id(request) -> bool:
@@ -219,3 +227,19 @@ def channel_history_request(ns: str, thread_id: str, channels, checkpoint_id: st
 
 
 __all__ = ["RetryPolicy", "NO_RETRY", "register_idempotent", "DEFAULT_ADDRESS", "channel_options"]
+
+
+def batch_write_request(ns: str, requests: Iterable, request_id: str = "") -> pb.BatchWriteRequest:
+    """A BatchWrite of PutCheckpointRequest / PutWritesRequest messages (namespaces set to ``ns``)."""
+    req = pb.BatchWriteRequest(namespace=ns, request_id=request_id)
+    for r in requests:
+        item = req.writes.add()
+        if isinstance(r, pb.PutCheckpointRequest):
+            item.put_checkpoint.CopyFrom(r)
+            item.put_checkpoint.namespace = ns
+        elif isinstance(r, pb.PutWritesRequest):
+            item.put_writes.CopyFrom(r)
+            item.put_writes.namespace = ns
+        else:
+            raise TypeError(f"a batch holds PutCheckpointRequest and PutWritesRequest, not {type(r).__name__}")
+    return req

@@ -205,6 +205,13 @@ class AsyncClient:
                                          max_depth, known_roots)
         return await self._call(self.threads.GetChannelHistory, req, timeout)
 
+    async def batch_write(self, requests: Iterable, *, request_id: str = "",
+                    timeout: float | None = None) -> pb.BatchWriteResponse:
+        """Apply PutCheckpointRequest / PutWritesRequest messages in order, all or nothing, in one call (the
+        ``*_request`` builders of agentstate._requests make them)."""
+        return await self._call(self.threads.BatchWrite, rq.batch_write_request(self.namespace, requests, request_id),
+                          timeout)
+
     # ------------------------------------------------------------ admin
 
     async def store_stats(self, *, timeout: float | None = None) -> admin_pb2.GetStoreStatsResponse:

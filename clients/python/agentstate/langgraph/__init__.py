@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - exercised without the extra insta
     raise ImportError("agentstate.langgraph needs LangGraph: pip install 'agentstate[langgraph]'") from e
 
 from ._serde import SafeSerializer, UnsafeValueError
+from ._writer import WriteBehindError
 from .saver import AsyncSidecarSaver, SidecarSaver
 
-__all__ = ["SidecarSaver", "AsyncSidecarSaver", "SafeSerializer", "UnsafeValueError"]
+__all__ = ["SidecarSaver", "AsyncSidecarSaver", "SafeSerializer", "UnsafeValueError", "WriteBehindError"]

@@ -55,7 +55,6 @@ but the wire does not).
 """
 from __future__ import annotations
 
-import random
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -86,16 +85,17 @@ class Known:
     """What the saver knows of one stored checkpoint."""
 
     versions: dict  # channel_versions
-    roots: dict[str, bytes]  # channel -> root hash, every channel the checkpoint holds
+    roots: dict[str, bytes]  # channel -> root hash (b"" until the put is stored) of every channel it holds
     lists: dict[str, list] = field(default_factory=dict)  # channel -> Python items of list channels
     covered: set[str] | None = None  # when set, roots are known only for these channels (not cached)
 
 
 @dataclass
 class PendingPut:
+    """A put on its way: what the saver will know of the checkpoint (roots filled in on the reply)."""
+
     key: tuple[str, str, str]
-    versions: dict
-    lists: dict[str, list]
+    known: Known
 
 
 class Core:
@@ -241,7 +241,8 @@ class Core:
             checkpoint_ns=ns, metadata={k: self.structured_or_opaque(v) for k, v in md.items()},
             extra=self.structured_or_opaque(extra), expected_head_etag=None, schema_version=SCHEMA_VERSION,
             require_thread=False, request_id="")
-        return req, PendingPut((thread_id, ns, checkpoint["id"]), dict(versions), lists), []
+        roots = {ch: (base.roots.get(ch, b"") if type(w) is Keep else b"") for ch, w in channels.items()}
+        return req, PendingPut((thread_id, ns, checkpoint["id"]), Known(dict(versions), roots, lists)), []
 
     def _channel_write(self, value: Any, base: Known | None, ch: str) -> tuple[Any, list | None]:
         items = self._items_of(value)
@@ -255,14 +256,20 @@ class Core:
                 k += 1
             if k:
                 return Append([self._item(x) for x in items[k:]], keep_first=None if k == len(old) else k,
-                              base_root=base.roots[ch]), items
+                              base_root=base.roots.get(ch) or b""), items
         return [self._item(x) for x in items], items
 
-    def after_put(self, pending: PendingPut, resp: pb.PutCheckpointResponse) -> RunnableConfig:
-        roots = {name: cv.root for name, cv in resp.checkpoint.channels.items()}
-        self.remember(pending.key, Known(pending.versions, roots, pending.lists), latest=True)
+    def accept(self, pending: PendingPut) -> RunnableConfig:
+        """A put was queued: later puts may use it as their base (its roots follow with the reply)."""
+        self.remember(pending.key, pending.known, latest=True)
         thread_id, ns, cid = pending.key
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def stored(self, pending: PendingPut, resp: pb.PutCheckpointResponse) -> pb.PutCheckpointResponse:
+        """The sidecar stored a put: record the roots it reported."""
+        with self._lock:
+            pending.known.roots.update((name, cv.root) for name, cv in resp.checkpoint.channels.items())
+        return resp
 
     def parent_request(self, config: RunnableConfig, channels: Sequence[str]) -> pb.GetCheckpointRequest:
         conf = config["configurable"]
@@ -295,8 +302,14 @@ class Core:
         cid = conf.get("checkpoint_id") or ""
         # an older checkpoint's lists are mostly prefixes of the latest ones: those do as known roots too
         k = (self.known(thread_id, ns, cid) if cid else None) or self.latest_known(thread_id, ns)
-        known_roots = {ch: k.roots[ch] for ch in k.lists} if k is not None else None
+        known_roots = self._known_roots(k)
         return get_checkpoint_request(self.namespace, thread_id, cid, ns, (), False, known_roots, True), k
+
+    def _known_roots(self, k: Known | None) -> dict[str, bytes] | None:
+        if k is None:
+            return None
+        with self._lock:
+            return {ch: k.roots[ch] for ch in k.lists if k.roots.get(ch)}
 
     def tuple_from(self, cp: pb.Checkpoint, k: Known | None, *, cache: bool, latest: bool) -> CheckpointTuple:
         values: dict[str, Any] = {}
@@ -346,7 +359,7 @@ class Core:
         thread_id = str(conf["thread_id"]) if conf.get("thread_id") is not None else ""
         ns = conf.get("checkpoint_ns")
         k = self.latest_known(thread_id, ns) if thread_id and ns is not None else None
-        known_roots = {ch: k.roots[ch] for ch in k.lists} if k is not None else None
+        known_roots = self._known_roots(k)
         mfilter = {key: self.structured_or_opaque(v) for key, v in (filter or {}).items()}
         return list_checkpoints_request(self.namespace, thread_id, ns, mfilter, before, limit, 100, token, True,
                                         True, known_roots), k
@@ -423,13 +436,18 @@ class Core:
         return set(counters) if isinstance(counters, dict) else set()
 
 
-def next_version(current: Any) -> str:
-    """Channel versions: zero-padded counter and a random fraction, so that versions are increasing,
-    compare as strings, and two branches of a fork rarely share one."""
+def next_version(current: Any) -> int | str:
+    """The next channel version: an int counter (1, 2, 3...).
+
+    LangGraph's SQL savers add a random fraction to versions because they key
+    stored values by (channel, version), which two branches of a fork could
+    share. Values here are keyed by content and kept relative to the parent,
+    so a plain counter is enough, and it keeps every checkpoint's bookkeeping
+    small. Versions are only ever compared with each other, so a thread that
+    has string versions keeps getting (zero-padded, comparable) strings.
+    """
     if current is None:
-        n = 0
-    elif isinstance(current, (int, float)):
-        n = int(current)
-    else:
-        n = int(str(current).split(".")[0])
-    return f"{n + 1:032}.{random.random():016}"
+        return 1
+    if isinstance(current, str):
+        return f"{int(current.split('.')[0]) + 1:032}"
+    return int(current) + 1

@@ -5,22 +5,29 @@
 
 Both classes implement every method of ``BaseCheckpointSaver``, sync and
 async, the extended ones included (``delete_for_runs``, ``copy_thread``,
-``prune``, ``get_delta_channel_history``). ``SidecarSaver`` talks over a
-blocking gRPC channel (its async methods run it in a worker thread);
-``AsyncSidecarSaver`` over a grpc.aio channel (its sync methods use a
-blocking channel of their own, so they work from any thread). How values
-are mapped and what is sent: see ``_core``.
+``prune``, ``get_delta_channel_history``). ``SidecarSaver`` reads over a
+blocking gRPC channel (its async methods run those reads in a worker
+thread); ``AsyncSidecarSaver`` over a grpc.aio channel made in the event
+loop that uses it (its sync methods use a blocking channel of their own, so
+they work from any thread). How values are mapped and what is sent: see
+``_core``.
 
-Durability. A put or put_writes returns only after the sidecar committed it
-(fsync); a transient failure (sidecar restarting, overloaded) is retried with
-the same content until the call's ``timeout`` — every request the savers send
-is idempotent, so a retry can neither duplicate nor reorder anything.
-LangGraph decides when to wait: with ``durability="sync"`` it waits for each
-put before the next step, with ``"async"`` it runs puts in the background in
-order (each put waits for the previous one) while the graph goes on, with
-``"exit"`` it puts once at the end. Nothing in the savers blocks the graph
-beyond the call LangGraph makes, and nothing is held back or batched: what a
-put returned is stored.
+Durability (see ``_writer``). Every put and pending write goes through one
+ordered outbox per saver, sent by a background thread in batches. Inside a
+graph run, LangGraph's durability mode decides who waits:
+
+* ``"sync"`` and ``"exit"``: put and put_writes return once the sidecar has
+  committed them (fsync);
+* ``"async"`` (LangGraph's default): they return as soon as the request is
+  built and queued — the graph does not wait for the network — and the
+  outbox stores them in order, retrying transient failures with the same
+  content for ``retry_for`` seconds. Any read of the saver first waits for
+  what was queued before it, so the saver reads its own writes; ``flush()``
+  (and ``close()``, and interpreter exit) waits for everything. A queued
+  write that cannot be stored is reported by every later call
+  (``WriteBehindError``), never dropped silently.
+
+Outside a graph run (a direct ``put`` call) the saver always waits.
 """
 from __future__ import annotations
 
@@ -39,8 +46,14 @@ from ..client import Client
 from ..errors import FailedPrecondition, NotFound
 from ..v1 import threads_pb2 as pb
 from ..values import from_value
-from ._core import Core, next_version
+from ._core import Core, Known, PendingPut, next_version
 from ._serde import SafeSerializer, check_serde
+from ._writer import Item, Writer, WriteBehindError
+
+try:  # LangGraph's config keys for the running graph and its durability mode
+    from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME
+except ImportError:  # pragma: no cover - other LangGraph versions
+    CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME = "__pregel_durability", "__pregel_runtime"
 
 #: Retries for the savers' calls: transient failures are retried until the call's deadline.
 SAVER_RETRY = RetryPolicy(max_attempts=0, initial_backoff=0.02, max_backoff=0.5)
@@ -56,58 +69,125 @@ def _before_id(before: RunnableConfig | None) -> str:
     return (before or {}).get("configurable", {}).get("checkpoint_id") or ""
 
 
+def _write_behind(config: RunnableConfig) -> bool:
+    """Whether a write may return before it is stored: inside a graph run in LangGraph's async mode."""
+    conf = config.get("configurable", {})
+    return CONFIG_KEY_RUNTIME in conf and conf.get(CONFIG_KEY_DURABILITY, "async") == "async"
+
+
+def _snapshot_values(checkpoint: Checkpoint) -> Checkpoint:
+    """A copy whose channel values (lists copied) stay as they are while the put waits in the outbox."""
+    values = {k: (list(v) if type(v) is list else v) for k, v in checkpoint["channel_values"].items()}
+    return {**checkpoint, "channel_values": values}
+
+
 class _SaverBase(BaseCheckpointSaver[str]):
-    def __init__(self, *, namespace: str, serde, allowed_modules, cache_size: int, timeout: float) -> None:
+    """What both savers share: serializer, core (mapping and cache), outbox, and the sync methods."""
+
+    def __init__(self, *, namespace: str, serde, allowed_modules, cache_size: int, timeout: float,
+                 retry_for: float, write_behind: bool) -> None:
         if serde is not None:
             check_serde(serde)
         super().__init__(serde=serde or SafeSerializer(allowed_modules=allowed_modules))
         self.namespace = namespace
         self.timeout = timeout
+        self.retry_for = retry_for
+        self.write_behind = write_behind
         self._core = Core(self.serde, namespace, cache_size)
-
-    def with_allowlist(self, extra_allowlist):
-        clone = super().with_allowlist(extra_allowlist)
-        if clone is not self:  # a shallow copy with a new serializer: give it a core of its own
-            clone._core = Core(clone.serde, self.namespace, self._core.cache_size)
-        return clone
-
-    def get_next_version(self, current: str | None, channel: None = None) -> str:
-        return next_version(current)
-
-    def _config_filter(self, config: RunnableConfig | None, limit: int | None):
-        """(exact checkpoint id wanted or "", limit to ask the server for)."""
-        wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
-        return wanted, 0 if wanted or not limit else limit
-
-
-class _SyncMethods:
-    """The sync methods, over a blocking client (``_blocking()``); shared by both savers."""
-
-    _core: Core
-    namespace: str
-    timeout: float
+        self._writer = Writer(self._blocking, namespace, retry_for)
 
     def _blocking(self) -> Client:
         raise NotImplementedError
+
+    def with_allowlist(self, extra_allowlist):
+        clone = super().with_allowlist(extra_allowlist)
+        if clone is not self:  # a copy with a stricter/looser serializer: its own core, the same outbox
+            clone._core = Core(clone.serde, self.namespace, self._core.cache_size)
+        return clone
+
+    def get_next_version(self, current: int | str | None, channel: None = None) -> int | str:
+        return next_version(current)
+
+    # ------------------------------------------------------------ outbox
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every put and write accepted so far is stored (raises WriteBehindError if one failed)."""
+        self._writer.flush(timeout)
+
+    def _put_item(self, config, checkpoint, metadata, new_versions, req, pending: PendingPut) -> Item:
+        core = self._core
+        inputs = (config, _snapshot_values(checkpoint), metadata, new_versions)
+
+        def replan(client: Client):
+            # the sidecar's parent is not what we believed: forget the thread, learn the parent anew
+            core.forget([pending.key[0]])
+            req2, pending2 = self._plan_put_blocking(client, *inputs, base=None)
+            pending.known = pending2.known
+            core.accept(pending2)
+            return req2
+
+        return Item(req, on_done=lambda resp: core.stored(pending, resp), replan=replan,
+                    waited=not (self.write_behind and _write_behind(config)))
+
+    def _plan_put_blocking(self, client: Client, config, checkpoint, metadata, new_versions, base):
+        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        if req is None:
+            parent = _get_or_none(lambda: client._call(client.threads.GetCheckpoint, self._core.parent_request(
+                config, unknown), self.timeout).checkpoint)
+            base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
+            req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        return req, pending
+
+    def _base_of(self, config: RunnableConfig) -> Known | None:
+        conf = config["configurable"]
+        return self._core.known(str(conf["thread_id"]), conf.get("checkpoint_ns", ""),
+                                conf.get("checkpoint_id") or "")
+
+    def _writes_item(self, config, writes, task_id, task_path) -> Item:
+        return Item(self._core.writes_request(config, writes, task_id, task_path),
+                    waited=not (self.write_behind and _write_behind(config)))
+
+    def _direct(self, item: Item) -> bool:
+        """A request its caller waits for goes out from the caller's thread when nothing is queued:
+        concurrent callers then share the sidecar's group commit instead of queueing behind each other."""
+        return item.waited and self._writer.idle()
+
+    def _send(self, item: Item, thread_id: str | None = None) -> None:
+        """Send a put or writes: directly or through the outbox; wait if the caller must."""
+        if self._direct(item):
+            try:
+                self._writer.send_now(self._blocking(), item)
+            except BaseException:
+                if thread_id is not None:
+                    self._core.forget([thread_id])  # what was assumed about this put is void
+                raise
+            return
+        fut = self._writer.submit(item)
+        if item.waited:
+            fut.result()
+
+    # ------------------------------------------------------------ sync methods (blocking client)
 
     def _call(self, method, request):
         return self._blocking()._call(method, request, self.timeout)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self.flush()
         req, known = self._core.get_request(config)
-        try:
-            cp = self._call(self._blocking().threads.GetCheckpoint, req).checkpoint
-        except NotFound:
+        cp = _get_or_none(lambda: self._call(self._blocking().threads.GetCheckpoint, req).checkpoint)
+        if cp is None:
             return None
         return self._core.tuple_from(cp, known, cache=True, latest=not req.checkpoint_id)
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
-        wanted, server_limit = self._config_filter(config, limit)
+        self.flush()
+        wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
         left = limit if limit else None
         token = ""
         while True:
-            req, known = self._core.list_request(config, filter, _before_id(before), server_limit, token)
+            req, known = self._core.list_request(config, filter, _before_id(before),
+                                                 0 if wanted or not limit else limit, token)
             resp = self._call(self._blocking().threads.ListCheckpoints, req)
             for cp in resp.checkpoints:
                 if wanted and cp.checkpoint_id != wanted:
@@ -123,56 +203,48 @@ class _SyncMethods:
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        conf = config["configurable"]
-        base = self._core.known(str(conf["thread_id"]), conf.get("checkpoint_ns", ""),
-                                conf.get("checkpoint_id") or "")
-        for attempt in range(2):
-            req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
-            if req is None:
-                try:
-                    parent = self._call(self._blocking().threads.GetCheckpoint,
-                                        self._core.parent_request(config, unknown)).checkpoint
-                except NotFound:
-                    parent = None
-                base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
-                req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
-            try:
-                resp = self._call(self._blocking().threads.PutCheckpoint, req)
-            except FailedPrecondition as e:
-                if e.reason != "BASE_MISMATCH" or attempt:
-                    raise
-                self._core.forget([conf["thread_id"]])  # what we knew of the parent is stale
-                base = None
-                continue
-            return self._core.after_put(pending, resp)
-        raise AssertionError("unreachable")
+        self._writer.check()
+        base = self._base_of(config)
+        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        if req is None:  # the parent is not known here: ask the sidecar (after what is queued)
+            self.flush()
+            req, pending = self._plan_put_blocking(self._blocking(), config, checkpoint, metadata, new_versions,
+                                                   None)
+        item = self._put_item(config, checkpoint, metadata, new_versions, req, pending)
+        out = self._core.accept(pending)
+        self._send(item, pending.key[0])
+        return out
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
-        self._call(self._blocking().threads.PutWrites, self._core.writes_request(config, writes, task_id, task_path))
+        self._send(self._writes_item(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
+        self.flush()
         self._core.forget([thread_id])
         self._call(self._blocking().threads.DeleteThread,
                    pb.DeleteThreadRequest(namespace=self.namespace, thread_id=str(thread_id), allow_missing=True))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.flush()
         for chunk in _chunks(run_ids):
+            self._core.forget()
             self._call(self._blocking().threads.DeleteCheckpointsForRuns,
                        pb.DeleteCheckpointsForRunsRequest(namespace=self.namespace, run_ids=chunk))
-            self._core.forget()
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.flush()
         req = pb.CopyThreadRequest(namespace=self.namespace, source_thread_id=str(source_thread_id),
                                    target_thread_id=str(target_thread_id))
         try:
             self._call(self._blocking().threads.CopyThread, req)
         except NotFound as e:
             if e.field != "source_thread_id":
-                raise  # nothing to copy from: nothing to do
+                raise  # (no source: nothing to copy)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._core.prune_request([], strategy, ())  # validates the strategy even for no threads
+        self._core.prune_request([], strategy, ())  # validates the strategy, even for no threads
+        self.flush()
         for chunk in _chunks(thread_ids):
             history: set[str] = set()
             if strategy == "keep_latest":
@@ -196,28 +268,32 @@ class _SyncMethods:
                                   channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
         if not channels:
             return {}
+        self.flush()
         req = self._core.history_request(config, channels)
-        try:
-            resp = self._call(self._blocking().threads.GetChannelHistory, req)
-        except NotFound:
+        resp = _get_or_none(lambda: self._call(self._blocking().threads.GetChannelHistory, req))
+        if resp is None:
             return {ch: {"writes": []} for ch in channels}
         return self._core.history_from(req, resp)
 
 
-class SidecarSaver(_SyncMethods, _SaverBase):
+class SidecarSaver(_SaverBase):
     """LangGraph checkpointer over the sidecar, blocking gRPC.
 
     ``target`` is an address (``unix:PATH`` or ``HOST:PORT``) or an existing
     :class:`agentstate.Client` (its namespace is used). ``namespace`` is the
     sidecar tenant namespace. ``serde`` replaces the default strict
     serializer (pickle is refused either way); ``allowed_modules`` extends the
-    default one's allow-list. ``cache_size`` bounds what the saver remembers
-    of recent checkpoints (0: nothing; every value sent whole). ``timeout``
-    is each call's deadline, retries included.
+    default one's allow-list with ``(module, class)`` pairs or classes.
+    ``cache_size`` bounds what the saver remembers of recent checkpoints (0:
+    nothing; every value is sent whole). ``timeout`` is each call's
+    deadline, retries included; ``retry_for`` how long queued writes are
+    retried while the sidecar is unreachable. ``write_behind=False`` makes
+    every put wait for the sidecar, whatever the durability mode.
     """
 
     def __init__(self, target: str | Client = "unix:sidecar-data/sidecar.sock", *, namespace: str | None = None,
-                 serde=None, allowed_modules=(), cache_size: int = 512, timeout: float = 30.0) -> None:
+                 serde=None, allowed_modules=(), cache_size: int = 512, timeout: float = 30.0,
+                 retry_for: float = 120.0, write_behind: bool = False) -> None:
         if isinstance(target, Client):
             self.client, self._own = target, False
         else:
@@ -225,11 +301,20 @@ class SidecarSaver(_SyncMethods, _SaverBase):
                                  wait_for_ready=True)
             self._own = True
         super().__init__(namespace=namespace or self.client.namespace, serde=serde,
-                         allowed_modules=allowed_modules, cache_size=cache_size, timeout=timeout)
+                         allowed_modules=allowed_modules, cache_size=cache_size, timeout=timeout,
+                         retry_for=retry_for, write_behind=write_behind)
+
+    def _blocking(self) -> Client:
+        return self.client
 
     def close(self) -> None:
-        if self._own:
-            self.client.close()
+        """Store what is queued, then close the channel (if the saver made it)."""
+        try:
+            self._writer.flush(self.retry_for)
+        finally:
+            self._writer.close()
+            if self._own:
+                self.client.close()
 
     def __enter__(self) -> "SidecarSaver":
         return self
@@ -237,10 +322,7 @@ class SidecarSaver(_SyncMethods, _SaverBase):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _blocking(self) -> Client:
-        return self.client
-
-    # ------------------------------------------------------------ async (blocking calls in a worker thread)
+    # ------------------------------------------------------------ async: the blocking calls in a worker thread
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -280,23 +362,23 @@ class SidecarSaver(_SyncMethods, _SaverBase):
         return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
 
 
-class AsyncSidecarSaver(_SyncMethods, _SaverBase):
-    """LangGraph checkpointer over the sidecar, asyncio gRPC (see :class:`SidecarSaver` for the arguments;
+class AsyncSidecarSaver(_SaverBase):
+    """LangGraph checkpointer over the sidecar, asyncio gRPC (arguments as for :class:`SidecarSaver`;
     ``target`` may also be an :class:`agentstate.AsyncClient`)."""
 
     def __init__(self, target: str | AsyncClient | Client = "unix:sidecar-data/sidecar.sock", *,
                  namespace: str | None = None, serde=None, allowed_modules=(), cache_size: int = 512,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, retry_for: float = 120.0, write_behind: bool = False) -> None:
         self._given_async = target if isinstance(target, AsyncClient) else None
         self._given_sync = target if isinstance(target, Client) else None
         given = self._given_async or self._given_sync
         self.address = given.address if given is not None else target
-        ns = namespace or (given.namespace if given is not None else "default")
-        super().__init__(namespace=ns, serde=serde, allowed_modules=allowed_modules, cache_size=cache_size,
-                         timeout=timeout)
         self._clients_lock = threading.Lock()
         self._aclient: tuple[asyncio.AbstractEventLoop, AsyncClient] | None = None
         self._sclient: Client | None = self._given_sync
+        super().__init__(namespace=namespace or (given.namespace if given is not None else "default"),
+                         serde=serde, allowed_modules=allowed_modules, cache_size=cache_size, timeout=timeout,
+                         retry_for=retry_for, write_behind=write_behind)
 
     # A grpc.aio channel belongs to the event loop it was made in: one per loop, made on first use.
     def _async_client(self) -> AsyncClient:
@@ -316,14 +398,24 @@ class AsyncSidecarSaver(_SyncMethods, _SaverBase):
                                        retry=SAVER_RETRY, wait_for_ready=True)
             return self._sclient
 
+    async def aflush(self) -> None:
+        """Async flush(): wait until everything accepted so far is stored."""
+        await asyncio.wrap_future(self._writer.barrier())
+        self._writer.check()
+
     async def aclose(self) -> None:
-        with self._clients_lock:
-            mine, self._aclient = self._aclient, None
-            sync, self._sclient = self._sclient, self._given_sync
-        if mine is not None and mine[0] is asyncio.get_running_loop():
-            await mine[1].close()
-        if sync is not None and sync is not self._given_sync:
-            sync.close()
+        """Store what is queued, then close the channels the saver made."""
+        try:
+            await asyncio.wait_for(self.aflush(), self.retry_for)
+        finally:
+            await asyncio.to_thread(self._writer.close)
+            with self._clients_lock:
+                mine, self._aclient = self._aclient, None
+                sync, self._sclient = self._sclient, self._given_sync
+            if mine is not None and mine[0] is asyncio.get_running_loop():
+                await mine[1].close()
+            if sync is not None and sync is not self._given_sync:
+                sync.close()
 
     async def __aenter__(self) -> "AsyncSidecarSaver":
         return self
@@ -333,12 +425,12 @@ class AsyncSidecarSaver(_SyncMethods, _SaverBase):
 
     async def _acall(self, method_name: str, request):
         c = self._async_client()
-        stub = c.threads if method_name != "admin" else c.admin
-        return await c._call(getattr(stub, method_name), request, self.timeout)
+        return await c._call(getattr(c.threads, method_name), request, self.timeout)
 
-    # ------------------------------------------------------------ async
+    # ------------------------------------------------------------ async methods
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self.aflush()
         req, known = self._core.get_request(config)
         try:
             cp = (await self._acall("GetCheckpoint", req)).checkpoint
@@ -348,11 +440,13 @@ class AsyncSidecarSaver(_SyncMethods, _SaverBase):
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
-        wanted, server_limit = self._config_filter(config, limit)
+        await self.aflush()
+        wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
         left = limit if limit else None
         token = ""
         while True:
-            req, known = self._core.list_request(config, filter, _before_id(before), server_limit, token)
+            req, known = self._core.list_request(config, filter, _before_id(before),
+                                                 0 if wanted or not limit else limit, token)
             resp = await self._acall("ListCheckpoints", req)
             for cp in resp.checkpoints:
                 if wanted and cp.checkpoint_id != wanted:
@@ -368,45 +462,77 @@ class AsyncSidecarSaver(_SyncMethods, _SaverBase):
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        conf = config["configurable"]
-        base = self._core.known(str(conf["thread_id"]), conf.get("checkpoint_ns", ""),
-                                conf.get("checkpoint_id") or "")
-        for attempt in range(2):
-            req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
-            if req is None:
-                try:
-                    parent = (await self._acall("GetCheckpoint", self._core.parent_request(config, unknown))).checkpoint
-                except NotFound:
-                    parent = None
-                base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
-                req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        self._writer.check()
+        base = self._base_of(config)
+        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        if req is None:  # the parent is not known here: ask the sidecar (after what is queued)
+            await self.aflush()
+            try:
+                parent = (await self._acall("GetCheckpoint", self._core.parent_request(config, unknown))).checkpoint
+            except NotFound:
+                parent = None
+            base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
+            req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        item = self._put_item(config, checkpoint, metadata, new_versions, req, pending)
+        out = self._core.accept(pending)
+        if not self._direct(item):
+            fut = self._writer.submit(item)
+            if item.waited:
+                await asyncio.wrap_future(fut)
+            return out
+        try:
             try:
                 resp = await self._acall("PutCheckpoint", req)
             except FailedPrecondition as e:
-                if e.reason != "BASE_MISMATCH" or attempt:
+                if e.reason != "BASE_MISMATCH":
                     raise
-                self._core.forget([conf["thread_id"]])
-                base = None
-                continue
-            return self._core.after_put(pending, resp)
-        raise AssertionError("unreachable")
+                # the sidecar's parent is not what we believed: forget the thread, learn the parent anew
+                self._core.forget([pending.key[0]])
+                req, pending = await self._aplan_put(config, checkpoint, metadata, new_versions)
+                self._core.accept(pending)
+                resp = await self._acall("PutCheckpoint", req)
+        except BaseException:
+            self._core.forget([pending.key[0]])
+            raise
+        self._core.stored(pending, resp)
+        return out
+
+    async def _aplan_put(self, config, checkpoint, metadata, new_versions):
+        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, None)
+        if req is None:
+            try:
+                parent = (await self._acall("GetCheckpoint", self._core.parent_request(config, unknown))).checkpoint
+            except NotFound:
+                parent = None
+            base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
+            req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        return req, pending
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await self._acall("PutWrites", self._core.writes_request(config, writes, task_id, task_path))
+        item = self._writes_item(config, writes, task_id, task_path)
+        if self._direct(item):
+            await self._acall("PutWrites", item.request)
+            return
+        fut = self._writer.submit(item)
+        if item.waited:
+            await asyncio.wrap_future(fut)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        await self.aflush()
         self._core.forget([thread_id])
-        await self._acall("DeleteThread", pb.DeleteThreadRequest(namespace=self.namespace, thread_id=str(thread_id),
-                                                                allow_missing=True))
+        await self._acall("DeleteThread", pb.DeleteThreadRequest(namespace=self.namespace,
+                                                                 thread_id=str(thread_id), allow_missing=True))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self.aflush()
         for chunk in _chunks(run_ids):
-            await self._acall("DeleteCheckpointsForRuns",
-                             pb.DeleteCheckpointsForRunsRequest(namespace=self.namespace, run_ids=chunk))
             self._core.forget()
+            await self._acall("DeleteCheckpointsForRuns",
+                              pb.DeleteCheckpointsForRunsRequest(namespace=self.namespace, run_ids=chunk))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self.aflush()
         req = pb.CopyThreadRequest(namespace=self.namespace, source_thread_id=str(source_thread_id),
                                    target_thread_id=str(target_thread_id))
         try:
@@ -417,6 +543,7 @@ class AsyncSidecarSaver(_SyncMethods, _SaverBase):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._core.prune_request([], strategy, ())
+        await self.aflush()
         for chunk in _chunks(thread_ids):
             history: set[str] = set()
             if strategy == "keep_latest":
@@ -439,12 +566,20 @@ class AsyncSidecarSaver(_SyncMethods, _SaverBase):
                                          channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
         if not channels:
             return {}
+        await self.aflush()
         req = self._core.history_request(config, channels)
         try:
             resp = await self._acall("GetChannelHistory", req)
         except NotFound:
             return {ch: {"writes": []} for ch in channels}
         return self._core.history_from(req, resp)
+
+
+def _get_or_none(call):
+    try:
+        return call()
+    except NotFound:
+        return None
 
 
 class _NoParent:
@@ -458,5 +593,4 @@ class _NoParent:
 
 _NO_PARENT = _NoParent()
 
-
-__all__ = ["SidecarSaver", "AsyncSidecarSaver"]
+__all__ = ["SidecarSaver", "AsyncSidecarSaver", "WriteBehindError"]

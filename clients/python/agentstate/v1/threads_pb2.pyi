@@ -590,3 +590,35 @@ class GetChannelHistoryResponse(_message.Message):
     channels: _containers.RepeatedCompositeFieldContainer[ChannelHistory]
     depth: int
     def __init__(self, checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[_Union[ChannelHistory, _Mapping]]] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class BatchedWrite(_message.Message):
+    __slots__ = ("put_checkpoint", "put_writes")
+    PUT_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PUT_WRITES_FIELD_NUMBER: _ClassVar[int]
+    put_checkpoint: PutCheckpointRequest
+    put_writes: PutWritesRequest
+    def __init__(self, put_checkpoint: _Optional[_Union[PutCheckpointRequest, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesRequest, _Mapping]] = ...) -> None: ...
+
+class BatchWriteRequest(_message.Message):
+    __slots__ = ("namespace", "writes", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    writes: _containers.RepeatedCompositeFieldContainer[BatchedWrite]
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[BatchedWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class BatchedWriteResult(_message.Message):
+    __slots__ = ("put_checkpoint", "put_writes")
+    PUT_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PUT_WRITES_FIELD_NUMBER: _ClassVar[int]
+    put_checkpoint: PutCheckpointResponse
+    put_writes: PutWritesResponse
+    def __init__(self, put_checkpoint: _Optional[_Union[PutCheckpointResponse, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesResponse, _Mapping]] = ...) -> None: ...
+
+class BatchWriteResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchedWriteResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchedWriteResult, _Mapping]]] = ...) -> None: ...

@@ -105,6 +105,11 @@ class ThreadServiceStub:
                 request_serializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryResponse.FromString,
                 _registered_method=True)
+        self.BatchWrite = channel.unary_unary(
+                '/agentstate.v1.ThreadService/BatchWrite',
+                request_serializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadServiceServicer:
@@ -240,6 +245,20 @@ class ThreadServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BatchWrite(self, request, context):
+        """BatchWrite applies PutCheckpoint and PutWrites requests in order, in one
+        transaction, with one commit: a later put may take its base checkpoint
+        (deltas, keeps) from an earlier one of the same batch. All or nothing:
+        the first request that fails fails the call with its error, the field
+        path prefixed with "writes[i]." and ErrorInfo metadata "index" = i, and
+        nothing of the batch is stored. Every request must be in the batch's
+        namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
+        (the batch's request_id covers them). At most 1000 requests.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThreadServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -312,6 +331,11 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.GetChannelHistory,
                     request_deserializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryResponse.SerializeToString,
+            ),
+            'BatchWrite': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchWrite,
+                    request_deserializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -693,6 +717,33 @@ class ThreadService:
             '/agentstate.v1.ThreadService/GetChannelHistory',
             agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryRequest.SerializeToString,
             agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchWrite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.ThreadService/BatchWrite',
+            agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.SerializeToString,
+            agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.FromString,
             options,
             channel_credentials,
             insecure,
