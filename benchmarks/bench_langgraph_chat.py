@@ -93,9 +93,10 @@ def chat_graph(schema, checkpointer, replies: dict):
 
 
 def dir_bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    """Bytes of a data directory, or of a SQLite database with its -wal / -shm / -journal files."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return sum(f.stat().st_size for f in path.parent.glob(path.name + "*") if f.is_file())
 
 
 class Sidecar:

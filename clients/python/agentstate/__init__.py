@@ -12,13 +12,13 @@ from .client import Client, checkpoint_values, decode_map
 from .codec import Opaque, UnsupportedValue
 from .errors import (AgentStateError, Aborted, AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal,
                      InvalidArgument, NotFound, ResourceExhausted, Unavailable)
-from .values import Append, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
+from .values import Append, Encoded, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "AsyncClient", "RetryPolicy", "NO_RETRY", "register_idempotent", "checkpoint_values", "decode_map",
-    "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep", "to_value", "from_value", "channel_value",
+    "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_value",
     "apply_list_delta", "AgentStateError", "InvalidArgument", "NotFound", "AlreadyExists", "FailedPrecondition",
     "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal",
 ]

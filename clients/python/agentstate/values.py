@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import grpc
 
@@ -11,7 +11,7 @@ from .codec import Opaque
 from .errors import InvalidArgument
 from .v1 import threads_pb2, values_pb2
 
-__all__ = ["Append", "SetKeys", "Keep", "to_value", "from_value", "channel_write", "channel_value",
+__all__ = ["Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_write", "channel_value",
            "apply_list_delta"]
 
 
@@ -38,6 +38,13 @@ class Keep:
     """Take the channel's value from the base checkpoint unchanged."""
 
 
+class Encoded(NamedTuple):
+    """A structured value already in the agentstate encoding (codec.encode's bytes): sent as is (the
+    server checks it), so a value that was encoded once is not encoded again."""
+
+    data: bytes
+
+
 def to_value(value: Any, out: values_pb2.Value | None = None) -> values_pb2.Value:
     """Encode a Python value (raises codec.UnsupportedValue naming the path)."""
     out = out if out is not None else values_pb2.Value()
@@ -45,6 +52,8 @@ def to_value(value: Any, out: values_pb2.Value | None = None) -> values_pb2.Valu
         codec.opaque_payload(value.type, value.data)  # checks type and data like the server does
         out.opaque.type = value.type
         out.opaque.data = value.data
+    elif type(value) is Encoded:
+        out.msgpack = value.data
     else:
         out.msgpack = codec.encode(value)
     return out

@@ -69,7 +69,7 @@ from .. import codec
 from .._requests import channel_history_request, get_checkpoint_request, list_checkpoints_request, \
     prune_request, put_checkpoint_request, put_writes_request
 from ..codec import Opaque
-from ..values import Append, Keep, from_value
+from ..values import Append, Encoded, Keep, from_value
 from ..v1 import threads_pb2 as pb
 from ._serde import check_type
 
@@ -126,10 +126,9 @@ class Core:
     def structured_or_opaque(self, value: Any) -> Any:
         """A metadata-like value as a structured value when the encoding holds it, else opaque."""
         try:
-            codec.encode(value)
+            return Encoded(codec.encode(value))
         except codec.UnsupportedValue:
             return self.dumps(value)
-        return value
 
     def from_structured(self, value: Any) -> Any:
         return self.loads(value) if type(value) is Opaque else value
@@ -148,6 +147,12 @@ class Core:
     def _decode_item(self, v: Any) -> Any:
         if type(v) is Opaque and v.type == SNAPSHOT_MARK_TYPE:
             return _MARK
+        return self.loads(v)
+
+    def _decode_whole(self, v: Any) -> Any:
+        """A channel value that is not a list: one serialized blob, or a dict stored key by key."""
+        if type(v) is dict:
+            return {k: self.loads(x) for k, x in v.items()}
         return self.loads(v)
 
     @staticmethod
@@ -247,6 +252,10 @@ class Core:
     def _channel_write(self, value: Any, base: Known | None, ch: str) -> tuple[Any, list | None]:
         items = self._items_of(value)
         if items is None:
+            if _sorted_str_dict(value):
+                # key by key: each entry is stored (and deduplicated) on its own, e.g. a graph input
+                # {"messages": [m]} shares its entry with the pending write ("messages", [m]) that follows
+                return {k: self.dumps(v) for k, v in value.items()}, None
             return self.dumps(value), None
         items = list(items)  # our own copy: the caller's list may change later
         old = base.lists.get(ch) if base is not None and self.cache_size else None
@@ -325,7 +334,7 @@ class Core:
                     lists[ch] = items
                     values[ch] = self._python(items)
                 else:
-                    values[ch] = self.loads(v)
+                    values[ch] = self._decode_whole(v)
                 continue
             held = k.lists.get(ch) if k is not None else None
             if held is None:
@@ -395,7 +404,7 @@ class Core:
                         entry["seed"] = self._python(items)
                         self._remember_seed(key, cv.root, items)
                     else:
-                        entry["seed"] = self.loads(v)
+                        entry["seed"] = self._decode_whole(v)
                 else:
                     with self._lock:
                         held = self._seeds.get(key)
@@ -434,6 +443,21 @@ class Core:
         snapshot per channel in its metadata (a channel snapshotted at this checkpoint is not listed)."""
         counters = metadata.get("counters_since_delta_snapshot")
         return set(counters) if isinstance(counters, dict) else set()
+
+
+def _sorted_str_dict(value: Any) -> bool:
+    """A plain dict with string keys already in the order the sidecar keeps map keys (by UTF-8 bytes), so
+    storing it key by key gives the same dict back, order included."""
+    if type(value) is not dict or not value:
+        return False
+    keys = list(value)
+    if not all(type(k) is str for k in keys):
+        return False
+    try:
+        encoded = [k.encode() for k in keys]
+    except UnicodeEncodeError:  # lone surrogates: not storable as map keys
+        return False
+    return all(a < b for a, b in zip(encoded, encoded[1:])) and all(len(k) <= 0xFFFF for k in encoded)
 
 
 def next_version(current: Any) -> int | str:

@@ -61,6 +61,7 @@ class Item:
     on_done: Callable[[Any], Any] | None = None  # called with the response before the future resolves
     replan: Callable[[Client], Any] | None = None  # a fresh request after BASE_MISMATCH, sent synchronously
     waited: bool = True  # a caller waits for the future (else: write-behind)
+    direct: bool = False  # sent from the caller's thread, not through the outbox
     future: Future = field(default_factory=Future)
     size: int = 0
 

@@ -95,6 +95,7 @@ class _SaverBase(BaseCheckpointSaver[str]):
         self.write_behind = write_behind
         self._core = Core(self.serde, namespace, cache_size)
         self._writer = Writer(self._blocking, namespace, retry_for)
+        self._outbox_only = False  # send everything through the outbox (for measurements)
 
     def _blocking(self) -> Client:
         raise NotImplementedError
@@ -116,7 +117,7 @@ class _SaverBase(BaseCheckpointSaver[str]):
 
     def _put_item(self, config, checkpoint, metadata, new_versions, req, pending: PendingPut) -> Item:
         core = self._core
-        inputs = (config, _snapshot_values(checkpoint), metadata, new_versions)
+        inputs = [config, checkpoint, metadata, new_versions]
 
         def replan(client: Client):
             # the sidecar's parent is not what we believed: forget the thread, learn the parent anew
@@ -126,8 +127,12 @@ class _SaverBase(BaseCheckpointSaver[str]):
             core.accept(pending2)
             return req2
 
-        return Item(req, on_done=lambda resp: core.stored(pending, resp), replan=replan,
+        item = Item(req, on_done=lambda resp: core.stored(pending, resp), replan=replan,
                     waited=not (self.write_behind and _write_behind(config)))
+        item.direct = self._direct(item)
+        if not item.direct:  # it may wait in the outbox while the caller's values move on
+            inputs[1] = _snapshot_values(checkpoint)
+        return item
 
     def _plan_put_blocking(self, client: Client, config, checkpoint, metadata, new_versions, base):
         req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
@@ -144,17 +149,19 @@ class _SaverBase(BaseCheckpointSaver[str]):
                                 conf.get("checkpoint_id") or "")
 
     def _writes_item(self, config, writes, task_id, task_path) -> Item:
-        return Item(self._core.writes_request(config, writes, task_id, task_path),
+        item = Item(self._core.writes_request(config, writes, task_id, task_path),
                     waited=not (self.write_behind and _write_behind(config)))
+        item.direct = self._direct(item)
+        return item
 
     def _direct(self, item: Item) -> bool:
         """A request its caller waits for goes out from the caller's thread when nothing is queued:
         concurrent callers then share the sidecar's group commit instead of queueing behind each other."""
-        return item.waited and self._writer.idle()
+        return item.waited and self._writer.idle() and not self._outbox_only
 
     def _send(self, item: Item, thread_id: str | None = None) -> None:
         """Send a put or writes: directly or through the outbox; wait if the caller must."""
-        if self._direct(item):
+        if item.direct:
             try:
                 self._writer.send_now(self._blocking(), item)
             except BaseException:
@@ -475,7 +482,7 @@ class AsyncSidecarSaver(_SaverBase):
             req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
         item = self._put_item(config, checkpoint, metadata, new_versions, req, pending)
         out = self._core.accept(pending)
-        if not self._direct(item):
+        if not item.direct:
             fut = self._writer.submit(item)
             if item.waited:
                 await asyncio.wrap_future(fut)
@@ -511,7 +518,7 @@ class AsyncSidecarSaver(_SaverBase):
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
         item = self._writes_item(config, writes, task_id, task_path)
-        if self._direct(item):
+        if item.direct:
             await self._acall("PutWrites", item.request)
             return
         fut = self._writer.submit(item)
