@@ -7,6 +7,8 @@ the user sends a 400-character message and the node answers with another, 3
 checkpoints per turn) runs the same turns with:
 
   sidecar        SidecarSaver over a sidecar started here (unix socket), plain add_messages
+  sidecar+wb     the same with write_behind=True (its own data directory and sidecar); its time
+                 per turn includes flush(), i.e. the turn's checkpoints are stored when it ends
   sqlite         langgraph-checkpoint-sqlite's SqliteSaver, plain add_messages
   sqlite+delta   SqliteSaver with the messages in LangGraph's DeltaChannel
   lmdb           langgraph-checkpoint-lmdb's LMDBSaver, plain add_messages
@@ -130,11 +132,16 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="bench-chat-"))
     sidecar = Sidecar(base / "sidecar")
+    sidecar_wb = Sidecar(base / "sidecar-wb")
     conns = []
     savers: dict = {}
+    after: dict = {}
     try:
         ssaver = SidecarSaver(sidecar.address)
         savers["sidecar"] = (chat_graph(Plain, ssaver, replies), base / "sidecar")
+        wbsaver = SidecarSaver(sidecar_wb.address, write_behind=True)
+        savers["sidecar+wb"] = (chat_graph(Plain, wbsaver, replies), base / "sidecar-wb")
+        after["sidecar+wb"] = wbsaver.flush
         for name, schema in (("sqlite", Plain), ("sqlite+delta", Delta)):
             conn = sqlite3.connect(str(base / f"{name}.sqlite"), check_same_thread=False)
             conns.append(conn)
@@ -156,19 +163,24 @@ def main() -> int:
                 graph, _ = savers[name]
                 t = time.perf_counter()
                 graph.invoke({"messages": [HumanMessage(questions[turn - 1])]}, config)
+                if name in after:
+                    after[name]()
                 times[name].append(time.perf_counter() - t)
             if turn in at:
                 for name in names:
                     sizes[name][turn] = dir_bytes(savers[name][1])
                 print(f"  turn {turn}: " + ", ".join(f"{n} {statistics.median(times[n][-opts.window:]) * 1e3:.1f} ms"
                                                     for n in names), flush=True)
-        check = savers[names[0]][0].get_state(config).values["messages"]
-        assert len(check) == 2 * opts.turns, len(check)
+        for name in names:
+            check = savers[name][0].get_state(config).values["messages"]
+            assert len(check) == 2 * opts.turns and check[-2].content == questions[-1], name
         ssaver.close()
+        wbsaver.close()
     finally:
         for c in conns:
             c.close()
         sidecar.stop()
+        sidecar_wb.stop()
     result = {"turns": opts.turns, "window": opts.window, "native": sidecar.native,
               "ms_per_turn": {n: {t: statistics.median(times[n][t - opts.window:t]) * 1e3 for t in at} for n in names},
               "bytes": sizes}
