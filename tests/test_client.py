@@ -12,7 +12,6 @@ from conftest import SidecarProcess
 
 from agentstate import (NO_RETRY, Append, AsyncClient, Client, DeadlineExceeded, FailedPrecondition, NotFound,
                         RetryPolicy, Unavailable, checkpoint_values, from_value)
-from agentstate import _requests as rq
 from agentstate.v1 import threads_pb2 as pb
 from sidecar.errors import ApiError
 

@@ -31,7 +31,6 @@ from langgraph.types import Command, interrupt  # noqa: E402
 from agentstate import AsyncClient, Client, Opaque  # noqa: E402
 from agentstate.errors import ResourceExhausted  # noqa: E402
 from agentstate.langgraph import AsyncSidecarSaver, SidecarSaver, UnsafeValueError, WriteBehindError  # noqa: E402
-from agentstate.langgraph import _writer  # noqa: E402
 
 FLAVORS = ["sync", "async"]
 

@@ -16,9 +16,12 @@ Mapping (one LangGraph checkpoint = one sidecar checkpoint)
 * channels: every channel that has a value at this checkpoint. A ``list``
   value is stored **item by item** (each item through the serializer, as
   opaque bytes), so the sidecar keeps it as a list tree; a ``_DeltaSnapshot``
-  of a list likewise, behind a marker item. Any other value is one opaque
-  blob. A channel with a version but no value (cleared, or a DeltaChannel
-  between snapshots) is simply absent.
+  of a list likewise, behind a marker item. A ``dict`` whose keys are already
+  in byte order (a graph input ``{"messages": [...]}``, say) is stored entry
+  by entry as a map, so each entry is deduplicated on its own (the same
+  order comes back). Any other value is one opaque blob. A channel with a
+  version but no value (cleared, or a DeltaChannel between snapshots) is
+  simply absent.
 * pending writes: one sidecar write per LangGraph write, idx from
   WRITES_IDX_MAP for special channels (those replace, like InMemorySaver),
   task_path kept (reads sort by (task_path, task_id, idx)).
@@ -321,6 +324,14 @@ class Core:
             return {ch: k.roots[ch] for ch in k.lists if k.roots.get(ch)}
 
     def tuple_from(self, cp: pb.Checkpoint, k: Known | None, *, cache: bool, latest: bool) -> CheckpointTuple:
+        tup, known = self.decode(cp, k)
+        if cache:
+            self.remember((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), known, latest=latest)
+        return tup
+
+    def decode(self, cp: pb.Checkpoint, k: Known | None) -> tuple[CheckpointTuple, Known]:
+        """A Checkpoint message (read with ``k``'s roots as known roots) as a CheckpointTuple, and what it
+        tells about that checkpoint."""
         values: dict[str, Any] = {}
         lists: dict[str, list] = {}
         roots: dict[str, bytes] = {}
@@ -356,22 +367,35 @@ class Core:
         conf = {"thread_id": cp.thread_id, "checkpoint_ns": cp.checkpoint_ns}
         parent = ({"configurable": {**conf, "checkpoint_id": cp.parent_checkpoint_id}}
                   if cp.parent_checkpoint_id else None)
-        if cache:
-            self.remember((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id),
-                          Known(dict(checkpoint["channel_versions"]), roots, lists), latest=latest)
-        return CheckpointTuple({"configurable": {**conf, "checkpoint_id": cp.checkpoint_id}}, checkpoint,
-                               metadata, parent, pending)
+        return (CheckpointTuple({"configurable": {**conf, "checkpoint_id": cp.checkpoint_id}}, checkpoint,
+                                metadata, parent, pending),
+                Known(dict(checkpoint["channel_versions"]), roots, lists))
 
-    def list_request(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None, before: str,
-                     limit: int, token: str) -> tuple[pb.ListCheckpointsRequest, Known | None]:
+    def list_start(self, config: RunnableConfig | None) -> Known | None:
+        """What a listing can send as known roots to begin with: the latest known state of the thread."""
         conf = (config or {}).get("configurable", {})
         thread_id = str(conf["thread_id"]) if conf.get("thread_id") is not None else ""
         ns = conf.get("checkpoint_ns")
-        k = self.latest_known(thread_id, ns) if thread_id and ns is not None else None
+        return self.latest_known(thread_id, ns) if thread_id and ns is not None else None
+
+    def list_request(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None, before: str,
+                     limit: int, token: str, k: Known | None) -> pb.ListCheckpointsRequest:
+        """One page of a listing, values relative to ``k``. Without any known lists the first page holds a
+        single checkpoint: its lists then serve as known roots for the rest, so a history of n checkpoints
+        does not send (and decode) n copies of the message list."""
+        conf = (config or {}).get("configurable", {})
+        thread_id = str(conf["thread_id"]) if conf.get("thread_id") is not None else ""
+        ns = conf.get("checkpoint_ns")
         known_roots = self._known_roots(k)
+        page_size = 100 if known_roots or token else 1
         mfilter = {key: self.structured_or_opaque(v) for key, v in (filter or {}).items()}
-        return list_checkpoints_request(self.namespace, thread_id, ns, mfilter, before, limit, 100, token, True,
-                                        True, known_roots), k
+        return list_checkpoints_request(self.namespace, thread_id, ns, mfilter, before, limit, page_size, token,
+                                        True, True, known_roots)
+
+    @staticmethod
+    def list_next(k: Known | None, decoded: Known) -> Known | None:
+        """The known state for the next page: keep one with lists, else take the last decoded one's."""
+        return k if (k is not None and k.lists) or not decoded.lists else decoded
 
     # ------------------------------------------------------------ delta channel history
 

@@ -95,7 +95,6 @@ class _SaverBase(BaseCheckpointSaver[str]):
         self.write_behind = write_behind
         self._core = Core(self.serde, namespace, cache_size)
         self._writer = Writer(self._blocking, namespace, retry_for)
-        self._outbox_only = False  # send everything through the outbox (for measurements)
 
     def _blocking(self) -> Client:
         raise NotImplementedError
@@ -157,7 +156,7 @@ class _SaverBase(BaseCheckpointSaver[str]):
     def _direct(self, item: Item) -> bool:
         """A request its caller waits for goes out from the caller's thread when nothing is queued:
         concurrent callers then share the sidecar's group commit instead of queueing behind each other."""
-        return item.waited and self._writer.idle() and not self._outbox_only
+        return item.waited and self._writer.idle()
 
     def _send(self, item: Item, thread_id: str | None = None) -> None:
         """Send a put or writes: directly or through the outbox; wait if the caller must."""
@@ -192,18 +191,23 @@ class _SaverBase(BaseCheckpointSaver[str]):
         wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
         left = limit if limit else None
         token = ""
+        known = self._core.list_start(config)
         while True:
-            req, known = self._core.list_request(config, filter, _before_id(before),
-                                                 0 if wanted or not limit else limit, token)
+            req = self._core.list_request(config, filter, _before_id(before), 0 if wanted or not limit else limit,
+                                          token, known)
             resp = self._call(self._blocking().threads.ListCheckpoints, req)
+            sent, nxt = known, known
             for cp in resp.checkpoints:
+                tup, decoded = self._core.decode(cp, sent)
+                nxt = self._core.list_next(nxt, decoded)
                 if wanted and cp.checkpoint_id != wanted:
                     continue
                 if left is not None:
                     if left <= 0:
                         return
                     left -= 1
-                yield self._core.tuple_from(cp, known, cache=False, latest=False)
+                yield tup
+            known = nxt
             token = resp.next_page_token
             if not token or (left is not None and left <= 0):
                 return
@@ -451,18 +455,23 @@ class AsyncSidecarSaver(_SaverBase):
         wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
         left = limit if limit else None
         token = ""
+        known = self._core.list_start(config)
         while True:
-            req, known = self._core.list_request(config, filter, _before_id(before),
-                                                 0 if wanted or not limit else limit, token)
+            req = self._core.list_request(config, filter, _before_id(before), 0 if wanted or not limit else limit,
+                                          token, known)
             resp = await self._acall("ListCheckpoints", req)
+            sent, nxt = known, known
             for cp in resp.checkpoints:
+                tup, decoded = self._core.decode(cp, sent)
+                nxt = self._core.list_next(nxt, decoded)
                 if wanted and cp.checkpoint_id != wanted:
                     continue
                 if left is not None:
                     if left <= 0:
                         return
                     left -= 1
-                yield self._core.tuple_from(cp, known, cache=False, latest=False)
+                yield tup
+            known = nxt
             token = resp.next_page_token
             if not token or (left is not None and left <= 0):
                 return
