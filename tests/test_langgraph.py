@@ -693,6 +693,26 @@ def test_a_long_chat_sends_and_stores_one_message_per_message(tmp_path, ns):
         proc.stop()
 
 
+def test_history_does_not_resend_the_messages(lg_sidecar, ns):
+    """get_state_history of a long chat, from a saver that knows nothing yet: the first checkpoint comes whole,
+    the others relative to it (a list of n checkpoints does not carry n copies of the messages)."""
+    with SidecarSaver(lg_sidecar.address, namespace=ns) as writer:
+        g = chat_graph(writer)
+        for turn in range(40):
+            g.invoke({"messages": [HumanMessage(f"question {turn} " + "q" * 300)]}, cfg("hist"))
+        expected = [(h.metadata["step"], texts(h.values.get("messages", []))) for h in g.get_state_history(cfg("hist"))]
+    rec = Recording(lg_sidecar.address, namespace=ns)
+    rec.log = []
+    with SidecarSaver(rec) as reader:
+        got = [(h.metadata["step"], texts(h.values.get("messages", [])))
+               for h in chat_graph(reader).get_state_history(cfg("hist"))]
+    assert got == expected and len(got) == 120
+    listed = sum(r for name, _, r in rec.log if name == "ListCheckpointsRequest")
+    whole = sum(len(m) for _, msgs in expected for m in msgs)  # what resending every list would carry, at least
+    assert listed < whole / 5, (listed, whole)
+    rec.close()
+
+
 def test_savers_sharing_a_thread_stay_consistent(lg_sidecar, ns):
     """Two savers (two processes, say) take turns on one thread: each one's cache goes stale and recovers."""
     s1, s2 = SidecarSaver(lg_sidecar.address, namespace=ns), SidecarSaver(lg_sidecar.address, namespace=ns)
