@@ -13,7 +13,8 @@ checkpoints per turn) runs the same turns with:
   sqlite+delta   SqliteSaver with the messages in LangGraph's DeltaChannel
   lmdb           langgraph-checkpoint-lmdb's LMDBSaver, plain add_messages
 
-The savers take turns (turn 1 of each, then turn 2 of each, ..., the order
+Each saver runs in a process of its own, as an application would, and the
+savers take turns (turn 1 of each, then turn 2 of each, ..., the order
 rotating every turn), so a busy machine slows them alike. "ms/turn at N" is
 the median wall time of ``graph.invoke`` over turns N-window+1..N, LangGraph's
 default durability ("async": invoke returns once its checkpoints are
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import random
 import shutil
 import signal
@@ -54,7 +56,6 @@ except ImportError as e:  # pragma: no cover
     raise SystemExit(f"{e}: pip install -e '.[bench]' (langgraph, langgraph-checkpoint-sqlite, "
                      "langgraph-checkpoint-lmdb)")
 
-from agentstate import Client  # noqa: E402
 from agentstate.langgraph import SidecarSaver  # noqa: E402
 
 WORDS = ("the of and to in is you that it he was for on are as with his they at be this have from or one had by "
@@ -104,15 +105,67 @@ class Sidecar:
     def __init__(self, data: Path) -> None:
         self.data = data
         self.address = f"unix:{data / 'sidecar.sock'}"
-        log = open(data.parent / "sidecar.log", "wb")
+        data.mkdir(parents=True)
+        log = open(data.parent / f"{data.name}.log", "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(data),
                                       "--listen", self.address], stdout=log, stderr=subprocess.STDOUT)
-        with Client(self.address, wait_for_ready=True, timeout=30) as c:
-            self.native = c.store_stats().native
+        deadline = time.monotonic() + 30
+        while not (data / "sidecar.sock").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the sidecar did not start: see {data.parent / (data.name + '.log')}")
+            time.sleep(0.05)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(60)
+
+
+SAVERS = ("sidecar", "sidecar+wb", "sqlite", "sqlite+delta", "lmdb")
+
+
+def worker(name: str, conn, base: str, address: str, turns: int) -> None:
+    """One saver in a process of its own (as an application would run it): runs the turns it is told to."""
+    base_path = Path(base)
+    rnd = random.Random(8)
+    questions = [text(rnd) for _ in range(turns)]
+    replies = {2 * i + 1: text(rnd) for i in range(turns)}
+    flush = None
+    if name.startswith("sidecar"):
+        saver = SidecarSaver(address, write_behind=name == "sidecar+wb")
+        graph, path = chat_graph(Plain, saver, replies), base_path / name
+        flush = saver.flush if saver.write_behind else None
+        info = {"native": saver.client.store_stats().native}
+    elif name.startswith("sqlite"):
+        saver = SqliteSaver(sqlite3.connect(str(base_path / f"{name}.sqlite"), check_same_thread=False))
+        graph, path = chat_graph(Delta if name == "sqlite+delta" else Plain, saver, replies), \
+            base_path / f"{name}.sqlite"
+        info = {}
+    else:
+        (base_path / "lmdb").mkdir()
+        saver = LMDBSaver(lmdb.open(str(base_path / "lmdb"), map_size=16 << 30, max_dbs=8))
+        graph, path = chat_graph(Plain, saver, replies), base_path / "lmdb"
+        info = {}
+    config = {"configurable": {"thread_id": "chat"}}
+    conn.send(info)
+    while True:
+        cmd, arg = conn.recv()
+        if cmd == "turn":
+            t = time.perf_counter()
+            graph.invoke({"messages": [HumanMessage(questions[arg - 1])]}, config)
+            if flush is not None:
+                flush()  # write-behind: the turn ends when its checkpoints are stored
+            conn.send(time.perf_counter() - t)
+        elif cmd == "bytes":
+            conn.send(dir_bytes(path))
+        else:  # stop: check the state, close
+            messages = graph.get_state(config).values["messages"]
+            ok = len(messages) == 2 * arg and messages[-2].content == questions[arg - 1]
+            if name.startswith("sidecar"):
+                saver.close()
+            elif name.startswith("sqlite"):
+                saver.conn.close()
+            conn.send(ok)
+            return
 
 
 def main() -> int:
@@ -120,67 +173,57 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=800)
     ap.add_argument("--at", default="50,200,800", help="turns to report (comma-separated)")
     ap.add_argument("--window", type=int, default=10, help="turns per timing median")
-    ap.add_argument("--only", default="", help="comma-separated subset of savers to run")
+    ap.add_argument("--only", default="", help="comma-separated subset of " + ", ".join(SAVERS))
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     opts = ap.parse_args()
     at = [n for n in (int(x) for x in opts.at.split(",")) if n <= opts.turns]
-    rnd = random.Random(8)
-    questions = [text(rnd) for _ in range(opts.turns)]
-    replies = {2 * i + 1: text(rnd) for i in range(opts.turns)}
+    names = [n for n in SAVERS if not opts.only or n in opts.only.split(",")]
 
     base = Path(tempfile.mkdtemp(prefix="bench-chat-"))
-    sidecar = Sidecar(base / "sidecar")
-    sidecar_wb = Sidecar(base / "sidecar-wb")
-    conns = []
-    savers: dict = {}
-    after: dict = {}
+    sidecars = {n: Sidecar(base / n) for n in names if n.startswith("sidecar")}
+    ctx = mp.get_context("spawn")
+    pipes, procs = {}, []
     try:
-        ssaver = SidecarSaver(sidecar.address)
-        savers["sidecar"] = (chat_graph(Plain, ssaver, replies), base / "sidecar")
-        wbsaver = SidecarSaver(sidecar_wb.address, write_behind=True)
-        savers["sidecar+wb"] = (chat_graph(Plain, wbsaver, replies), base / "sidecar-wb")
-        after["sidecar+wb"] = wbsaver.flush
-        for name, schema in (("sqlite", Plain), ("sqlite+delta", Delta)):
-            conn = sqlite3.connect(str(base / f"{name}.sqlite"), check_same_thread=False)
-            conns.append(conn)
-            savers[name] = (chat_graph(schema, SqliteSaver(conn), replies), base / f"{name}.sqlite")
-        (base / "lmdb").mkdir()
-        env = lmdb.open(str(base / "lmdb"), map_size=16 << 30, max_dbs=8)
-        savers["lmdb"] = (chat_graph(Plain, LMDBSaver(env), replies), base / "lmdb")
-        if opts.only:
-            savers = {k: v for k, v in savers.items() if k in opts.only.split(",")}
-        names = list(savers)
+        for n in names:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=worker, args=(n, child, str(base), sidecars[n].address if n in sidecars else "",
+                                                    opts.turns), daemon=True)
+            proc.start()
+            procs.append(proc)
+            pipes[n] = parent
+        info = {n: pipes[n].recv() for n in names}
+        native = next((i["native"] for i in info.values() if "native" in i), None)
         times = {n: [] for n in names}
         sizes = {n: {} for n in names}
-        config = {"configurable": {"thread_id": "chat"}}
-        print(f"{len(names)} savers x {opts.turns} turns (sidecar hot path: "
-              f"{'compiled' if sidecar.native else 'pure Python'}); data in {base}", flush=True)
+        print(f"{len(names)} savers x {opts.turns} turns, each saver in a process of its own, taking turns "
+              f"(sidecar hot path: {'compiled' if native else 'pure Python'}); data in {base}", flush=True)
         for turn in range(1, opts.turns + 1):
             order = names[turn % len(names):] + names[:turn % len(names)]
-            for name in order:
-                graph, _ = savers[name]
-                t = time.perf_counter()
-                graph.invoke({"messages": [HumanMessage(questions[turn - 1])]}, config)
-                if name in after:
-                    after[name]()
-                times[name].append(time.perf_counter() - t)
+            for n in order:
+                pipes[n].send(("turn", turn))
+                times[n].append(pipes[n].recv())
             if turn in at:
-                for name in names:
-                    sizes[name][turn] = dir_bytes(savers[name][1])
+                for n in names:
+                    pipes[n].send(("bytes", 0))
+                    sizes[n][turn] = pipes[n].recv()
                 print(f"  turn {turn}: " + ", ".join(f"{n} {statistics.median(times[n][-opts.window:]) * 1e3:.1f} ms"
                                                     for n in names), flush=True)
-        for name in names:
-            check = savers[name][0].get_state(config).values["messages"]
-            assert len(check) == 2 * opts.turns and check[-2].content == questions[-1], name
-        ssaver.close()
-        wbsaver.close()
+        for n in names:
+            pipes[n].send(("stop", opts.turns))
+            assert pipes[n].recv(), f"{n}: wrong final state"
+        for proc in procs:
+            proc.join(60)
     finally:
-        for c in conns:
-            c.close()
-        sidecar.stop()
-        sidecar_wb.stop()
-    result = {"turns": opts.turns, "window": opts.window, "native": sidecar.native,
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+        for sc in sidecars.values():
+            sc.stop()
+    for n in names:  # after closing: what is left on disk
+        if n in sidecars:
+            sizes[n][at[-1]] = max(sizes[n][at[-1]], dir_bytes(base / n))
+    result = {"turns": opts.turns, "window": opts.window, "native": native,
               "ms_per_turn": {n: {t: statistics.median(times[n][t - opts.window:t]) * 1e3 for t in at} for n in names},
               "bytes": sizes}
     print()
