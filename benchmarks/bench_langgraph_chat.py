@@ -18,7 +18,10 @@ savers take turns (turn 1 of each, then turn 2 of each, ..., the order
 rotating every turn), so a busy machine slows them alike. "ms/turn at N" is
 the median wall time of ``graph.invoke`` over turns N-window+1..N, LangGraph's
 default durability ("async": invoke returns once its checkpoints are
-stored). "bytes at N" is the size of each saver's data directory after turn
+stored). Between turns (untimed) the page cache is flushed (``os.sync``), so
+no saver's turn waits behind the disk writeback of another's: at turn 800 the
+SQLite and LMDB savers write megabytes per turn, which otherwise slows every
+fsync on the machine. "bytes at N" is the size of each saver's data directory after turn
 N (the sidecar's: the LMDB environment, after its writes were acknowledged;
 SQLite: the database file with its journal). Messages are unique text
 (seeded), 1,600 x 400 characters = 0.64 MB of payload in 800 turns.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import random
 import shutil
 import signal
@@ -176,6 +180,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated subset of " + ", ".join(SAVERS))
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
+    ap.add_argument("--no-sync", dest="sync", action="store_false",
+                    help="do not flush the page cache (os.sync) between turns")
     opts = ap.parse_args()
     at = [n for n in (int(x) for x in opts.at.split(",")) if n <= opts.turns]
     names = [n for n in SAVERS if not opts.only or n in opts.only.split(",")]
@@ -201,6 +207,8 @@ def main() -> int:
         for turn in range(1, opts.turns + 1):
             order = names[turn % len(names):] + names[:turn % len(names)]
             for n in order:
+                if opts.sync:
+                    os.sync()  # untimed: no saver's turn waits behind another one's disk writeback
                 pipes[n].send(("turn", turn))
                 times[n].append(pipes[n].recv())
             if turn in at:
