@@ -1,14 +1,15 @@
-"""_writer: the savers' ordered outbox — every put and pending write goes through it.
+"""_writer: a saver's ordered outbox, for requests that cannot go out at once.
 
-One background thread per saver sends what callers queued, in the order they
-queued it: all that is waiting goes out as one BatchWrite (one round trip,
-one commit on the sidecar), a lone request as itself. Transient failures are
-retried with the same content (every request is idempotent) until
-``retry_for`` seconds have passed. A caller that needs durability (LangGraph's
-``sync`` and ``exit`` modes, direct calls) waits for its request's future; in
-``async`` mode the caller does not wait (LangGraph goes on with the next step
-while the sidecar stores the checkpoint), and reads wait for everything
-queued before them, so a saver always reads its own writes.
+A put or put_writes whose caller waits for it is sent from the caller's
+thread when nothing is queued (``send_now``); otherwise — write-behind
+requests, or waited ones while others are queued — it joins the outbox. One
+background thread per saver sends the outbox in the order requests joined
+it: all that is waiting as one BatchWrite (one round trip, one commit on the
+sidecar), a lone request as itself. Transient failures are retried with the
+same content (every request is idempotent) until ``retry_for`` seconds have
+passed. A waiting caller waits for its request's future; reads of the saver
+wait for everything queued before them (``barrier``), so a saver always
+reads its own writes.
 
 Failures are never silent. A request that fails for good fails its future;
 when nobody was waiting for it (write-behind), the writer also records the

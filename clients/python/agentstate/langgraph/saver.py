@@ -12,22 +12,29 @@ loop that uses it (its sync methods use a blocking channel of their own, so
 they work from any thread). How values are mapped and what is sent: see
 ``_core``.
 
-Durability (see ``_writer``). Every put and pending write goes through one
-ordered outbox per saver, sent by a background thread in batches. Inside a
-graph run, LangGraph's durability mode decides who waits:
+Durability. Every put and pending write is idempotent, so transient
+failures (sidecar restarting, overloaded) are retried with the same content
+until the deadline; nothing can be duplicated or reordered by a retry.
 
-* ``"sync"`` and ``"exit"``: put and put_writes return once the sidecar has
-  committed them (fsync);
-* ``"async"`` (LangGraph's default): they return as soon as the request is
-  built and queued — the graph does not wait for the network — and the
-  outbox stores them in order, retrying transient failures with the same
-  content for ``retry_for`` seconds. Any read of the saver first waits for
-  what was queued before it, so the saver reads its own writes; ``flush()``
-  (and ``close()``, and interpreter exit) waits for everything. A queued
-  write that cannot be stored is reported by every later call
-  (``WriteBehindError``), never dropped silently.
+* By default a put or put_writes returns once the sidecar has committed it
+  (fsync): an accepted checkpoint is never lost, even if the process dies
+  right after. LangGraph decides who waits: with ``durability="async"`` (its
+  default) it makes these calls from background threads, each put after the
+  previous one, so the graph's steps go on while checkpoints travel and
+  ``invoke`` returns once all are stored; with ``"sync"`` each step waits for
+  its checkpoint; with ``"exit"`` only the end of the run writes. Calls are
+  sent from the caller's thread when nothing of the saver is queued.
+* ``write_behind=True``: inside a graph run in ``async`` mode, put and
+  put_writes return once the request is built and queued in the saver's
+  ordered outbox (see ``_writer``), which sends it in batches, in order,
+  retrying for ``retry_for`` seconds. Reads of the saver wait for what was
+  queued before them (it reads its own writes); ``flush()``, ``close()`` and
+  interpreter exit wait for everything; a queued write that cannot be stored
+  makes every later call raise ``WriteBehindError``. The price: ``invoke``
+  may return before its last checkpoints are stored (another process sees
+  them milliseconds later; a crash in that window loses them).
 
-Outside a graph run (a direct ``put`` call) the saver always waits.
+Calls outside a graph run (a direct ``put``) always wait.
 """
 from __future__ import annotations
 
