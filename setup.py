@@ -50,7 +50,7 @@ elif os.environ.get("SIDECAR_REQUIRE_EXTENSIONS"):
     raise SystemExit("Cython is required to build the compiled hot path")
 
 setup(
-    packages=["sidecar", "agentstate", "agentstate.v1"],
+    packages=["sidecar", "agentstate", "agentstate.v1", "agentstate.langgraph"],
     package_dir={"agentstate": "clients/python/agentstate"},
     package_data={"agentstate": ["py.typed"], "agentstate.v1": ["*.pyi"]},
     ext_modules=ext_modules,

@@ -8,6 +8,7 @@ writer in one transaction that re-checks everything the preparation assumed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -128,7 +129,18 @@ def _run_id(metadata: dict[str, bytes]) -> str | None:
     return value if isinstance(value, str) and value and "\x00" not in value and len(value) <= limits.MAX_ID_BYTES else None
 
 
-def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
+@contextlib.contextmanager
+def _reading(store: Store, txn):
+    """``txn`` when given (a writer's transaction, which sees its own writes), else a read snapshot."""
+    if txn is not None:
+        yield txn
+    else:
+        with store.read() as snapshot:
+            yield snapshot
+
+
+def prepare_put(store: Store, req: pb.PutCheckpointRequest, txn=None) -> PutPlan:
+    """Validate a put and build its nodes, reading bases from ``txn`` (default: a fresh snapshot)."""
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
@@ -157,7 +169,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest) -> PutPlan:
     needs_base = [name for name, w in req.channels.items() if w.WhichOneof("op") in ("delta", "keep")]
     base: Manifest | None = None
     reader = None
-    with store.read() as txn:
+    with _reading(store, txn) as txn:
         if needs_base:
             if not base_id:
                 raise ApiError("BASE_MISMATCH", f"channels[{needs_base[0]!r}]: a delta or keep needs "
@@ -356,7 +368,20 @@ async def put(store: Store, req: pb.PutCheckpointRequest, ctx: runstate.Ctx | No
 
 # ----------------------------------------------------------------- writes
 
-async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResponse:
+@dataclass
+class WritesPlan:
+    ns: str
+    thread_id: str
+    cns: str
+    checkpoint_id: str
+    run_id: str
+    lease_id: str
+    rows: list  # (task_id, idx, replace, channel, value hash, task_path)
+    nodes: list
+
+
+def prepare_writes(req: pb.PutWritesRequest) -> WritesPlan:
+    """Validate a PutWrites request and build its value nodes (no store access)."""
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
@@ -377,33 +402,40 @@ async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResp
             raise invalid(f + ".value", "is required")
         h = hp.value_node(wire.value_encoding(w.value, f + ".value"), built)
         rows.append((task_id, w.idx, w.replace, channel, h, task_path))
+    return WritesPlan(ns, thread_id, cns, checkpoint_id, run_id, req.lease_id, rows, built)
 
-    def apply(txn):
-        rec = threads.load(txn, store, ns, thread_id) or threads.create_record(txn, store, ns, thread_id)
-        tx = runstate.Tx(txn, store)
-        if run_id:
-            runstate.renew_lease(tx, ns, run_id, runstate.check_holder(tx, ns, run_id, req.lease_id, rec.tkey))
-        else:
-            runstate.check_unclaimed_write(tx, ns, rec.tkey)
-        tx.flush()
-        db = store.db["writes"]
-        todo = []
-        for task_id, idx, replace, channel, h, task_path in rows:
-            key = layout.write_key(rec.tkey, cns, checkpoint_id, task_id, idx)
-            if replace or txn.get(key, db=db) is None:
-                todo.append((key, channel, h, task_path))
-        if todo:
-            ids = nodes.write(txn, store, built, {}, [h for _, _, h, _ in todo])
-            for key, channel, h, task_path in todo:
-                wrec = layout.WriteRec(2, channel, ids[h], task_path, run_id or None)
-                txn.put(key, layout.encode(wrec), db=db)
-            keep = store.gc_keep
-            if keep is not None:
-                keep.update(ids.values())
-        return pb.PutWritesResponse(stored=len(todo), kept=len(rows) - len(todo))
 
+def apply_writes(txn, store: Store, plan: WritesPlan) -> pb.PutWritesResponse:
+    rec = threads.load(txn, store, plan.ns, plan.thread_id) or threads.create_record(txn, store, plan.ns,
+                                                                                   plan.thread_id)
+    tx = runstate.Tx(txn, store)
+    if plan.run_id:
+        runstate.renew_lease(tx, plan.ns, plan.run_id,
+                             runstate.check_holder(tx, plan.ns, plan.run_id, plan.lease_id, rec.tkey))
+    else:
+        runstate.check_unclaimed_write(tx, plan.ns, rec.tkey)
+    tx.flush()
+    db = store.db["writes"]
+    todo = []
+    for task_id, idx, replace, channel, h, task_path in plan.rows:
+        key = layout.write_key(rec.tkey, plan.cns, plan.checkpoint_id, task_id, idx)
+        if replace or txn.get(key, db=db) is None:
+            todo.append((key, channel, h, task_path))
+    if todo:
+        ids = nodes.write(txn, store, plan.nodes, {}, [h for _, _, h, _ in todo])
+        for key, channel, h, task_path in todo:
+            wrec = layout.WriteRec(2, channel, ids[h], task_path, plan.run_id or None)
+            txn.put(key, layout.encode(wrec), db=db)
+        keep = store.gc_keep
+        if keep is not None:
+            keep.update(ids.values())
+    return pb.PutWritesResponse(stored=len(todo), kept=len(plan.rows) - len(todo))
+
+
+async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResponse:
+    plan = prepare_writes(req)
     return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-        txn, store.db, ns, "PutWrites", req, pb.PutWritesResponse, apply)))
+        txn, store.db, plan.ns, "PutWrites", req, pb.PutWritesResponse, lambda t: apply_writes(t, store, plan))))
 
 
 def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
@@ -424,7 +456,7 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
 
 def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: str, tkey: int, cns: str,
                     checkpoint_id: str, m: Manifest, fetch, *, values: bool, channels=None,
-                    known_roots=None, pending_writes: bool = False) -> None:
+                    known_roots=None, pending_writes: bool = False, known_lists: dict | None = None) -> None:
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = m.schema_version
@@ -437,41 +469,65 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
         if channels and name not in channels:
             continue
         cv = out.channels[name]
-        cv.root = root
         if not values:
+            cv.root = root
             continue
-        known = known_roots.get(name) if known_roots else None
-        if known == root:
-            continue
-        if known is not None and _fill_list_delta(cv, known, root_id, txn, store, fetch):
-            continue
-        wire.read_value(cv.value, root_id, fetch)
+        fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
+                     known_lists)
     if values and m.extra is not None:
         wire.set_value(out.extra, hp.stored_encoding(nodes.record(fetch, m.extra), fetch))
     if pending_writes:
         read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
 
 
-def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, store: Store, fetch) -> bool:
-    """When the known root is a list that the current one extends, send only the new items."""
+def fill_channel(cv: pb.ChannelValue, txn, store: Store, root: bytes, root_id: bytes, fetch,
+                 known: bytes | None = None, known_lists: dict | None = None) -> None:
+    """Fill one ChannelValue: the root, and the value unless it equals ``known`` (a root the
+    client has) or is a list related to it by a prefix (then a delta)."""
+    cv.root = root
+    if known == root:
+        return
+    if known is not None and _fill_list_delta(cv, known, root_id, txn, store, fetch, known_lists):
+        return
+    wire.read_value(cv.value, root_id, fetch)
+
+
+def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, store: Store, fetch,
+                     known_lists: dict | None = None) -> bool:
+    """When the known root is a list that the current one extends or continues, send only the
+    difference: the new items, or (for a prefix of the known list) just the kept length.
+    ``known_lists`` caches the known lists' item ids across the checkpoints of one call."""
     if len(known) != hp.HASH_SIZE:  # not a hash (LMDB refuses an empty key): send the whole value
         return False
-    known_id = nodes.index_get(txn, store, known)
-    if known_id is None:
+    cached = known_lists.get(known) if known_lists is not None else None
+    if cached is None:
+        known_id = nodes.index_get(txn, store, known)
+        if known_id is None:
+            return False
+        old = nodes.record(fetch, known_id)
+        cached = hp.stored_list_ids(old, fetch) if old[hp.HASH_SIZE] == hp.TAG_LIST else False
+        if known_lists is not None:
+            known_lists[known] = cached
+    if cached is False:
         return False
-    old, new = nodes.record(fetch, known_id), nodes.record(fetch, root_id)
-    if old[hp.HASH_SIZE] != hp.TAG_LIST or new[hp.HASH_SIZE] != hp.TAG_LIST:
+    new = nodes.record(fetch, root_id)
+    if new[hp.HASH_SIZE] != hp.TAG_LIST:
         return False
-    n_old = hp.stored_list_length(old)
-    if n_old > hp.stored_list_length(new):
-        return False
+    old_ids = cached
+    n_old, n_new = len(old_ids), hp.stored_list_length(new)
     new_ids = hp.stored_list_ids(new, fetch)
-    if new_ids[:n_old] != hp.stored_list_ids(old, fetch):  # one id per content: equal ids = equal items
+    if n_old <= n_new:
+        if new_ids[:n_old] != old_ids:  # one id per content: equal ids = equal items
+            return False
+        cv.delta.base_root = known
+        cv.delta.keep_first = n_old
+        for node_id in new_ids[n_old:]:
+            wire.set_value(cv.delta.append.add(), hp.stored_encoding(nodes.record(fetch, node_id), fetch))
+        return True
+    if old_ids[:n_new] != new_ids:
         return False
     cv.delta.base_root = known
-    cv.delta.keep_first = n_old
-    for node_id in new_ids[n_old:]:
-        wire.set_value(cv.delta.append.add(), hp.stored_encoding(nodes.record(fetch, node_id), fetch))
+    cv.delta.keep_first = n_new
     return True
 
 
@@ -594,6 +650,8 @@ async def list_(store: Store, req: pb.ListCheckpointsRequest) -> pb.ListCheckpoi
 
 
 def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, emitted, remaining, fp, out):
+    known_roots = dict(req.known_roots) if req.include_values else None
+    known_lists: dict = {}
     with store.read() as txn:
         fetch = nodes.fetcher(txn, store)
         if thread_id:
@@ -615,7 +673,8 @@ def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, e
                         out.next_page_token = wire.make_token(fp, (emitted + page, *last))
                     return
                 fill_checkpoint(out.checkpoints.add(), txn, store, ns, tid, rec.tkey, c_ns, cid, m, fetch,
-                                values=req.include_values, pending_writes=req.include_pending_writes)
+                                values=req.include_values, pending_writes=req.include_pending_writes,
+                                known_roots=known_roots, known_lists=known_lists)
                 last = (tid, cid, c_ns)
 
 
@@ -660,6 +719,8 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
     if policy == "delete_all" and not req.delete_all:
         raise invalid("delete_all", "must be true when set")
     horizon = wire.timestamp_us(req.older_than, "older_than") if policy == "older_than" else 0
+    from .history import history_channels, needed_for_history  # local: history imports this module
+    keep_for = history_channels(req.history_channels) if policy != "delete_all" else []
 
     def apply(txn):
         deleted = 0
@@ -685,6 +746,13 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
                 else:
                     doomed = [k for k in keys
                               if layout.manifest_decoder.decode(txn.get(k, db=db)).created_us < horizon]
+                if keep_for and doomed:
+                    gone = set(doomed)
+                    kept = [layout.split_ckpt_key(k) for k in reversed(keys) if k not in gone]
+                    if kept:
+                        needed = needed_for_history(txn, store, rec.tkey, kept[0][1], [c for _, _, c in kept],
+                                                    keep_for)
+                        doomed = [k for k in doomed if layout.split_ckpt_key(k)[2] not in needed]
                 for key in doomed:
                     delete_checkpoint_at(txn, store, ns, key)
                 deleted += len(doomed)

@@ -13,6 +13,7 @@ MAX_METADATA_BYTES = 64 * 1024  # encoded metadata of one thread or checkpoint
 MAX_CHANNELS = 10_000  # channels of one checkpoint
 MAX_WRITES = 10_000  # pending writes of one PutWrites
 MAX_IDS_PER_CALL = 1_000  # thread_ids of a prune, run_ids of a delete
+MAX_BATCH_WRITES = 1_000  # requests of one BatchWrite
 MAX_PAGE_SIZE = 1_000
 DEFAULT_PAGE_SIZE = 100
 # Value nesting depth: agentstate.codec.MAX_DEPTH (64).

@@ -17,7 +17,7 @@ from google.protobuf import message_factory
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
                            runs_pb2_grpc, threads_pb2_grpc)
 
-from . import artifacts, checkpoints, effects, events, gc, hotpath, layout, runs, runstate, threads, validate
+from . import artifacts, batch, checkpoints, effects, events, gc, history, hotpath, layout, runs, runstate, threads, validate
 from .errors import ApiError
 from .store import Store
 
@@ -216,6 +216,14 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
     @handler
     async def DiffCheckpoints(self, request, context):
         return await checkpoints.diff(self.store, request)
+
+    @handler
+    async def GetChannelHistory(self, request, context):
+        return await history.get_channel_history(self.store, request)
+
+    @handler
+    async def BatchWrite(self, request, context):
+        return await batch.batch_write(self.store, request, self.ctx)
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):

@@ -1,21 +1,26 @@
 """agentstate: Python client of the Agent State Sidecar (agentstate.v1).
 
 Generated messages and stubs live in :mod:`agentstate.v1`; this package adds
-a thin client, the value encoding (:mod:`agentstate.codec`) and typed
-exceptions (:mod:`agentstate.errors`).
+a thin sync client (:class:`Client`), its asyncio twin (:class:`AsyncClient`),
+the value encoding (:mod:`agentstate.codec`), typed exceptions
+(:mod:`agentstate.errors`) and, with the ``langgraph`` extra installed, a
+LangGraph checkpointer (:mod:`agentstate.langgraph`).
 """
+from ._requests import NO_RETRY, RetryPolicy, register_idempotent
+from .aio import AsyncClient
 from .client import Client, checkpoint_values, decode_map
 from .codec import Opaque, UnsupportedValue
 from .errors import (AgentStateError, Aborted, AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal,
                      InvalidArgument, NotFound, ResourceExhausted, Unavailable)
-from .values import Append, Keep, SetKeys, from_value, to_value
+from .values import Append, Encoded, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
 from .runs import HeldRun, effect_done, effect_failed, event, status_name, step
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "checkpoint_values", "decode_map", "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep",
-    "to_value", "from_value", "AgentStateError", "InvalidArgument", "NotFound", "AlreadyExists",
-    "FailedPrecondition", "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal",
+    "Client", "AsyncClient", "RetryPolicy", "NO_RETRY", "register_idempotent", "checkpoint_values", "decode_map",
+    "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_value",
+    "apply_list_delta", "AgentStateError", "InvalidArgument", "NotFound", "AlreadyExists", "FailedPrecondition",
+    "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal",
     "HeldRun", "step", "event", "effect_done", "effect_failed", "status_name",
 ]

@@ -6,33 +6,30 @@
         c.put_checkpoint("t1", {"messages": Append(["hello"])}, parent_id=put.checkpoint.checkpoint_id)
         print(c.get_values("t1"))
 
-Every call takes ``timeout`` (seconds, default the client's) and raises an
-:class:`agentstate.errors.AgentStateError` subclass on failure. List calls
+Every call takes ``timeout`` (seconds, default the client's): the deadline of
+the whole call, retries included. A call that is safe to repeat (reads,
+requests with a request_id, and mutations that are idempotent by nature,
+such as a put with a checkpoint id) is retried on transient failures
+(UNAVAILABLE, OVERLOADED, CONFLICT) with exponential backoff; mutations that
+are not get a fresh request_id first (``auto_request_ids``), so a retry after
+a lost reply returns the first result instead of applying twice. Failures
+raise an :class:`agentstate.errors.AgentStateError` subclass. List calls
 return iterators that fetch pages as needed.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import random
+import time
 from typing import Any, Iterable, Iterator, Mapping
 
 import grpc
 
-from .errors import from_rpc_error
+from . import _requests as rq
+from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
+from .errors import DeadlineExceeded, from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc, values_pb2
-from .values import channel_write, check_key, encode_into, from_value
-
-DEFAULT_ADDRESS = "unix:sidecar-data/sidecar.sock"
-_IF_EXISTS = {"error": pb.IF_EXISTS_ERROR, "return": pb.IF_EXISTS_RETURN, "merge": pb.IF_EXISTS_MERGE_METADATA}
-_MAX_MESSAGE = 64 * 1024 * 1024
-
-
-def channel_options() -> list[tuple[str, Any]]:
-    return [("grpc.max_receive_message_length", _MAX_MESSAGE), ("grpc.max_send_message_length", _MAX_MESSAGE)]
-
-
-def _fill_map(target, values: Mapping[str, Any] | None, field: str = "metadata") -> None:
-    for k, v in (values or {}).items():
-        encode_into(v, target[check_key(k, field)], f"{field}[{k!r}]")
+from .values import from_value
 
 
 def decode_map(entries) -> dict[str, Any]:
@@ -50,15 +47,26 @@ def checkpoint_values(checkpoint: pb.Checkpoint) -> dict[str, Any]:
 
 
 class Client:
-    """Synchronous client. ``address`` is ``unix:PATH`` or ``HOST:PORT``."""
+    """Synchronous client. ``address`` is ``unix:PATH`` or ``HOST:PORT``.
+
+    ``retry`` says how transient failures are retried (see RetryPolicy;
+    ``agentstate.NO_RETRY`` turns it off), ``wait_for_ready`` makes calls wait
+    for the server to be reachable (up to their deadline) instead of failing
+    at once with UNAVAILABLE.
+    """
 
     def __init__(self, address: str = DEFAULT_ADDRESS, *, namespace: str = "default", timeout: float = 30.0,
-                 channel: grpc.Channel | None = None) -> None:
+                 channel: grpc.Channel | None = None, retry: RetryPolicy | None = None,
+                 auto_request_ids: bool = True, wait_for_ready: bool = False,
+                 options: Iterable[tuple[str, Any]] = ()) -> None:
         self.address = address
         self.namespace = namespace
         self.timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.auto_request_ids = auto_request_ids
+        self.wait_for_ready = wait_for_ready
         self._own_channel = channel is None
-        self.channel = channel or grpc.insecure_channel(address, options=channel_options())
+        self.channel = channel or grpc.insecure_channel(address, options=channel_options(options))
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, effects, events, runs  # facets of the run, event, artifact and effect services
@@ -78,10 +86,27 @@ class Client:
         self.close()
 
     def _call(self, method, request, timeout: float | None):
-        try:
-            return method(request, timeout=self.timeout if timeout is None else timeout)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
+        """Send ``request`` with ``method`` (a stub method); retry as the policy allows."""
+        budget = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        retryable = rq.prepare(request, self.auto_request_ids)
+        attempt = 0
+        while True:
+            attempt += 1
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, f"deadline of {budget}s exceeded "
+                                       f"after {attempt - 1} attempts")
+            try:
+                return method(request, timeout=remaining, wait_for_ready=self.wait_for_ready or None)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+            if not (retryable and rq.transient(err) and self.retry.more(attempt)):
+                raise err
+            pause = self.retry.backoff(attempt, random.random())
+            if time.monotonic() + pause >= deadline:
+                raise err
+            time.sleep(pause)
 
     def wait_ready(self, timeout: float = 10.0) -> None:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
@@ -90,9 +115,7 @@ class Client:
 
     def create_thread(self, thread_id: str = "", metadata: Mapping[str, Any] | None = None, *,
                       if_exists: str = "error", request_id: str = "", timeout: float | None = None) -> pb.Thread:
-        req = pb.CreateThreadRequest(namespace=self.namespace, thread_id=thread_id,
-                                     if_exists=_IF_EXISTS[if_exists], request_id=request_id)
-        _fill_map(req.metadata, metadata)
+        req = rq.create_thread_request(self.namespace, thread_id, metadata, if_exists, request_id)
         return self._call(self.threads.CreateThread, req, timeout).thread
 
     def get_thread(self, thread_id: str, *, timeout: float | None = None) -> pb.Thread:
@@ -103,8 +126,7 @@ class Client:
                      timeout: float | None = None) -> Iterator[pb.Thread]:
         token = ""
         while True:
-            req = pb.ListThreadsRequest(namespace=self.namespace, page_size=page_size, page_token=token)
-            _fill_map(req.metadata_filter, metadata_filter, "metadata_filter")
+            req = rq.list_threads_request(self.namespace, metadata_filter, page_size, token)
             resp = self._call(self.threads.ListThreads, req, timeout)
             yield from resp.threads
             token = resp.next_page_token
@@ -114,10 +136,8 @@ class Client:
     def update_thread(self, thread_id: str, set_metadata: Mapping[str, Any] | None = None, *,
                       remove_keys: Iterable[str] = (), replace: bool = False, etag: str = "",
                       request_id: str = "", timeout: float | None = None) -> pb.Thread:
-        req = pb.UpdateThreadRequest(namespace=self.namespace, thread_id=thread_id,
-                                     remove_metadata_keys=list(remove_keys), replace_metadata=replace, etag=etag,
-                                     request_id=request_id)
-        _fill_map(req.set_metadata, set_metadata, "set_metadata")
+        req = rq.update_thread_request(self.namespace, thread_id, set_metadata, remove_keys, replace, etag,
+                                       request_id)
         return self._call(self.threads.UpdateThread, req, timeout).thread
 
     def delete_thread(self, thread_id: str, *, allow_missing: bool = False, etag: str = "",
@@ -129,10 +149,8 @@ class Client:
     def copy_thread(self, source_thread_id: str, target_thread_id: str, *,
                     metadata: Mapping[str, Any] | None = None, replace_metadata: bool = False,
                     request_id: str = "", timeout: float | None = None) -> pb.CopyThreadResponse:
-        req = pb.CopyThreadRequest(namespace=self.namespace, source_thread_id=source_thread_id,
-                                   target_thread_id=target_thread_id, replace_metadata=replace_metadata,
-                                   request_id=request_id)
-        _fill_map(req.metadata, metadata)
+        req = rq.copy_thread_request(self.namespace, source_thread_id, target_thread_id, metadata,
+                                     replace_metadata, request_id)
         return self._call(self.threads.CopyThread, req, timeout)
 
     # ------------------------------------------------------------ checkpoints
@@ -144,39 +162,25 @@ class Client:
                        require_thread: bool = False, request_id: str = "",
                        timeout: float | None = None) -> pb.PutCheckpointResponse:
         """Store a checkpoint. Channel values are Python values or Append / SetKeys / Keep deltas."""
-        req = pb.PutCheckpointRequest(namespace=self.namespace, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                      checkpoint_id=checkpoint_id, parent_checkpoint_id=parent_id,
-                                      base_checkpoint_id=base_id, schema_version=schema_version,
-                                      require_thread=require_thread, request_id=request_id)
-        for name, value in channels.items():
-            channel_write(value, req.channels[check_key(name, "channels")], f"channels[{name!r}]")
-        _fill_map(req.metadata, metadata)
-        if extra is not None:
-            encode_into(extra, req.extra, "extra")
-        if expected_head_etag is not None:
-            req.expected_head_etag = expected_head_etag
+        req = rq.put_checkpoint_request(self.namespace, thread_id, channels, checkpoint_id=checkpoint_id,
+                                        parent_id=parent_id, base_id=base_id, checkpoint_ns=checkpoint_ns,
+                                        metadata=metadata, extra=extra, expected_head_etag=expected_head_etag,
+                                        schema_version=schema_version, require_thread=require_thread,
+                                        request_id=request_id)
         return self._call(self.threads.PutCheckpoint, req, timeout)
 
     def put_writes(self, thread_id: str, checkpoint_id: str, writes: Iterable[tuple], *, checkpoint_ns: str = "",
                    request_id: str = "", timeout: float | None = None) -> pb.PutWritesResponse:
         """Store pending writes: tuples (task_id, idx, channel, value[, task_path[, replace]])."""
-        req = pb.PutWritesRequest(namespace=self.namespace, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                  checkpoint_id=checkpoint_id, request_id=request_id)
-        for i, w in enumerate(writes):
-            task_id, idx, channel, value, *rest = w
-            pw = req.writes.add(task_id=task_id, idx=idx, channel=channel,
-                                task_path=rest[0] if rest else "", replace=bool(rest[1]) if len(rest) > 1 else False)
-            encode_into(value, pw.value, f"writes[{i}].value")
+        req = rq.put_writes_request(self.namespace, thread_id, checkpoint_id, writes, checkpoint_ns, request_id)
         return self._call(self.threads.PutWrites, req, timeout)
 
     def get_checkpoint(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
                        channels: Iterable[str] = (), omit_values: bool = False,
                        known_roots: Mapping[str, bytes] | None = None, include_pending_writes: bool = False,
                        timeout: float | None = None) -> pb.Checkpoint:
-        req = pb.GetCheckpointRequest(namespace=self.namespace, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                      checkpoint_id=checkpoint_id, channels=list(channels), omit_values=omit_values,
-                                      known_roots=dict(known_roots or {}),
-                                      include_pending_writes=include_pending_writes)
+        req = rq.get_checkpoint_request(self.namespace, thread_id, checkpoint_id, checkpoint_ns, channels,
+                                        omit_values, known_roots, include_pending_writes)
         return self._call(self.threads.GetCheckpoint, req, timeout).checkpoint
 
     def get_values(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
@@ -188,16 +192,13 @@ class Client:
     def list_checkpoints(self, thread_id: str = "", *, checkpoint_ns: str | None = None,
                          metadata_filter: Mapping[str, Any] | None = None, before: str = "", limit: int = 0,
                          page_size: int = 0, include_values: bool = False, include_pending_writes: bool = False,
+                         known_roots: Mapping[str, bytes] | None = None,
                          timeout: float | None = None) -> Iterator[pb.Checkpoint]:
         token = ""
         while True:
-            req = pb.ListCheckpointsRequest(namespace=self.namespace, thread_id=thread_id,
-                                            before_checkpoint_id=before, limit=limit, page_size=page_size,
-                                            page_token=token, include_values=include_values,
-                                            include_pending_writes=include_pending_writes)
-            if checkpoint_ns is not None:
-                req.checkpoint_ns = checkpoint_ns
-            _fill_map(req.metadata_filter, metadata_filter, "metadata_filter")
+            req = rq.list_checkpoints_request(self.namespace, thread_id, checkpoint_ns, metadata_filter, before,
+                                              limit, page_size, token, include_values, include_pending_writes,
+                                              known_roots)
             resp = self._call(self.threads.ListCheckpoints, req, timeout)
             yield from resp.checkpoints
             token = resp.next_page_token
@@ -206,17 +207,9 @@ class Client:
 
     def prune(self, thread_ids: Iterable[str], *, keep_latest: int | None = None,
               older_than: _dt.datetime | None = None, delete_all: bool = False, checkpoint_ns: str | None = None,
-              request_id: str = "", timeout: float | None = None) -> int:
-        req = pb.PruneCheckpointsRequest(namespace=self.namespace, thread_ids=list(thread_ids),
-                                         request_id=request_id)
-        if checkpoint_ns is not None:
-            req.checkpoint_ns = checkpoint_ns
-        if keep_latest is not None:
-            req.keep_latest = keep_latest
-        elif older_than is not None:
-            req.older_than.FromDatetime(older_than)
-        elif delete_all:
-            req.delete_all = True
+              history_channels: Iterable[str] = (), request_id: str = "", timeout: float | None = None) -> int:
+        req = rq.prune_request(self.namespace, thread_ids, keep_latest, older_than, delete_all, checkpoint_ns,
+                               history_channels, request_id)
         return self._call(self.threads.PruneCheckpoints, req, timeout).deleted_checkpoints
 
     def delete_for_runs(self, run_ids: Iterable[str], *, request_id: str = "", timeout: float | None = None) -> int:
@@ -230,6 +223,22 @@ class Client:
                                         from_checkpoint_id=from_checkpoint_id, to_checkpoint_id=to_checkpoint_id)
         return list(self._call(self.threads.DiffCheckpoints, req, timeout).changes)
 
+    def get_channel_history(self, thread_id: str, channels: Iterable[str], checkpoint_id: str = "", *,
+                            checkpoint_ns: str = "", max_depth: int = 0,
+                            known_roots: Mapping[str, bytes] | None = None,
+                            timeout: float | None = None) -> pb.GetChannelHistoryResponse:
+        """Pending writes to ``channels`` along the checkpoint's parent chain, and each channel's seed."""
+        req = rq.channel_history_request(self.namespace, thread_id, channels, checkpoint_id, checkpoint_ns,
+                                         max_depth, known_roots)
+        return self._call(self.threads.GetChannelHistory, req, timeout)
+
+    def batch_write(self, requests: Iterable, *, request_id: str = "",
+                    timeout: float | None = None) -> pb.BatchWriteResponse:
+        """Apply PutCheckpointRequest / PutWritesRequest messages in order, all or nothing, in one call (the
+        ``*_request`` builders of agentstate._requests make them)."""
+        return self._call(self.threads.BatchWrite, rq.batch_write_request(self.namespace, requests, request_id),
+                          timeout)
+
     # ------------------------------------------------------------ admin
 
     def store_stats(self, *, timeout: float | None = None) -> admin_pb2.GetStoreStatsResponse:
@@ -242,4 +251,4 @@ class Client:
         return self._call(self.admin.CheckIntegrity, admin_pb2.CheckIntegrityRequest(), timeout)
 
 
-__all__ = ["Client", "checkpoint_values", "decode_map", "values_pb2", "DEFAULT_ADDRESS"]
+__all__ = ["Client", "checkpoint_values", "decode_map", "values_pb2", "DEFAULT_ADDRESS", "RetryPolicy"]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import grpc
 
@@ -11,7 +11,8 @@ from .codec import Opaque
 from .errors import InvalidArgument
 from .v1 import threads_pb2, values_pb2
 
-__all__ = ["Append", "SetKeys", "Keep", "to_value", "from_value", "channel_write"]
+__all__ = ["Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_write", "channel_value",
+           "apply_list_delta"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,13 @@ class Keep:
     """Take the channel's value from the base checkpoint unchanged."""
 
 
+class Encoded(NamedTuple):
+    """A structured value already in the agentstate encoding (codec.encode's bytes): sent as is (the
+    server checks it), so a value that was encoded once is not encoded again."""
+
+    data: bytes
+
+
 def to_value(value: Any, out: values_pb2.Value | None = None) -> values_pb2.Value:
     """Encode a Python value (raises codec.UnsupportedValue naming the path)."""
     out = out if out is not None else values_pb2.Value()
@@ -44,6 +52,8 @@ def to_value(value: Any, out: values_pb2.Value | None = None) -> values_pb2.Valu
         codec.opaque_payload(value.type, value.data)  # checks type and data like the server does
         out.opaque.type = value.type
         out.opaque.data = value.data
+    elif type(value) is Encoded:
+        out.msgpack = value.data
     else:
         out.msgpack = codec.encode(value)
     return out
@@ -130,3 +140,26 @@ def _channel_write(value: Any, out: threads_pb2.ChannelWrite) -> None:
                 raise e.under(f"[{i}]") from None
     else:
         to_value(value, out.value)
+
+
+def channel_value(cv: threads_pb2.ChannelValue, known: list | None = None) -> Any:
+    """Decode a ChannelValue read with known_roots. ``known`` is the decoded list the client holds for
+    the root it sent: a channel without content is that list again, a delta applies to it. Raises
+    ValueError when content refers to a known value that was not given."""
+    kind = cv.WhichOneof("content")
+    if kind == "value":
+        return from_value(cv.value)
+    if known is None:
+        raise ValueError("the channel came back relative to a known root, but no known value was given")
+    if kind is None:
+        return list(known)
+    return apply_list_delta(known, cv.delta)
+
+
+def apply_list_delta(items: list, delta: values_pb2.ValueDelta) -> list:
+    """The list ``delta`` makes of ``items``: its first keep_first items (all when unset), then the appended
+    ones decoded."""
+    keep = delta.keep_first if delta.HasField("keep_first") else len(items)
+    if keep > len(items):
+        raise ValueError(f"keep_first {keep} is more than the {len(items)} items held")
+    return list(items[:keep]) + [from_value(v) for v in delta.append]

@@ -438,7 +438,7 @@ class GetCheckpointResponse(_message.Message):
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
 
 class ListCheckpointsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "metadata_filter", "before_checkpoint_id", "limit", "page_size", "page_token", "include_values", "include_pending_writes")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "metadata_filter", "before_checkpoint_id", "limit", "page_size", "page_token", "include_values", "include_pending_writes", "known_roots")
     class MetadataFilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -446,6 +446,13 @@ class ListCheckpointsRequest(_message.Message):
         key: str
         value: _values_pb2.Value
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ...) -> None: ...
+    class KnownRootsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -456,6 +463,7 @@ class ListCheckpointsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VALUES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_ROOTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -466,7 +474,8 @@ class ListCheckpointsRequest(_message.Message):
     page_token: str
     include_values: bool
     include_pending_writes: bool
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, _values_pb2.Value]] = ..., before_checkpoint_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_values: _Optional[bool] = ..., include_pending_writes: _Optional[bool] = ...) -> None: ...
+    known_roots: _containers.ScalarMap[str, bytes]
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, _values_pb2.Value]] = ..., before_checkpoint_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_values: _Optional[bool] = ..., include_pending_writes: _Optional[bool] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class ListCheckpointsResponse(_message.Message):
     __slots__ = ("checkpoints", "next_page_token")
@@ -477,7 +486,7 @@ class ListCheckpointsResponse(_message.Message):
     def __init__(self, checkpoints: _Optional[_Iterable[_Union[Checkpoint, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PruneCheckpointsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_ids", "checkpoint_ns", "keep_latest", "older_than", "delete_all", "request_id")
+    __slots__ = ("namespace", "thread_ids", "checkpoint_ns", "keep_latest", "older_than", "delete_all", "request_id", "history_channels")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_IDS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -485,6 +494,7 @@ class PruneCheckpointsRequest(_message.Message):
     OLDER_THAN_FIELD_NUMBER: _ClassVar[int]
     DELETE_ALL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_CHANNELS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_ids: _containers.RepeatedScalarFieldContainer[str]
     checkpoint_ns: str
@@ -492,7 +502,8 @@ class PruneCheckpointsRequest(_message.Message):
     older_than: _timestamp_pb2.Timestamp
     delete_all: bool
     request_id: str
-    def __init__(self, namespace: _Optional[str] = ..., thread_ids: _Optional[_Iterable[str]] = ..., checkpoint_ns: _Optional[str] = ..., keep_latest: _Optional[int] = ..., older_than: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delete_all: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+    history_channels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespace: _Optional[str] = ..., thread_ids: _Optional[_Iterable[str]] = ..., checkpoint_ns: _Optional[str] = ..., keep_latest: _Optional[int] = ..., older_than: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delete_all: _Optional[bool] = ..., request_id: _Optional[str] = ..., history_channels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PruneCheckpointsResponse(_message.Message):
     __slots__ = ("deleted_checkpoints",)
@@ -557,3 +568,82 @@ class DiffCheckpointsResponse(_message.Message):
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     changes: _containers.RepeatedCompositeFieldContainer[ChannelChange]
     def __init__(self, changes: _Optional[_Iterable[_Union[ChannelChange, _Mapping]]] = ...) -> None: ...
+
+class GetChannelHistoryRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "max_depth", "known_roots")
+    class KnownRootsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    channels: _containers.RepeatedScalarFieldContainer[str]
+    max_depth: int
+    known_roots: _containers.ScalarMap[str, bytes]
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+
+class ChannelHistory(_message.Message):
+    __slots__ = ("channel", "writes", "seed", "seed_checkpoint_id")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    SEED_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
+    seed: ChannelValue
+    seed_checkpoint_id: str
+    def __init__(self, channel: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., seed: _Optional[_Union[ChannelValue, _Mapping]] = ..., seed_checkpoint_id: _Optional[str] = ...) -> None: ...
+
+class GetChannelHistoryResponse(_message.Message):
+    __slots__ = ("checkpoint_id", "channels", "depth")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: str
+    channels: _containers.RepeatedCompositeFieldContainer[ChannelHistory]
+    depth: int
+    def __init__(self, checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[_Union[ChannelHistory, _Mapping]]] = ..., depth: _Optional[int] = ...) -> None: ...
+
+class BatchedWrite(_message.Message):
+    __slots__ = ("put_checkpoint", "put_writes")
+    PUT_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PUT_WRITES_FIELD_NUMBER: _ClassVar[int]
+    put_checkpoint: PutCheckpointRequest
+    put_writes: PutWritesRequest
+    def __init__(self, put_checkpoint: _Optional[_Union[PutCheckpointRequest, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesRequest, _Mapping]] = ...) -> None: ...
+
+class BatchWriteRequest(_message.Message):
+    __slots__ = ("namespace", "writes", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    writes: _containers.RepeatedCompositeFieldContainer[BatchedWrite]
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[BatchedWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class BatchedWriteResult(_message.Message):
+    __slots__ = ("put_checkpoint", "put_writes")
+    PUT_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PUT_WRITES_FIELD_NUMBER: _ClassVar[int]
+    put_checkpoint: PutCheckpointResponse
+    put_writes: PutWritesResponse
+    def __init__(self, put_checkpoint: _Optional[_Union[PutCheckpointResponse, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesResponse, _Mapping]] = ...) -> None: ...
+
+class BatchWriteResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[BatchedWriteResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[BatchedWriteResult, _Mapping]]] = ...) -> None: ...

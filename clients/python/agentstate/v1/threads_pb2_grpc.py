@@ -100,6 +100,16 @@ class ThreadServiceStub:
                 request_serializer=agentstate_dot_v1_dot_threads__pb2.DiffCheckpointsRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_threads__pb2.DiffCheckpointsResponse.FromString,
                 _registered_method=True)
+        self.GetChannelHistory = channel.unary_unary(
+                '/agentstate.v1.ThreadService/GetChannelHistory',
+                request_serializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryResponse.FromString,
+                _registered_method=True)
+        self.BatchWrite = channel.unary_unary(
+                '/agentstate.v1.ThreadService/BatchWrite',
+                request_serializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadServiceServicer:
@@ -225,6 +235,36 @@ class ThreadServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetChannelHistory(self, request, context):
+        """GetChannelHistory walks the parent chain of one checkpoint (the latest
+        of the checkpoint namespace when no id is given) and returns, for each
+        selected channel, the pending writes stored on its ancestors back to the
+        nearest ancestor that holds a value for the channel, and that value (the
+        "seed"). This is what a framework needs to rebuild a channel that is
+        stored as a log of writes (LangGraph's DeltaChannel) in one call. Writes
+        stored on the checkpoint itself are not included. Unknown thread or
+        checkpoint gives NOT_FOUND; an empty or over-long channel list
+        INVALID_ARGUMENT; a chain longer than max_depth (or the server's limit)
+        RESOURCE_EXHAUSTED with reason LIMIT_EXCEEDED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BatchWrite(self, request, context):
+        """BatchWrite applies PutCheckpoint and PutWrites requests in order, in one
+        transaction, with one commit: a later put may take its base checkpoint
+        (deltas, keeps) from an earlier one of the same batch. All or nothing:
+        the first request that fails fails the call with its error, the field
+        path prefixed with "writes[i]." and ErrorInfo metadata "index" = i, and
+        nothing of the batch is stored. Every request must be in the batch's
+        namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
+        (the batch's request_id covers them). At most 1000 requests.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThreadServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -292,6 +332,16 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.DiffCheckpoints,
                     request_deserializer=agentstate_dot_v1_dot_threads__pb2.DiffCheckpointsRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_threads__pb2.DiffCheckpointsResponse.SerializeToString,
+            ),
+            'GetChannelHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetChannelHistory,
+                    request_deserializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryResponse.SerializeToString,
+            ),
+            'BatchWrite': grpc.unary_unary_rpc_method_handler(
+                    servicer.BatchWrite,
+                    request_deserializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -646,6 +696,60 @@ class ThreadService:
             '/agentstate.v1.ThreadService/DiffCheckpoints',
             agentstate_dot_v1_dot_threads__pb2.DiffCheckpointsRequest.SerializeToString,
             agentstate_dot_v1_dot_threads__pb2.DiffCheckpointsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetChannelHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.ThreadService/GetChannelHistory',
+            agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryRequest.SerializeToString,
+            agentstate_dot_v1_dot_threads__pb2.GetChannelHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BatchWrite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.ThreadService/BatchWrite',
+            agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.SerializeToString,
+            agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1327,8 +1327,10 @@ type ChannelValue_Value struct {
 
 type ChannelValue_Delta struct {
 	// delta is the change from the root the client said it knows
-	// (GetCheckpointRequest.known_roots): for a list that the known one is a
-	// prefix of, keep_first is the known length and append the new items.
+	// (known_roots of GetCheckpointRequest or ListCheckpointsRequest): for a
+	// list that the known one is a prefix of, keep_first is the known length
+	// and append the new items; for a list that is a prefix of the known
+	// one, keep_first is its length and nothing is appended.
 	Delta *ValueDelta `protobuf:"bytes,3,opt,name=delta,proto3,oneof"`
 }
 
@@ -2080,8 +2082,13 @@ type ListCheckpointsRequest struct {
 	PageToken            string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	IncludeValues        bool   `protobuf:"varint,9,opt,name=include_values,json=includeValues,proto3" json:"include_values,omitempty"`
 	IncludePendingWrites bool   `protobuf:"varint,10,opt,name=include_pending_writes,json=includePendingWrites,proto3" json:"include_pending_writes,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// known_roots, with include_values, maps channels to a root the client
+	// has, as in GetCheckpointRequest: every listed checkpoint's channel comes
+	// back without content when equal, as a delta when one list is a prefix of
+	// the other.
+	KnownRoots    map[string][]byte `protobuf:"bytes,11,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListCheckpointsRequest) Reset() {
@@ -2184,6 +2191,13 @@ func (x *ListCheckpointsRequest) GetIncludePendingWrites() bool {
 	return false
 }
 
+func (x *ListCheckpointsRequest) GetKnownRoots() map[string][]byte {
+	if x != nil {
+		return x.KnownRoots
+	}
+	return nil
+}
+
 type ListCheckpointsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Checkpoints   []*Checkpoint          `protobuf:"bytes,1,rep,name=checkpoints,proto3" json:"checkpoints,omitempty"`
@@ -2247,10 +2261,17 @@ type PruneCheckpointsRequest struct {
 	//	*PruneCheckpointsRequest_KeepLatest
 	//	*PruneCheckpointsRequest_OlderThan
 	//	*PruneCheckpointsRequest_DeleteAll
-	Policy        isPruneCheckpointsRequest_Policy `protobuf_oneof:"policy"`
-	RequestId     string                           `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Policy    isPruneCheckpointsRequest_Policy `protobuf_oneof:"policy"`
+	RequestId string                           `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// history_channels, with keep_latest or older_than, also keeps what is
+	// needed to rebuild these channels at every kept checkpoint from its
+	// ancestors (see GetChannelHistory): for each kept checkpoint that holds
+	// no value for a channel, its ancestors back to the nearest one that holds
+	// one (or, when none does, back to the oldest one with a pending write to
+	// the channel) are kept with their pending writes. At most 1000 channels.
+	HistoryChannels []string `protobuf:"bytes,8,rep,name=history_channels,json=historyChannels,proto3" json:"history_channels,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PruneCheckpointsRequest) Reset() {
@@ -2343,6 +2364,13 @@ func (x *PruneCheckpointsRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *PruneCheckpointsRequest) GetHistoryChannels() []string {
+	if x != nil {
+		return x.HistoryChannels
+	}
+	return nil
 }
 
 type isPruneCheckpointsRequest_Policy interface {
@@ -2751,6 +2779,512 @@ func (x *DiffCheckpointsResponse) GetChanges() []*ChannelChange {
 	return nil
 }
 
+type GetChannelHistoryRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Namespace    string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ThreadId     string                 `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	CheckpointNs string                 `protobuf:"bytes,3,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// checkpoint_id empty means the latest checkpoint of checkpoint_ns.
+	CheckpointId string `protobuf:"bytes,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// channels to walk for: 1 to 1000 names.
+	Channels []string `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
+	// max_depth caps the ancestors visited (0: the server's limit, 100000).
+	MaxDepth uint32 `protobuf:"varint,6,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	// known_roots maps channels to a root the client has; a seed equal to it
+	// or a list related to it by a prefix comes back as in GetCheckpoint.
+	KnownRoots    map[string][]byte `protobuf:"bytes,7,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChannelHistoryRequest) Reset() {
+	*x = GetChannelHistoryRequest{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChannelHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChannelHistoryRequest) ProtoMessage() {}
+
+func (x *GetChannelHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChannelHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetChannelHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetChannelHistoryRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetChannelHistoryRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *GetChannelHistoryRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *GetChannelHistoryRequest) GetCheckpointId() string {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return ""
+}
+
+func (x *GetChannelHistoryRequest) GetChannels() []string {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *GetChannelHistoryRequest) GetMaxDepth() uint32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+func (x *GetChannelHistoryRequest) GetKnownRoots() map[string][]byte {
+	if x != nil {
+		return x.KnownRoots
+	}
+	return nil
+}
+
+// ChannelHistory is what one channel contributed along a parent chain.
+type ChannelHistory struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Channel string                 `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// writes are the pending writes to the channel on the ancestors, oldest
+	// checkpoint first; within one checkpoint ordered by (task_path, task_id,
+	// idx).
+	Writes []*PendingWrite `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	// seed is the value of the channel at the nearest ancestor that holds
+	// one; unset when the walk reached the root without finding any.
+	Seed *ChannelValue `protobuf:"bytes,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	// seed_checkpoint_id is that ancestor's id (empty without a seed).
+	SeedCheckpointId string `protobuf:"bytes,4,opt,name=seed_checkpoint_id,json=seedCheckpointId,proto3" json:"seed_checkpoint_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ChannelHistory) Reset() {
+	*x = ChannelHistory{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelHistory) ProtoMessage() {}
+
+func (x *ChannelHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelHistory.ProtoReflect.Descriptor instead.
+func (*ChannelHistory) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ChannelHistory) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ChannelHistory) GetWrites() []*PendingWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *ChannelHistory) GetSeed() *ChannelValue {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *ChannelHistory) GetSeedCheckpointId() string {
+	if x != nil {
+		return x.SeedCheckpointId
+	}
+	return ""
+}
+
+type GetChannelHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint_id is the checkpoint the walk started from.
+	CheckpointId string `protobuf:"bytes,1,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
+	// channels has one entry per requested channel, in request order.
+	Channels []*ChannelHistory `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// depth is the number of ancestors visited.
+	Depth         uint32 `protobuf:"varint,3,opt,name=depth,proto3" json:"depth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChannelHistoryResponse) Reset() {
+	*x = GetChannelHistoryResponse{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChannelHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChannelHistoryResponse) ProtoMessage() {}
+
+func (x *GetChannelHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChannelHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetChannelHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetChannelHistoryResponse) GetCheckpointId() string {
+	if x != nil {
+		return x.CheckpointId
+	}
+	return ""
+}
+
+func (x *GetChannelHistoryResponse) GetChannels() []*ChannelHistory {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *GetChannelHistoryResponse) GetDepth() uint32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+// BatchedWrite is one request of a BatchWrite.
+type BatchedWrite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*BatchedWrite_PutCheckpoint
+	//	*BatchedWrite_PutWrites
+	Op            isBatchedWrite_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchedWrite) Reset() {
+	*x = BatchedWrite{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchedWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchedWrite) ProtoMessage() {}
+
+func (x *BatchedWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchedWrite.ProtoReflect.Descriptor instead.
+func (*BatchedWrite) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *BatchedWrite) GetOp() isBatchedWrite_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *BatchedWrite) GetPutCheckpoint() *PutCheckpointRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchedWrite_PutCheckpoint); ok {
+			return x.PutCheckpoint
+		}
+	}
+	return nil
+}
+
+func (x *BatchedWrite) GetPutWrites() *PutWritesRequest {
+	if x != nil {
+		if x, ok := x.Op.(*BatchedWrite_PutWrites); ok {
+			return x.PutWrites
+		}
+	}
+	return nil
+}
+
+type isBatchedWrite_Op interface {
+	isBatchedWrite_Op()
+}
+
+type BatchedWrite_PutCheckpoint struct {
+	PutCheckpoint *PutCheckpointRequest `protobuf:"bytes,1,opt,name=put_checkpoint,json=putCheckpoint,proto3,oneof"`
+}
+
+type BatchedWrite_PutWrites struct {
+	PutWrites *PutWritesRequest `protobuf:"bytes,2,opt,name=put_writes,json=putWrites,proto3,oneof"`
+}
+
+func (*BatchedWrite_PutCheckpoint) isBatchedWrite_Op() {}
+
+func (*BatchedWrite_PutWrites) isBatchedWrite_Op() {}
+
+type BatchWriteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Writes        []*BatchedWrite        `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchWriteRequest) Reset() {
+	*x = BatchWriteRequest{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchWriteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchWriteRequest) ProtoMessage() {}
+
+func (x *BatchWriteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchWriteRequest.ProtoReflect.Descriptor instead.
+func (*BatchWriteRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *BatchWriteRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *BatchWriteRequest) GetWrites() []*BatchedWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *BatchWriteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// BatchedWriteResult is the response to one request of a BatchWrite.
+type BatchedWriteResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*BatchedWriteResult_PutCheckpoint
+	//	*BatchedWriteResult_PutWrites
+	Result        isBatchedWriteResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchedWriteResult) Reset() {
+	*x = BatchedWriteResult{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchedWriteResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchedWriteResult) ProtoMessage() {}
+
+func (x *BatchedWriteResult) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchedWriteResult.ProtoReflect.Descriptor instead.
+func (*BatchedWriteResult) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *BatchedWriteResult) GetResult() isBatchedWriteResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *BatchedWriteResult) GetPutCheckpoint() *PutCheckpointResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchedWriteResult_PutCheckpoint); ok {
+			return x.PutCheckpoint
+		}
+	}
+	return nil
+}
+
+func (x *BatchedWriteResult) GetPutWrites() *PutWritesResponse {
+	if x != nil {
+		if x, ok := x.Result.(*BatchedWriteResult_PutWrites); ok {
+			return x.PutWrites
+		}
+	}
+	return nil
+}
+
+type isBatchedWriteResult_Result interface {
+	isBatchedWriteResult_Result()
+}
+
+type BatchedWriteResult_PutCheckpoint struct {
+	PutCheckpoint *PutCheckpointResponse `protobuf:"bytes,1,opt,name=put_checkpoint,json=putCheckpoint,proto3,oneof"`
+}
+
+type BatchedWriteResult_PutWrites struct {
+	PutWrites *PutWritesResponse `protobuf:"bytes,2,opt,name=put_writes,json=putWrites,proto3,oneof"`
+}
+
+func (*BatchedWriteResult_PutCheckpoint) isBatchedWriteResult_Result() {}
+
+func (*BatchedWriteResult_PutWrites) isBatchedWriteResult_Result() {}
+
+type BatchWriteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// results has one entry per request, in order.
+	Results       []*BatchedWriteResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchWriteResponse) Reset() {
+	*x = BatchWriteResponse{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchWriteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchWriteResponse) ProtoMessage() {}
+
+func (x *BatchWriteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchWriteResponse.ProtoReflect.Descriptor instead.
+func (*BatchWriteResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *BatchWriteResponse) GetResults() []*BatchedWriteResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_agentstate_v1_threads_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_threads_proto_rawDesc = "" +
@@ -2943,7 +3477,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x15GetCheckpointResponse\x129\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x19.agentstate.v1.CheckpointR\n" +
-	"checkpoint\"\xad\x04\n" +
+	"checkpoint\"\xc4\x05\n" +
 	"\x16ListCheckpointsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12(\n" +
@@ -2956,14 +3490,19 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"page_token\x18\b \x01(\tR\tpageToken\x12%\n" +
 	"\x0einclude_values\x18\t \x01(\bR\rincludeValues\x124\n" +
 	"\x16include_pending_writes\x18\n" +
-	" \x01(\bR\x14includePendingWrites\x1aW\n" +
+	" \x01(\bR\x14includePendingWrites\x12V\n" +
+	"\vknown_roots\x18\v \x03(\v25.agentstate.v1.ListCheckpointsRequest.KnownRootsEntryR\n" +
+	"knownRoots\x1aW\n" +
 	"\x13MetadataFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01B\x10\n" +
+	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1a=\n" +
+	"\x0fKnownRootsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x10\n" +
 	"\x0e_checkpoint_ns\"~\n" +
 	"\x17ListCheckpointsResponse\x12;\n" +
 	"\vcheckpoints\x18\x01 \x03(\v2\x19.agentstate.v1.CheckpointR\vcheckpoints\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xe7\x02\n" +
 	"\x17PruneCheckpointsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1d\n" +
 	"\n" +
@@ -2976,7 +3515,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\n" +
 	"delete_all\x18\x06 \x01(\bH\x00R\tdeleteAll\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestIdB\b\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12)\n" +
+	"\x10history_channels\x18\b \x03(\tR\x0fhistoryChannelsB\b\n" +
 	"\x06policyB\x10\n" +
 	"\x0e_checkpoint_ns\"K\n" +
 	"\x18PruneCheckpointsResponse\x12/\n" +
@@ -3006,7 +3546,45 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\rcommon_prefix\x18\b \x01(\x04R\fcommonPrefix\x12\x1a\n" +
 	"\bappended\x18\t \x01(\bR\bappended\"Q\n" +
 	"\x17DiffCheckpointsResponse\x126\n" +
-	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges*\x95\x01\n" +
+	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\"\xf1\x02\n" +
+	"\x18GetChannelHistoryRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x03 \x01(\tR\fcheckpointNs\x12#\n" +
+	"\rcheckpoint_id\x18\x04 \x01(\tR\fcheckpointId\x12\x1a\n" +
+	"\bchannels\x18\x05 \x03(\tR\bchannels\x12\x1b\n" +
+	"\tmax_depth\x18\x06 \x01(\rR\bmaxDepth\x12X\n" +
+	"\vknown_roots\x18\a \x03(\v27.agentstate.v1.GetChannelHistoryRequest.KnownRootsEntryR\n" +
+	"knownRoots\x1a=\n" +
+	"\x0fKnownRootsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xbe\x01\n" +
+	"\x0eChannelHistory\x12\x18\n" +
+	"\achannel\x18\x01 \x01(\tR\achannel\x123\n" +
+	"\x06writes\x18\x02 \x03(\v2\x1b.agentstate.v1.PendingWriteR\x06writes\x12/\n" +
+	"\x04seed\x18\x03 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x04seed\x12,\n" +
+	"\x12seed_checkpoint_id\x18\x04 \x01(\tR\x10seedCheckpointId\"\x91\x01\n" +
+	"\x19GetChannelHistoryResponse\x12#\n" +
+	"\rcheckpoint_id\x18\x01 \x01(\tR\fcheckpointId\x129\n" +
+	"\bchannels\x18\x02 \x03(\v2\x1d.agentstate.v1.ChannelHistoryR\bchannels\x12\x14\n" +
+	"\x05depth\x18\x03 \x01(\rR\x05depth\"\xa4\x01\n" +
+	"\fBatchedWrite\x12L\n" +
+	"\x0eput_checkpoint\x18\x01 \x01(\v2#.agentstate.v1.PutCheckpointRequestH\x00R\rputCheckpoint\x12@\n" +
+	"\n" +
+	"put_writes\x18\x02 \x01(\v2\x1f.agentstate.v1.PutWritesRequestH\x00R\tputWritesB\x04\n" +
+	"\x02op\"\x85\x01\n" +
+	"\x11BatchWriteRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
+	"\x06writes\x18\x02 \x03(\v2\x1b.agentstate.v1.BatchedWriteR\x06writes\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\xb0\x01\n" +
+	"\x12BatchedWriteResult\x12M\n" +
+	"\x0eput_checkpoint\x18\x01 \x01(\v2$.agentstate.v1.PutCheckpointResponseH\x00R\rputCheckpoint\x12A\n" +
+	"\n" +
+	"put_writes\x18\x02 \x01(\v2 .agentstate.v1.PutWritesResponseH\x00R\tputWritesB\b\n" +
+	"\x06result\"Q\n" +
+	"\x12BatchWriteResponse\x12;\n" +
+	"\aresults\x18\x01 \x03(\v2!.agentstate.v1.BatchedWriteResultR\aresults*\x95\x01\n" +
 	"\fThreadStatus\x12\x1d\n" +
 	"\x19THREAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12THREAD_STATUS_IDLE\x10\x01\x12\x16\n" +
@@ -3023,7 +3601,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_ADDED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_REMOVED\x10\x02\x12\x18\n" +
-	"\x14CHANGE_KIND_MODIFIED\x10\x032\xc1\t\n" +
+	"\x14CHANGE_KIND_MODIFIED\x10\x032\xfc\n" +
+	"\n" +
 	"\rThreadService\x12W\n" +
 	"\fCreateThread\x12\".agentstate.v1.CreateThreadRequest\x1a#.agentstate.v1.CreateThreadResponse\x12N\n" +
 	"\tGetThread\x12\x1f.agentstate.v1.GetThreadRequest\x1a .agentstate.v1.GetThreadResponse\x12T\n" +
@@ -3038,7 +3617,10 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x0fListCheckpoints\x12%.agentstate.v1.ListCheckpointsRequest\x1a&.agentstate.v1.ListCheckpointsResponse\x12c\n" +
 	"\x10PruneCheckpoints\x12&.agentstate.v1.PruneCheckpointsRequest\x1a'.agentstate.v1.PruneCheckpointsResponse\x12{\n" +
 	"\x18DeleteCheckpointsForRuns\x12..agentstate.v1.DeleteCheckpointsForRunsRequest\x1a/.agentstate.v1.DeleteCheckpointsForRunsResponse\x12`\n" +
-	"\x0fDiffCheckpoints\x12%.agentstate.v1.DiffCheckpointsRequest\x1a&.agentstate.v1.DiffCheckpointsResponseB^\n" +
+	"\x0fDiffCheckpoints\x12%.agentstate.v1.DiffCheckpointsRequest\x1a&.agentstate.v1.DiffCheckpointsResponse\x12f\n" +
+	"\x11GetChannelHistory\x12'.agentstate.v1.GetChannelHistoryRequest\x1a(.agentstate.v1.GetChannelHistoryResponse\x12Q\n" +
+	"\n" +
+	"BatchWrite\x12 .agentstate.v1.BatchWriteRequest\x1a!.agentstate.v1.BatchWriteResponseB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
@@ -3054,7 +3636,7 @@ func file_agentstate_v1_threads_proto_rawDescGZIP() []byte {
 }
 
 var file_agentstate_v1_threads_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentstate_v1_threads_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_agentstate_v1_threads_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_agentstate_v1_threads_proto_goTypes = []any{
 	(ThreadStatus)(0),                        // 0: agentstate.v1.ThreadStatus
 	(IfExists)(0),                            // 1: agentstate.v1.IfExists
@@ -3091,112 +3673,136 @@ var file_agentstate_v1_threads_proto_goTypes = []any{
 	(*DiffCheckpointsRequest)(nil),           // 32: agentstate.v1.DiffCheckpointsRequest
 	(*ChannelChange)(nil),                    // 33: agentstate.v1.ChannelChange
 	(*DiffCheckpointsResponse)(nil),          // 34: agentstate.v1.DiffCheckpointsResponse
-	nil,                                      // 35: agentstate.v1.Thread.MetadataEntry
-	nil,                                      // 36: agentstate.v1.CreateThreadRequest.MetadataEntry
-	nil,                                      // 37: agentstate.v1.ListThreadsRequest.MetadataFilterEntry
-	nil,                                      // 38: agentstate.v1.UpdateThreadRequest.SetMetadataEntry
-	nil,                                      // 39: agentstate.v1.CopyThreadRequest.MetadataEntry
-	nil,                                      // 40: agentstate.v1.Checkpoint.MetadataEntry
-	nil,                                      // 41: agentstate.v1.Checkpoint.ChannelsEntry
-	nil,                                      // 42: agentstate.v1.PutCheckpointRequest.MetadataEntry
-	nil,                                      // 43: agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	nil,                                      // 44: agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	nil,                                      // 45: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	(*timestamppb.Timestamp)(nil),            // 46: google.protobuf.Timestamp
-	(*Value)(nil),                            // 47: agentstate.v1.Value
-	(*ValueDelta)(nil),                       // 48: agentstate.v1.ValueDelta
-	(*StepRecord)(nil),                       // 49: agentstate.v1.StepRecord
-	(*EventInput)(nil),                       // 50: agentstate.v1.EventInput
-	(*EffectCompletion)(nil),                 // 51: agentstate.v1.EffectCompletion
-	(*Step)(nil),                             // 52: agentstate.v1.Step
-	(*Event)(nil),                            // 53: agentstate.v1.Event
-	(*Effect)(nil),                           // 54: agentstate.v1.Effect
+	(*GetChannelHistoryRequest)(nil),         // 35: agentstate.v1.GetChannelHistoryRequest
+	(*ChannelHistory)(nil),                   // 36: agentstate.v1.ChannelHistory
+	(*GetChannelHistoryResponse)(nil),        // 37: agentstate.v1.GetChannelHistoryResponse
+	(*BatchedWrite)(nil),                     // 38: agentstate.v1.BatchedWrite
+	(*BatchWriteRequest)(nil),                // 39: agentstate.v1.BatchWriteRequest
+	(*BatchedWriteResult)(nil),               // 40: agentstate.v1.BatchedWriteResult
+	(*BatchWriteResponse)(nil),               // 41: agentstate.v1.BatchWriteResponse
+	nil,                                      // 42: agentstate.v1.Thread.MetadataEntry
+	nil,                                      // 43: agentstate.v1.CreateThreadRequest.MetadataEntry
+	nil,                                      // 44: agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	nil,                                      // 45: agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	nil,                                      // 46: agentstate.v1.CopyThreadRequest.MetadataEntry
+	nil,                                      // 47: agentstate.v1.Checkpoint.MetadataEntry
+	nil,                                      // 48: agentstate.v1.Checkpoint.ChannelsEntry
+	nil,                                      // 49: agentstate.v1.PutCheckpointRequest.MetadataEntry
+	nil,                                      // 50: agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	nil,                                      // 51: agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	nil,                                      // 52: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	nil,                                      // 53: agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	nil,                                      // 54: agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	(*timestamppb.Timestamp)(nil),            // 55: google.protobuf.Timestamp
+	(*Value)(nil),                            // 56: agentstate.v1.Value
+	(*ValueDelta)(nil),                       // 57: agentstate.v1.ValueDelta
+	(*StepRecord)(nil),                       // 58: agentstate.v1.StepRecord
+	(*EventInput)(nil),                       // 59: agentstate.v1.EventInput
+	(*EffectCompletion)(nil),                 // 60: agentstate.v1.EffectCompletion
+	(*Step)(nil),                             // 61: agentstate.v1.Step
+	(*Event)(nil),                            // 62: agentstate.v1.Event
+	(*Effect)(nil),                           // 63: agentstate.v1.Effect
 }
 var file_agentstate_v1_threads_proto_depIdxs = []int32{
-	35, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
+	42, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
 	0,  // 1: agentstate.v1.Thread.status:type_name -> agentstate.v1.ThreadStatus
-	46, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	46, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	36, // 4: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
+	55, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	55, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	43, // 4: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
 	1,  // 5: agentstate.v1.CreateThreadRequest.if_exists:type_name -> agentstate.v1.IfExists
 	3,  // 6: agentstate.v1.CreateThreadResponse.thread:type_name -> agentstate.v1.Thread
 	3,  // 7: agentstate.v1.GetThreadResponse.thread:type_name -> agentstate.v1.Thread
-	37, // 8: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	44, // 8: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
 	3,  // 9: agentstate.v1.ListThreadsResponse.threads:type_name -> agentstate.v1.Thread
-	38, // 10: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	45, // 10: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
 	3,  // 11: agentstate.v1.UpdateThreadResponse.thread:type_name -> agentstate.v1.Thread
-	39, // 12: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
+	46, // 12: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
 	3,  // 13: agentstate.v1.CopyThreadResponse.thread:type_name -> agentstate.v1.Thread
-	47, // 14: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
-	48, // 15: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
-	47, // 16: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
-	47, // 17: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
-	48, // 18: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
-	40, // 19: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
-	41, // 20: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
-	47, // 21: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
-	46, // 22: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	56, // 14: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
+	57, // 15: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
+	56, // 16: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
+	56, // 17: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
+	57, // 18: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
+	47, // 19: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
+	48, // 20: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
+	56, // 21: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
+	55, // 22: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	17, // 23: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
-	42, // 24: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
-	43, // 25: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	47, // 26: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
-	49, // 27: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
-	50, // 28: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
-	51, // 29: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
+	49, // 24: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
+	50, // 25: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	56, // 26: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
+	58, // 27: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
+	59, // 28: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
+	60, // 29: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
 	19, // 30: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	52, // 31: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
-	53, // 32: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
-	54, // 33: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
-	46, // 34: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	61, // 31: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
+	62, // 32: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
+	63, // 33: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
+	55, // 34: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
 	17, // 35: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
-	44, // 36: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	51, // 36: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
 	19, // 37: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	45, // 38: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	19, // 39: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
-	46, // 40: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
-	2,  // 41: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
-	33, // 42: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	47, // 43: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 44: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 45: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	47, // 46: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 47: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	47, // 48: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	18, // 49: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	47, // 50: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	16, // 51: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	47, // 52: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	4,  // 53: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	6,  // 54: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	8,  // 55: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	10, // 56: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	12, // 57: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	14, // 58: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	20, // 59: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	22, // 60: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	24, // 61: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	26, // 62: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	28, // 63: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	30, // 64: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	32, // 65: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	5,  // 66: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	7,  // 67: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	9,  // 68: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	11, // 69: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	13, // 70: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	15, // 71: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	21, // 72: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	23, // 73: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	25, // 74: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	27, // 75: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	29, // 76: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	31, // 77: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	34, // 78: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	66, // [66:79] is the sub-list for method output_type
-	53, // [53:66] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	52, // 38: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	53, // 39: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	19, // 40: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
+	55, // 41: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
+	2,  // 42: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
+	33, // 43: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
+	54, // 44: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	17, // 45: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
+	18, // 46: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
+	36, // 47: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	20, // 48: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	22, // 49: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	38, // 50: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	21, // 51: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	23, // 52: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	40, // 53: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	56, // 54: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	56, // 55: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	56, // 56: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	56, // 57: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	56, // 58: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	56, // 59: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	18, // 60: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	56, // 61: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	16, // 62: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	56, // 63: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	4,  // 64: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	6,  // 65: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	8,  // 66: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	10, // 67: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	12, // 68: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	14, // 69: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	20, // 70: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	22, // 71: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	24, // 72: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	26, // 73: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	28, // 74: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	30, // 75: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	32, // 76: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	35, // 77: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	39, // 78: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	5,  // 79: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	7,  // 80: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	9,  // 81: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	11, // 82: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	13, // 83: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	15, // 84: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	21, // 85: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	23, // 86: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	25, // 87: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	27, // 88: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	29, // 89: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	31, // 90: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	34, // 91: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	37, // 92: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	41, // 93: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	79, // [79:94] is the sub-list for method output_type
+	64, // [64:79] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
@@ -3224,13 +3830,21 @@ func file_agentstate_v1_threads_proto_init() {
 		(*PruneCheckpointsRequest_OlderThan)(nil),
 		(*PruneCheckpointsRequest_DeleteAll)(nil),
 	}
+	file_agentstate_v1_threads_proto_msgTypes[35].OneofWrappers = []any{
+		(*BatchedWrite_PutCheckpoint)(nil),
+		(*BatchedWrite_PutWrites)(nil),
+	}
+	file_agentstate_v1_threads_proto_msgTypes[37].OneofWrappers = []any{
+		(*BatchedWriteResult_PutCheckpoint)(nil),
+		(*BatchedWriteResult_PutWrites)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_threads_proto_rawDesc), len(file_agentstate_v1_threads_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   43,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

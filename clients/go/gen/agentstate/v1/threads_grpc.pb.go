@@ -41,6 +41,8 @@ const (
 	ThreadService_PruneCheckpoints_FullMethodName         = "/agentstate.v1.ThreadService/PruneCheckpoints"
 	ThreadService_DeleteCheckpointsForRuns_FullMethodName = "/agentstate.v1.ThreadService/DeleteCheckpointsForRuns"
 	ThreadService_DiffCheckpoints_FullMethodName          = "/agentstate.v1.ThreadService/DiffCheckpoints"
+	ThreadService_GetChannelHistory_FullMethodName        = "/agentstate.v1.ThreadService/GetChannelHistory"
+	ThreadService_BatchWrite_FullMethodName               = "/agentstate.v1.ThreadService/BatchWrite"
 )
 
 // ThreadServiceClient is the client API for ThreadService service.
@@ -103,6 +105,26 @@ type ThreadServiceClient interface {
 	// DiffCheckpoints tells which channels differ between two checkpoints of
 	// one thread and, for lists, the common prefix and appended range.
 	DiffCheckpoints(ctx context.Context, in *DiffCheckpointsRequest, opts ...grpc.CallOption) (*DiffCheckpointsResponse, error)
+	// GetChannelHistory walks the parent chain of one checkpoint (the latest
+	// of the checkpoint namespace when no id is given) and returns, for each
+	// selected channel, the pending writes stored on its ancestors back to the
+	// nearest ancestor that holds a value for the channel, and that value (the
+	// "seed"). This is what a framework needs to rebuild a channel that is
+	// stored as a log of writes (LangGraph's DeltaChannel) in one call. Writes
+	// stored on the checkpoint itself are not included. Unknown thread or
+	// checkpoint gives NOT_FOUND; an empty or over-long channel list
+	// INVALID_ARGUMENT; a chain longer than max_depth (or the server's limit)
+	// RESOURCE_EXHAUSTED with reason LIMIT_EXCEEDED.
+	GetChannelHistory(ctx context.Context, in *GetChannelHistoryRequest, opts ...grpc.CallOption) (*GetChannelHistoryResponse, error)
+	// BatchWrite applies PutCheckpoint and PutWrites requests in order, in one
+	// transaction, with one commit: a later put may take its base checkpoint
+	// (deltas, keeps) from an earlier one of the same batch. All or nothing:
+	// the first request that fails fails the call with its error, the field
+	// path prefixed with "writes[i]." and ErrorInfo metadata "index" = i, and
+	// nothing of the batch is stored. Every request must be in the batch's
+	// namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
+	// (the batch's request_id covers them). At most 1000 requests.
+	BatchWrite(ctx context.Context, in *BatchWriteRequest, opts ...grpc.CallOption) (*BatchWriteResponse, error)
 }
 
 type threadServiceClient struct {
@@ -243,6 +265,26 @@ func (c *threadServiceClient) DiffCheckpoints(ctx context.Context, in *DiffCheck
 	return out, nil
 }
 
+func (c *threadServiceClient) GetChannelHistory(ctx context.Context, in *GetChannelHistoryRequest, opts ...grpc.CallOption) (*GetChannelHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetChannelHistoryResponse)
+	err := c.cc.Invoke(ctx, ThreadService_GetChannelHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *threadServiceClient) BatchWrite(ctx context.Context, in *BatchWriteRequest, opts ...grpc.CallOption) (*BatchWriteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchWriteResponse)
+	err := c.cc.Invoke(ctx, ThreadService_BatchWrite_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThreadServiceServer is the server API for ThreadService service.
 // All implementations must embed UnimplementedThreadServiceServer
 // for forward compatibility.
@@ -303,6 +345,26 @@ type ThreadServiceServer interface {
 	// DiffCheckpoints tells which channels differ between two checkpoints of
 	// one thread and, for lists, the common prefix and appended range.
 	DiffCheckpoints(context.Context, *DiffCheckpointsRequest) (*DiffCheckpointsResponse, error)
+	// GetChannelHistory walks the parent chain of one checkpoint (the latest
+	// of the checkpoint namespace when no id is given) and returns, for each
+	// selected channel, the pending writes stored on its ancestors back to the
+	// nearest ancestor that holds a value for the channel, and that value (the
+	// "seed"). This is what a framework needs to rebuild a channel that is
+	// stored as a log of writes (LangGraph's DeltaChannel) in one call. Writes
+	// stored on the checkpoint itself are not included. Unknown thread or
+	// checkpoint gives NOT_FOUND; an empty or over-long channel list
+	// INVALID_ARGUMENT; a chain longer than max_depth (or the server's limit)
+	// RESOURCE_EXHAUSTED with reason LIMIT_EXCEEDED.
+	GetChannelHistory(context.Context, *GetChannelHistoryRequest) (*GetChannelHistoryResponse, error)
+	// BatchWrite applies PutCheckpoint and PutWrites requests in order, in one
+	// transaction, with one commit: a later put may take its base checkpoint
+	// (deltas, keeps) from an earlier one of the same batch. All or nothing:
+	// the first request that fails fails the call with its error, the field
+	// path prefixed with "writes[i]." and ErrorInfo metadata "index" = i, and
+	// nothing of the batch is stored. Every request must be in the batch's
+	// namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
+	// (the batch's request_id covers them). At most 1000 requests.
+	BatchWrite(context.Context, *BatchWriteRequest) (*BatchWriteResponse, error)
 	mustEmbedUnimplementedThreadServiceServer()
 }
 
@@ -351,6 +413,12 @@ func (UnimplementedThreadServiceServer) DeleteCheckpointsForRuns(context.Context
 }
 func (UnimplementedThreadServiceServer) DiffCheckpoints(context.Context, *DiffCheckpointsRequest) (*DiffCheckpointsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DiffCheckpoints not implemented")
+}
+func (UnimplementedThreadServiceServer) GetChannelHistory(context.Context, *GetChannelHistoryRequest) (*GetChannelHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetChannelHistory not implemented")
+}
+func (UnimplementedThreadServiceServer) BatchWrite(context.Context, *BatchWriteRequest) (*BatchWriteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchWrite not implemented")
 }
 func (UnimplementedThreadServiceServer) mustEmbedUnimplementedThreadServiceServer() {}
 func (UnimplementedThreadServiceServer) testEmbeddedByValue()                       {}
@@ -607,6 +675,42 @@ func _ThreadService_DiffCheckpoints_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ThreadService_GetChannelHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetChannelHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThreadServiceServer).GetChannelHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ThreadService_GetChannelHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThreadServiceServer).GetChannelHistory(ctx, req.(*GetChannelHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ThreadService_BatchWrite_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchWriteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThreadServiceServer).BatchWrite(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ThreadService_BatchWrite_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThreadServiceServer).BatchWrite(ctx, req.(*BatchWriteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ThreadService_ServiceDesc is the grpc.ServiceDesc for ThreadService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -665,6 +769,14 @@ var ThreadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DiffCheckpoints",
 			Handler:    _ThreadService_DiffCheckpoints_Handler,
+		},
+		{
+			MethodName: "GetChannelHistory",
+			Handler:    _ThreadService_GetChannelHistory_Handler,
+		},
+		{
+			MethodName: "BatchWrite",
+			Handler:    _ThreadService_BatchWrite_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -31,7 +31,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentstate/v1/threads.proto.
  */
 export const file_agentstate_v1_threads: GenFile = /*@__PURE__*/
-  fileDesc("ChthZ2VudHN0YXRlL3YxL3RocmVhZHMucHJvdG8SDWFnZW50c3RhdGUudjEiyQIKBlRocmVhZBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEjUKCG1ldGFkYXRhGAMgAygLMiMuYWdlbnRzdGF0ZS52MS5UaHJlYWQuTWV0YWRhdGFFbnRyeRIrCgZzdGF0dXMYBCABKA4yGy5hZ2VudHN0YXRlLnYxLlRocmVhZFN0YXR1cxIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYByABKAkaRQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ASKGAgoTQ3JlYXRlVGhyZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEkIKCG1ldGFkYXRhGAMgAygLMjAuYWdlbnRzdGF0ZS52MS5DcmVhdGVUaHJlYWRSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSKgoJaWZfZXhpc3RzGAQgASgOMhcuYWdlbnRzdGF0ZS52MS5JZkV4aXN0cxISCgpyZXF1ZXN0X2lkGAUgASgJGkUKDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEiMKBXZhbHVlGAIgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZToCOAEiTgoUQ3JlYXRlVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQSDwoHY3JlYXRlZBgCIAEoCCI4ChBHZXRUaHJlYWRSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkiOgoRR2V0VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQi6wEKEkxpc3RUaHJlYWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSTgoPbWV0YWRhdGFfZmlsdGVyGAIgAygLMjUuYWdlbnRzdGF0ZS52MS5MaXN0VGhyZWFkc1JlcXVlc3QuTWV0YWRhdGFGaWx0ZXJFbnRyeRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCRpLChNNZXRhZGF0YUZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRIjCgV2YWx1ZRgCIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWU6AjgBIlYKE0xpc3RUaHJlYWRzUmVzcG9uc2USJgoHdGhyZWFkcxgBIAMoCzIVLmFnZW50c3RhdGUudjEuVGhyZWFkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKqAgoTVXBkYXRlVGhyZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEkkKDHNldF9tZXRhZGF0YRgDIAMoCzIzLmFnZW50c3RhdGUudjEuVXBkYXRlVGhyZWFkUmVxdWVzdC5TZXRNZXRhZGF0YUVudHJ5EhwKFHJlbW92ZV9tZXRhZGF0YV9rZXlzGAQgAygJEhgKEHJlcGxhY2VfbWV0YWRhdGEYBSABKAgSDAoEZXRhZxgGIAEoCRISCgpyZXF1ZXN0X2lkGAcgASgJGkgKEFNldE1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEiMKBXZhbHVlGAIgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZToCOAEiPQoUVXBkYXRlVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQidAoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhUKDWFsbG93X21pc3NpbmcYAyABKAgSDAoEZXRhZxgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJIkQKFERlbGV0ZVRocmVhZFJlc3BvbnNlEhsKE2RlbGV0ZWRfY2hlY2twb2ludHMYASABKAQSDwoHZGVsZXRlZBgCIAEoCCKRAgoRQ29weVRocmVhZFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhgKEHNvdXJjZV90aHJlYWRfaWQYAiABKAkSGAoQdGFyZ2V0X3RocmVhZF9pZBgDIAEoCRJACghtZXRhZGF0YRgEIAMoCzIuLmFnZW50c3RhdGUudjEuQ29weVRocmVhZFJlcXVlc3QuTWV0YWRhdGFFbnRyeRIYChByZXBsYWNlX21ldGFkYXRhGAUgASgIEhIKCnJlcXVlc3RfaWQYBiABKAkaRQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ASJXChJDb3B5VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQSGgoSY29waWVkX2NoZWNrcG9pbnRzGAIgASgEIncKDENoYW5uZWxXcml0ZRIlCgV2YWx1ZRgBIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWVIABIqCgVkZWx0YRgCIAEoCzIZLmFnZW50c3RhdGUudjEuVmFsdWVEZWx0YUgAEg4KBGtlZXAYAyABKAhIAEIECgJvcCKGAQoMUGVuZGluZ1dyaXRlEg8KB3Rhc2tfaWQYASABKAkSCwoDaWR4GAIgASgFEg8KB2NoYW5uZWwYAyABKAkSIwoFdmFsdWUYBCABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlEhEKCXRhc2tfcGF0aBgFIAEoCRIPCgdyZXBsYWNlGAYgASgIInoKDENoYW5uZWxWYWx1ZRIMCgRyb290GAEgASgMEiUKBXZhbHVlGAIgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZUgAEioKBWRlbHRhGAMgASgLMhkuYWdlbnRzdGF0ZS52MS5WYWx1ZURlbHRhSABCCQoHY29udGVudCK6BAoKQ2hlY2twb2ludBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIcChRwYXJlbnRfY2hlY2twb2ludF9pZBgFIAEoCRI5CghtZXRhZGF0YRgGIAMoCzInLmFnZW50c3RhdGUudjEuQ2hlY2twb2ludC5NZXRhZGF0YUVudHJ5EjkKCGNoYW5uZWxzGAcgAygLMicuYWdlbnRzdGF0ZS52MS5DaGVja3BvaW50LkNoYW5uZWxzRW50cnkSIwoFZXh0cmEYCCABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRldGFnGAogASgJEjMKDnBlbmRpbmdfd3JpdGVzGAsgAygLMhsuYWdlbnRzdGF0ZS52MS5QZW5kaW5nV3JpdGUSFgoOc2NoZW1hX3ZlcnNpb24YDCABKA0aRQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ARpMCg1DaGFubmVsc0VudHJ5EgsKA2tleRgBIAEoCRIqCgV2YWx1ZRgCIAEoCzIbLmFnZW50c3RhdGUudjEuQ2hhbm5lbFZhbHVlOgI4ASKNBgoUUHV0Q2hlY2twb2ludFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIVCg1jaGVja3BvaW50X25zGAMgASgJEhUKDWNoZWNrcG9pbnRfaWQYBCABKAkSHAoUcGFyZW50X2NoZWNrcG9pbnRfaWQYBSABKAkSGgoSYmFzZV9jaGVja3BvaW50X2lkGAYgASgJEkMKCG1ldGFkYXRhGAcgAygLMjEuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVxdWVzdC5NZXRhZGF0YUVudHJ5EkMKCGNoYW5uZWxzGAggAygLMjEuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVxdWVzdC5DaGFubmVsc0VudHJ5EiMKBWV4dHJhGAkgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZRIfChJleHBlY3RlZF9oZWFkX2V0YWcYCiABKAlIAIgBARIWCg5zY2hlbWFfdmVyc2lvbhgLIAEoDRIWCg5yZXF1aXJlX3RocmVhZBgMIAEoCBISCgpyZXF1ZXN0X2lkGA0gASgJEg4KBnJ1bl9pZBgOIAEoCRIQCghsZWFzZV9pZBgPIAEoCRIoCgVzdGVwcxgQIAMoCzIZLmFnZW50c3RhdGUudjEuU3RlcFJlY29yZBIpCgZldmVudHMYESADKAsyGS5hZ2VudHN0YXRlLnYxLkV2ZW50SW5wdXQSMAoHZWZmZWN0cxgSIAMoCzIfLmFnZW50c3RhdGUudjEuRWZmZWN0Q29tcGxldGlvbhpFCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRIjCgV2YWx1ZRgCIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWU6AjgBGkwKDUNoYW5uZWxzRW50cnkSCwoDa2V5GAEgASgJEioKBXZhbHVlGAIgASgLMhsuYWdlbnRzdGF0ZS52MS5DaGFubmVsV3JpdGU6AjgBQhUKE19leHBlY3RlZF9oZWFkX2V0YWcigAIKFVB1dENoZWNrcG9pbnRSZXNwb25zZRItCgpjaGVja3BvaW50GAEgASgLMhkuYWdlbnRzdGF0ZS52MS5DaGVja3BvaW50Eg8KB2NyZWF0ZWQYAiABKAgSIgoFc3RlcHMYAyADKAsyEy5hZ2VudHN0YXRlLnYxLlN0ZXASJAoGZXZlbnRzGAQgAygLMhQuYWdlbnRzdGF0ZS52MS5FdmVudBImCgdlZmZlY3RzGAUgAygLMhUuYWdlbnRzdGF0ZS52MS5FZmZlY3QSNQoRbGVhc2VfZXhwaXJlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIskBChBQdXRXcml0ZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSFQoNY2hlY2twb2ludF9ucxgDIAEoCRIVCg1jaGVja3BvaW50X2lkGAQgASgJEisKBndyaXRlcxgFIAMoCzIbLmFnZW50c3RhdGUudjEuUGVuZGluZ1dyaXRlEhIKCnJlcXVlc3RfaWQYBiABKAkSDgoGcnVuX2lkGAcgASgJEhAKCGxlYXNlX2lkGAggASgJIjEKEVB1dFdyaXRlc1Jlc3BvbnNlEg4KBnN0b3JlZBgBIAEoDRIMCgRrZXB0GAIgASgNIq4CChRHZXRDaGVja3BvaW50UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIQCghjaGFubmVscxgFIAMoCRITCgtvbWl0X3ZhbHVlcxgGIAEoCBJICgtrbm93bl9yb290cxgHIAMoCzIzLmFnZW50c3RhdGUudjEuR2V0Q2hlY2twb2ludFJlcXVlc3QuS25vd25Sb290c0VudHJ5Eh4KFmluY2x1ZGVfcGVuZGluZ193cml0ZXMYCCABKAgaMQoPS25vd25Sb290c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDDoCOAEiRgoVR2V0Q2hlY2twb2ludFJlc3BvbnNlEi0KCmNoZWNrcG9pbnQYASABKAsyGS5hZ2VudHN0YXRlLnYxLkNoZWNrcG9pbnQimQMKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIaCg1jaGVja3BvaW50X25zGAMgASgJSACIAQESUgoPbWV0YWRhdGFfZmlsdGVyGAQgAygLMjkuYWdlbnRzdGF0ZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0Lk1ldGFkYXRhRmlsdGVyRW50cnkSHAoUYmVmb3JlX2NoZWNrcG9pbnRfaWQYBSABKAkSDQoFbGltaXQYBiABKA0SEQoJcGFnZV9zaXplGAcgASgNEhIKCnBhZ2VfdG9rZW4YCCABKAkSFgoOaW5jbHVkZV92YWx1ZXMYCSABKAgSHgoWaW5jbHVkZV9wZW5kaW5nX3dyaXRlcxgKIAEoCBpLChNNZXRhZGF0YUZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRIjCgV2YWx1ZRgCIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWU6AjgBQhAKDl9jaGVja3BvaW50X25zImIKF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEi4KC2NoZWNrcG9pbnRzGAEgAygLMhkuYWdlbnRzdGF0ZS52MS5DaGVja3BvaW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLrAQoXUHJ1bmVDaGVja3BvaW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnRocmVhZF9pZHMYAiADKAkSGgoNY2hlY2twb2ludF9ucxgDIAEoCUgBiAEBEhUKC2tlZXBfbGF0ZXN0GAQgASgNSAASMAoKb2xkZXJfdGhhbhgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIABIUCgpkZWxldGVfYWxsGAYgASgISAASEgoKcmVxdWVzdF9pZBgHIAEoCUIICgZwb2xpY3lCEAoOX2NoZWNrcG9pbnRfbnMiNwoYUHJ1bmVDaGVja3BvaW50c1Jlc3BvbnNlEhsKE2RlbGV0ZWRfY2hlY2twb2ludHMYASABKAQiWQofRGVsZXRlQ2hlY2twb2ludHNGb3JSdW5zUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDwoHcnVuX2lkcxgCIAMoCRISCgpyZXF1ZXN0X2lkGAMgASgJIj8KIERlbGV0ZUNoZWNrcG9pbnRzRm9yUnVuc1Jlc3BvbnNlEhsKE2RlbGV0ZWRfY2hlY2twb2ludHMYASABKAQiiwEKFkRpZmZDaGVja3BvaW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIVCg1jaGVja3BvaW50X25zGAMgASgJEhoKEmZyb21fY2hlY2twb2ludF9pZBgEIAEoCRIYChB0b19jaGVja3BvaW50X2lkGAUgASgJIs0BCg1DaGFubmVsQ2hhbmdlEg8KB2NoYW5uZWwYASABKAkSJwoEa2luZBgCIAEoDjIZLmFnZW50c3RhdGUudjEuQ2hhbmdlS2luZBIRCglmcm9tX3Jvb3QYAyABKAwSDwoHdG9fcm9vdBgEIAEoDBINCgVsaXN0cxgFIAEoCBITCgtmcm9tX2xlbmd0aBgGIAEoBBIRCgl0b19sZW5ndGgYByABKAQSFQoNY29tbW9uX3ByZWZpeBgIIAEoBBIQCghhcHBlbmRlZBgJIAEoCCJIChdEaWZmQ2hlY2twb2ludHNSZXNwb25zZRItCgdjaGFuZ2VzGAEgAygLMhwuYWdlbnRzdGF0ZS52MS5DaGFubmVsQ2hhbmdlKpUBCgxUaHJlYWRTdGF0dXMSHQoZVEhSRUFEX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRIUkVBRF9TVEFUVVNfSURMRRABEhYKElRIUkVBRF9TVEFUVVNfQlVTWRACEh0KGVRIUkVBRF9TVEFUVVNfSU5URVJSVVBURUQQAxIXChNUSFJFQURfU1RBVFVTX0VSUk9SEAQqbgoISWZFeGlzdHMSGQoVSUZfRVhJU1RTX1VOU1BFQ0lGSUVEEAASEwoPSUZfRVhJU1RTX0VSUk9SEAESFAoQSUZfRVhJU1RTX1JFVFVSThACEhwKGElGX0VYSVNUU19NRVJHRV9NRVRBREFUQRADKnMKCkNoYW5nZUtpbmQSGwoXQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIVChFDSEFOR0VfS0lORF9BRERFRBABEhcKE0NIQU5HRV9LSU5EX1JFTU9WRUQQAhIYChRDSEFOR0VfS0lORF9NT0RJRklFRBADMsEJCg1UaHJlYWRTZXJ2aWNlElcKDENyZWF0ZVRocmVhZBIiLmFnZW50c3RhdGUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBojLmFnZW50c3RhdGUudjEuQ3JlYXRlVGhyZWFkUmVzcG9uc2USTgoJR2V0VGhyZWFkEh8uYWdlbnRzdGF0ZS52MS5HZXRUaHJlYWRSZXF1ZXN0GiAuYWdlbnRzdGF0ZS52MS5HZXRUaHJlYWRSZXNwb25zZRJUCgtMaXN0VGhyZWFkcxIhLmFnZW50c3RhdGUudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiIuYWdlbnRzdGF0ZS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlElcKDFVwZGF0ZVRocmVhZBIiLmFnZW50c3RhdGUudjEuVXBkYXRlVGhyZWFkUmVxdWVzdBojLmFnZW50c3RhdGUudjEuVXBkYXRlVGhyZWFkUmVzcG9uc2USVwoMRGVsZXRlVGhyZWFkEiIuYWdlbnRzdGF0ZS52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiMuYWdlbnRzdGF0ZS52MS5EZWxldGVUaHJlYWRSZXNwb25zZRJRCgpDb3B5VGhyZWFkEiAuYWdlbnRzdGF0ZS52MS5Db3B5VGhyZWFkUmVxdWVzdBohLmFnZW50c3RhdGUudjEuQ29weVRocmVhZFJlc3BvbnNlEloKDVB1dENoZWNrcG9pbnQSIy5hZ2VudHN0YXRlLnYxLlB1dENoZWNrcG9pbnRSZXF1ZXN0GiQuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVzcG9uc2USTgoJUHV0V3JpdGVzEh8uYWdlbnRzdGF0ZS52MS5QdXRXcml0ZXNSZXF1ZXN0GiAuYWdlbnRzdGF0ZS52MS5QdXRXcml0ZXNSZXNwb25zZRJaCg1HZXRDaGVja3BvaW50EiMuYWdlbnRzdGF0ZS52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLmFnZW50c3RhdGUudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlEmAKD0xpc3RDaGVja3BvaW50cxIlLmFnZW50c3RhdGUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBomLmFnZW50c3RhdGUudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USYwoQUHJ1bmVDaGVja3BvaW50cxImLmFnZW50c3RhdGUudjEuUHJ1bmVDaGVja3BvaW50c1JlcXVlc3QaJy5hZ2VudHN0YXRlLnYxLlBydW5lQ2hlY2twb2ludHNSZXNwb25zZRJ7ChhEZWxldGVDaGVja3BvaW50c0ZvclJ1bnMSLi5hZ2VudHN0YXRlLnYxLkRlbGV0ZUNoZWNrcG9pbnRzRm9yUnVuc1JlcXVlc3QaLy5hZ2VudHN0YXRlLnYxLkRlbGV0ZUNoZWNrcG9pbnRzRm9yUnVuc1Jlc3BvbnNlEmAKD0RpZmZDaGVja3BvaW50cxIlLmFnZW50c3RhdGUudjEuRGlmZkNoZWNrcG9pbnRzUmVxdWVzdBomLmFnZW50c3RhdGUudjEuRGlmZkNoZWNrcG9pbnRzUmVzcG9uc2VCXgoRZGV2LmFnZW50c3RhdGUudjFQAVpHZ2l0aHViLmNvbS9hZ2VudHN0YXRlL3NpZGVjYXIvY2xpZW50cy9nby9nZW4vYWdlbnRzdGF0ZS92MTthZ2VudHN0YXRldjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_agentstate_v1_effects, file_agentstate_v1_events, file_agentstate_v1_runs, file_agentstate_v1_values]);
+  fileDesc("ChthZ2VudHN0YXRlL3YxL3RocmVhZHMucHJvdG8SDWFnZW50c3RhdGUudjEiyQIKBlRocmVhZBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEjUKCG1ldGFkYXRhGAMgAygLMiMuYWdlbnRzdGF0ZS52MS5UaHJlYWQuTWV0YWRhdGFFbnRyeRIrCgZzdGF0dXMYBCABKA4yGy5hZ2VudHN0YXRlLnYxLlRocmVhZFN0YXR1cxIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgwKBGV0YWcYByABKAkaRQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ASKGAgoTQ3JlYXRlVGhyZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEkIKCG1ldGFkYXRhGAMgAygLMjAuYWdlbnRzdGF0ZS52MS5DcmVhdGVUaHJlYWRSZXF1ZXN0Lk1ldGFkYXRhRW50cnkSKgoJaWZfZXhpc3RzGAQgASgOMhcuYWdlbnRzdGF0ZS52MS5JZkV4aXN0cxISCgpyZXF1ZXN0X2lkGAUgASgJGkUKDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEiMKBXZhbHVlGAIgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZToCOAEiTgoUQ3JlYXRlVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQSDwoHY3JlYXRlZBgCIAEoCCI4ChBHZXRUaHJlYWRSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkiOgoRR2V0VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQi6wEKEkxpc3RUaHJlYWRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSTgoPbWV0YWRhdGFfZmlsdGVyGAIgAygLMjUuYWdlbnRzdGF0ZS52MS5MaXN0VGhyZWFkc1JlcXVlc3QuTWV0YWRhdGFGaWx0ZXJFbnRyeRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCRpLChNNZXRhZGF0YUZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRIjCgV2YWx1ZRgCIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWU6AjgBIlYKE0xpc3RUaHJlYWRzUmVzcG9uc2USJgoHdGhyZWFkcxgBIAMoCzIVLmFnZW50c3RhdGUudjEuVGhyZWFkEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKqAgoTVXBkYXRlVGhyZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEkkKDHNldF9tZXRhZGF0YRgDIAMoCzIzLmFnZW50c3RhdGUudjEuVXBkYXRlVGhyZWFkUmVxdWVzdC5TZXRNZXRhZGF0YUVudHJ5EhwKFHJlbW92ZV9tZXRhZGF0YV9rZXlzGAQgAygJEhgKEHJlcGxhY2VfbWV0YWRhdGEYBSABKAgSDAoEZXRhZxgGIAEoCRISCgpyZXF1ZXN0X2lkGAcgASgJGkgKEFNldE1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEiMKBXZhbHVlGAIgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZToCOAEiPQoUVXBkYXRlVGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQidAoTRGVsZXRlVGhyZWFkUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhUKDWFsbG93X21pc3NpbmcYAyABKAgSDAoEZXRhZxgEIAEoCRISCgpyZXF1ZXN0X2lkGAUgASgJIkQKFERlbGV0ZVRocmVhZFJlc3BvbnNlEhsKE2RlbGV0ZWRfY2hlY2twb2ludHMYASABKAQSDwoHZGVsZXRlZBgCIAEoCCKRAgoRQ29weVRocmVhZFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhgKEHNvdXJjZV90aHJlYWRfaWQYAiABKAkSGAoQdGFyZ2V0X3RocmVhZF9pZBgDIAEoCRJACghtZXRhZGF0YRgEIAMoCzIuLmFnZW50c3RhdGUudjEuQ29weVRocmVhZFJlcXVlc3QuTWV0YWRhdGFFbnRyeRIYChByZXBsYWNlX21ldGFkYXRhGAUgASgIEhIKCnJlcXVlc3RfaWQYBiABKAkaRQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ASJXChJDb3B5VGhyZWFkUmVzcG9uc2USJQoGdGhyZWFkGAEgASgLMhUuYWdlbnRzdGF0ZS52MS5UaHJlYWQSGgoSY29waWVkX2NoZWNrcG9pbnRzGAIgASgEIncKDENoYW5uZWxXcml0ZRIlCgV2YWx1ZRgBIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWVIABIqCgVkZWx0YRgCIAEoCzIZLmFnZW50c3RhdGUudjEuVmFsdWVEZWx0YUgAEg4KBGtlZXAYAyABKAhIAEIECgJvcCKGAQoMUGVuZGluZ1dyaXRlEg8KB3Rhc2tfaWQYASABKAkSCwoDaWR4GAIgASgFEg8KB2NoYW5uZWwYAyABKAkSIwoFdmFsdWUYBCABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlEhEKCXRhc2tfcGF0aBgFIAEoCRIPCgdyZXBsYWNlGAYgASgIInoKDENoYW5uZWxWYWx1ZRIMCgRyb290GAEgASgMEiUKBXZhbHVlGAIgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZUgAEioKBWRlbHRhGAMgASgLMhkuYWdlbnRzdGF0ZS52MS5WYWx1ZURlbHRhSABCCQoHY29udGVudCK6BAoKQ2hlY2twb2ludBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIcChRwYXJlbnRfY2hlY2twb2ludF9pZBgFIAEoCRI5CghtZXRhZGF0YRgGIAMoCzInLmFnZW50c3RhdGUudjEuQ2hlY2twb2ludC5NZXRhZGF0YUVudHJ5EjkKCGNoYW5uZWxzGAcgAygLMicuYWdlbnRzdGF0ZS52MS5DaGVja3BvaW50LkNoYW5uZWxzRW50cnkSIwoFZXh0cmEYCCABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlEi8KC2NyZWF0ZV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRldGFnGAogASgJEjMKDnBlbmRpbmdfd3JpdGVzGAsgAygLMhsuYWdlbnRzdGF0ZS52MS5QZW5kaW5nV3JpdGUSFgoOc2NoZW1hX3ZlcnNpb24YDCABKA0aRQoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ARpMCg1DaGFubmVsc0VudHJ5EgsKA2tleRgBIAEoCRIqCgV2YWx1ZRgCIAEoCzIbLmFnZW50c3RhdGUudjEuQ2hhbm5lbFZhbHVlOgI4ASKNBgoUUHV0Q2hlY2twb2ludFJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIVCg1jaGVja3BvaW50X25zGAMgASgJEhUKDWNoZWNrcG9pbnRfaWQYBCABKAkSHAoUcGFyZW50X2NoZWNrcG9pbnRfaWQYBSABKAkSGgoSYmFzZV9jaGVja3BvaW50X2lkGAYgASgJEkMKCG1ldGFkYXRhGAcgAygLMjEuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVxdWVzdC5NZXRhZGF0YUVudHJ5EkMKCGNoYW5uZWxzGAggAygLMjEuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVxdWVzdC5DaGFubmVsc0VudHJ5EiMKBWV4dHJhGAkgASgLMhQuYWdlbnRzdGF0ZS52MS5WYWx1ZRIfChJleHBlY3RlZF9oZWFkX2V0YWcYCiABKAlIAIgBARIWCg5zY2hlbWFfdmVyc2lvbhgLIAEoDRIWCg5yZXF1aXJlX3RocmVhZBgMIAEoCBISCgpyZXF1ZXN0X2lkGA0gASgJEg4KBnJ1bl9pZBgOIAEoCRIQCghsZWFzZV9pZBgPIAEoCRIoCgVzdGVwcxgQIAMoCzIZLmFnZW50c3RhdGUudjEuU3RlcFJlY29yZBIpCgZldmVudHMYESADKAsyGS5hZ2VudHN0YXRlLnYxLkV2ZW50SW5wdXQSMAoHZWZmZWN0cxgSIAMoCzIfLmFnZW50c3RhdGUudjEuRWZmZWN0Q29tcGxldGlvbhpFCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRIjCgV2YWx1ZRgCIAEoCzIULmFnZW50c3RhdGUudjEuVmFsdWU6AjgBGkwKDUNoYW5uZWxzRW50cnkSCwoDa2V5GAEgASgJEioKBXZhbHVlGAIgASgLMhsuYWdlbnRzdGF0ZS52MS5DaGFubmVsV3JpdGU6AjgBQhUKE19leHBlY3RlZF9oZWFkX2V0YWcigAIKFVB1dENoZWNrcG9pbnRSZXNwb25zZRItCgpjaGVja3BvaW50GAEgASgLMhkuYWdlbnRzdGF0ZS52MS5DaGVja3BvaW50Eg8KB2NyZWF0ZWQYAiABKAgSIgoFc3RlcHMYAyADKAsyEy5hZ2VudHN0YXRlLnYxLlN0ZXASJAoGZXZlbnRzGAQgAygLMhQuYWdlbnRzdGF0ZS52MS5FdmVudBImCgdlZmZlY3RzGAUgAygLMhUuYWdlbnRzdGF0ZS52MS5FZmZlY3QSNQoRbGVhc2VfZXhwaXJlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIskBChBQdXRXcml0ZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSFQoNY2hlY2twb2ludF9ucxgDIAEoCRIVCg1jaGVja3BvaW50X2lkGAQgASgJEisKBndyaXRlcxgFIAMoCzIbLmFnZW50c3RhdGUudjEuUGVuZGluZ1dyaXRlEhIKCnJlcXVlc3RfaWQYBiABKAkSDgoGcnVuX2lkGAcgASgJEhAKCGxlYXNlX2lkGAggASgJIjEKEVB1dFdyaXRlc1Jlc3BvbnNlEg4KBnN0b3JlZBgBIAEoDRIMCgRrZXB0GAIgASgNIq4CChRHZXRDaGVja3BvaW50UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEhUKDWNoZWNrcG9pbnRfbnMYAyABKAkSFQoNY2hlY2twb2ludF9pZBgEIAEoCRIQCghjaGFubmVscxgFIAMoCRITCgtvbWl0X3ZhbHVlcxgGIAEoCBJICgtrbm93bl9yb290cxgHIAMoCzIzLmFnZW50c3RhdGUudjEuR2V0Q2hlY2twb2ludFJlcXVlc3QuS25vd25Sb290c0VudHJ5Eh4KFmluY2x1ZGVfcGVuZGluZ193cml0ZXMYCCABKAgaMQoPS25vd25Sb290c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDDoCOAEiRgoVR2V0Q2hlY2twb2ludFJlc3BvbnNlEi0KCmNoZWNrcG9pbnQYASABKAsyGS5hZ2VudHN0YXRlLnYxLkNoZWNrcG9pbnQimAQKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIaCg1jaGVja3BvaW50X25zGAMgASgJSACIAQESUgoPbWV0YWRhdGFfZmlsdGVyGAQgAygLMjkuYWdlbnRzdGF0ZS52MS5MaXN0Q2hlY2twb2ludHNSZXF1ZXN0Lk1ldGFkYXRhRmlsdGVyRW50cnkSHAoUYmVmb3JlX2NoZWNrcG9pbnRfaWQYBSABKAkSDQoFbGltaXQYBiABKA0SEQoJcGFnZV9zaXplGAcgASgNEhIKCnBhZ2VfdG9rZW4YCCABKAkSFgoOaW5jbHVkZV92YWx1ZXMYCSABKAgSHgoWaW5jbHVkZV9wZW5kaW5nX3dyaXRlcxgKIAEoCBJKCgtrbm93bl9yb290cxgLIAMoCzI1LmFnZW50c3RhdGUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdC5Lbm93blJvb3RzRW50cnkaSwoTTWV0YWRhdGFGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSIwoFdmFsdWUYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlZhbHVlOgI4ARoxCg9Lbm93blJvb3RzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMOgI4AUIQCg5fY2hlY2twb2ludF9ucyJiChdMaXN0Q2hlY2twb2ludHNSZXNwb25zZRIuCgtjaGVja3BvaW50cxgBIAMoCzIZLmFnZW50c3RhdGUudjEuQ2hlY2twb2ludBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihQIKF1BydW5lQ2hlY2twb2ludHNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgp0aHJlYWRfaWRzGAIgAygJEhoKDWNoZWNrcG9pbnRfbnMYAyABKAlIAYgBARIVCgtrZWVwX2xhdGVzdBgEIAEoDUgAEjAKCm9sZGVyX3RoYW4YBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAASFAoKZGVsZXRlX2FsbBgGIAEoCEgAEhIKCnJlcXVlc3RfaWQYByABKAkSGAoQaGlzdG9yeV9jaGFubmVscxgIIAMoCUIICgZwb2xpY3lCEAoOX2NoZWNrcG9pbnRfbnMiNwoYUHJ1bmVDaGVja3BvaW50c1Jlc3BvbnNlEhsKE2RlbGV0ZWRfY2hlY2twb2ludHMYASABKAQiWQofRGVsZXRlQ2hlY2twb2ludHNGb3JSdW5zUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSDwoHcnVuX2lkcxgCIAMoCRISCgpyZXF1ZXN0X2lkGAMgASgJIj8KIERlbGV0ZUNoZWNrcG9pbnRzRm9yUnVuc1Jlc3BvbnNlEhsKE2RlbGV0ZWRfY2hlY2twb2ludHMYASABKAQiiwEKFkRpZmZDaGVja3BvaW50c1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIVCg1jaGVja3BvaW50X25zGAMgASgJEhoKEmZyb21fY2hlY2twb2ludF9pZBgEIAEoCRIYChB0b19jaGVja3BvaW50X2lkGAUgASgJIs0BCg1DaGFubmVsQ2hhbmdlEg8KB2NoYW5uZWwYASABKAkSJwoEa2luZBgCIAEoDjIZLmFnZW50c3RhdGUudjEuQ2hhbmdlS2luZBIRCglmcm9tX3Jvb3QYAyABKAwSDwoHdG9fcm9vdBgEIAEoDBINCgVsaXN0cxgFIAEoCBITCgtmcm9tX2xlbmd0aBgGIAEoBBIRCgl0b19sZW5ndGgYByABKAQSFQoNY29tbW9uX3ByZWZpeBgIIAEoBBIQCghhcHBlbmRlZBgJIAEoCCJIChdEaWZmQ2hlY2twb2ludHNSZXNwb25zZRItCgdjaGFuZ2VzGAEgAygLMhwuYWdlbnRzdGF0ZS52MS5DaGFubmVsQ2hhbmdlIpQCChhHZXRDaGFubmVsSGlzdG9yeVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRIVCg1jaGVja3BvaW50X25zGAMgASgJEhUKDWNoZWNrcG9pbnRfaWQYBCABKAkSEAoIY2hhbm5lbHMYBSADKAkSEQoJbWF4X2RlcHRoGAYgASgNEkwKC2tub3duX3Jvb3RzGAcgAygLMjcuYWdlbnRzdGF0ZS52MS5HZXRDaGFubmVsSGlzdG9yeVJlcXVlc3QuS25vd25Sb290c0VudHJ5GjEKD0tub3duUm9vdHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAw6AjgBIpUBCg5DaGFubmVsSGlzdG9yeRIPCgdjaGFubmVsGAEgASgJEisKBndyaXRlcxgCIAMoCzIbLmFnZW50c3RhdGUudjEuUGVuZGluZ1dyaXRlEikKBHNlZWQYAyABKAsyGy5hZ2VudHN0YXRlLnYxLkNoYW5uZWxWYWx1ZRIaChJzZWVkX2NoZWNrcG9pbnRfaWQYBCABKAkicgoZR2V0Q2hhbm5lbEhpc3RvcnlSZXNwb25zZRIVCg1jaGVja3BvaW50X2lkGAEgASgJEi8KCGNoYW5uZWxzGAIgAygLMh0uYWdlbnRzdGF0ZS52MS5DaGFubmVsSGlzdG9yeRINCgVkZXB0aBgDIAEoDSKKAQoMQmF0Y2hlZFdyaXRlEj0KDnB1dF9jaGVja3BvaW50GAEgASgLMiMuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVxdWVzdEgAEjUKCnB1dF93cml0ZXMYAiABKAsyHy5hZ2VudHN0YXRlLnYxLlB1dFdyaXRlc1JlcXVlc3RIAEIECgJvcCJnChFCYXRjaFdyaXRlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSKwoGd3JpdGVzGAIgAygLMhsuYWdlbnRzdGF0ZS52MS5CYXRjaGVkV3JpdGUSEgoKcmVxdWVzdF9pZBgDIAEoCSKWAQoSQmF0Y2hlZFdyaXRlUmVzdWx0Ej4KDnB1dF9jaGVja3BvaW50GAEgASgLMiQuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVzcG9uc2VIABI2CgpwdXRfd3JpdGVzGAIgASgLMiAuYWdlbnRzdGF0ZS52MS5QdXRXcml0ZXNSZXNwb25zZUgAQggKBnJlc3VsdCJIChJCYXRjaFdyaXRlUmVzcG9uc2USMgoHcmVzdWx0cxgBIAMoCzIhLmFnZW50c3RhdGUudjEuQmF0Y2hlZFdyaXRlUmVzdWx0KpUBCgxUaHJlYWRTdGF0dXMSHQoZVEhSRUFEX1NUQVRVU19VTlNQRUNJRklFRBAAEhYKElRIUkVBRF9TVEFUVVNfSURMRRABEhYKElRIUkVBRF9TVEFUVVNfQlVTWRACEh0KGVRIUkVBRF9TVEFUVVNfSU5URVJSVVBURUQQAxIXChNUSFJFQURfU1RBVFVTX0VSUk9SEAQqbgoISWZFeGlzdHMSGQoVSUZfRVhJU1RTX1VOU1BFQ0lGSUVEEAASEwoPSUZfRVhJU1RTX0VSUk9SEAESFAoQSUZfRVhJU1RTX1JFVFVSThACEhwKGElGX0VYSVNUU19NRVJHRV9NRVRBREFUQRADKnMKCkNoYW5nZUtpbmQSGwoXQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIVChFDSEFOR0VfS0lORF9BRERFRBABEhcKE0NIQU5HRV9LSU5EX1JFTU9WRUQQAhIYChRDSEFOR0VfS0lORF9NT0RJRklFRBADMvwKCg1UaHJlYWRTZXJ2aWNlElcKDENyZWF0ZVRocmVhZBIiLmFnZW50c3RhdGUudjEuQ3JlYXRlVGhyZWFkUmVxdWVzdBojLmFnZW50c3RhdGUudjEuQ3JlYXRlVGhyZWFkUmVzcG9uc2USTgoJR2V0VGhyZWFkEh8uYWdlbnRzdGF0ZS52MS5HZXRUaHJlYWRSZXF1ZXN0GiAuYWdlbnRzdGF0ZS52MS5HZXRUaHJlYWRSZXNwb25zZRJUCgtMaXN0VGhyZWFkcxIhLmFnZW50c3RhdGUudjEuTGlzdFRocmVhZHNSZXF1ZXN0GiIuYWdlbnRzdGF0ZS52MS5MaXN0VGhyZWFkc1Jlc3BvbnNlElcKDFVwZGF0ZVRocmVhZBIiLmFnZW50c3RhdGUudjEuVXBkYXRlVGhyZWFkUmVxdWVzdBojLmFnZW50c3RhdGUudjEuVXBkYXRlVGhyZWFkUmVzcG9uc2USVwoMRGVsZXRlVGhyZWFkEiIuYWdlbnRzdGF0ZS52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiMuYWdlbnRzdGF0ZS52MS5EZWxldGVUaHJlYWRSZXNwb25zZRJRCgpDb3B5VGhyZWFkEiAuYWdlbnRzdGF0ZS52MS5Db3B5VGhyZWFkUmVxdWVzdBohLmFnZW50c3RhdGUudjEuQ29weVRocmVhZFJlc3BvbnNlEloKDVB1dENoZWNrcG9pbnQSIy5hZ2VudHN0YXRlLnYxLlB1dENoZWNrcG9pbnRSZXF1ZXN0GiQuYWdlbnRzdGF0ZS52MS5QdXRDaGVja3BvaW50UmVzcG9uc2USTgoJUHV0V3JpdGVzEh8uYWdlbnRzdGF0ZS52MS5QdXRXcml0ZXNSZXF1ZXN0GiAuYWdlbnRzdGF0ZS52MS5QdXRXcml0ZXNSZXNwb25zZRJaCg1HZXRDaGVja3BvaW50EiMuYWdlbnRzdGF0ZS52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLmFnZW50c3RhdGUudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlEmAKD0xpc3RDaGVja3BvaW50cxIlLmFnZW50c3RhdGUudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBomLmFnZW50c3RhdGUudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2USYwoQUHJ1bmVDaGVja3BvaW50cxImLmFnZW50c3RhdGUudjEuUHJ1bmVDaGVja3BvaW50c1JlcXVlc3QaJy5hZ2VudHN0YXRlLnYxLlBydW5lQ2hlY2twb2ludHNSZXNwb25zZRJ7ChhEZWxldGVDaGVja3BvaW50c0ZvclJ1bnMSLi5hZ2VudHN0YXRlLnYxLkRlbGV0ZUNoZWNrcG9pbnRzRm9yUnVuc1JlcXVlc3QaLy5hZ2VudHN0YXRlLnYxLkRlbGV0ZUNoZWNrcG9pbnRzRm9yUnVuc1Jlc3BvbnNlEmAKD0RpZmZDaGVja3BvaW50cxIlLmFnZW50c3RhdGUudjEuRGlmZkNoZWNrcG9pbnRzUmVxdWVzdBomLmFnZW50c3RhdGUudjEuRGlmZkNoZWNrcG9pbnRzUmVzcG9uc2USZgoRR2V0Q2hhbm5lbEhpc3RvcnkSJy5hZ2VudHN0YXRlLnYxLkdldENoYW5uZWxIaXN0b3J5UmVxdWVzdBooLmFnZW50c3RhdGUudjEuR2V0Q2hhbm5lbEhpc3RvcnlSZXNwb25zZRJRCgpCYXRjaFdyaXRlEiAuYWdlbnRzdGF0ZS52MS5CYXRjaFdyaXRlUmVxdWVzdBohLmFnZW50c3RhdGUudjEuQmF0Y2hXcml0ZVJlc3BvbnNlQl4KEWRldi5hZ2VudHN0YXRlLnYxUAFaR2dpdGh1Yi5jb20vYWdlbnRzdGF0ZS9zaWRlY2FyL2NsaWVudHMvZ28vZ2VuL2FnZW50c3RhdGUvdjE7YWdlbnRzdGF0ZXYxYgZwcm90bzM", [file_google_protobuf_timestamp, file_agentstate_v1_effects, file_agentstate_v1_events, file_agentstate_v1_runs, file_agentstate_v1_values]);
 
 /**
  * Thread is one conversation or task.
@@ -566,8 +566,10 @@ export type ChannelValue = Message<"agentstate.v1.ChannelValue"> & {
   } | {
     /**
      * delta is the change from the root the client said it knows
-     * (GetCheckpointRequest.known_roots): for a list that the known one is a
-     * prefix of, keep_first is the known length and append the new items.
+     * (known_roots of GetCheckpointRequest or ListCheckpointsRequest): for a
+     * list that the known one is a prefix of, keep_first is the known length
+     * and append the new items; for a list that is a prefix of the known
+     * one, keep_first is its length and nothing is appended.
      *
      * @generated from field: agentstate.v1.ValueDelta delta = 3;
      */
@@ -1061,6 +1063,16 @@ export type ListCheckpointsRequest = Message<"agentstate.v1.ListCheckpointsReque
    * @generated from field: bool include_pending_writes = 10;
    */
   includePendingWrites: boolean;
+
+  /**
+   * known_roots, with include_values, maps channels to a root the client
+   * has, as in GetCheckpointRequest: every listed checkpoint's channel comes
+   * back without content when equal, as a delta when one list is a prefix of
+   * the other.
+   *
+   * @generated from field: map<string, bytes> known_roots = 11;
+   */
+  knownRoots: { [key: string]: Uint8Array };
 };
 
 /**
@@ -1147,6 +1159,18 @@ export type PruneCheckpointsRequest = Message<"agentstate.v1.PruneCheckpointsReq
    * @generated from field: string request_id = 7;
    */
   requestId: string;
+
+  /**
+   * history_channels, with keep_latest or older_than, also keeps what is
+   * needed to rebuild these channels at every kept checkpoint from its
+   * ancestors (see GetChannelHistory): for each kept checkpoint that holds
+   * no value for a channel, its ancestors back to the nearest one that holds
+   * one (or, when none does, back to the oldest one with a pending write to
+   * the channel) are kept with their pending writes. At most 1000 channels.
+   *
+   * @generated from field: repeated string history_channels = 8;
+   */
+  historyChannels: string[];
 };
 
 /**
@@ -1333,6 +1357,246 @@ export type DiffCheckpointsResponse = Message<"agentstate.v1.DiffCheckpointsResp
  */
 export const DiffCheckpointsResponseSchema: GenMessage<DiffCheckpointsResponse> = /*@__PURE__*/
   messageDesc(file_agentstate_v1_threads, 31);
+
+/**
+ * @generated from message agentstate.v1.GetChannelHistoryRequest
+ */
+export type GetChannelHistoryRequest = Message<"agentstate.v1.GetChannelHistoryRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: string thread_id = 2;
+   */
+  threadId: string;
+
+  /**
+   * @generated from field: string checkpoint_ns = 3;
+   */
+  checkpointNs: string;
+
+  /**
+   * checkpoint_id empty means the latest checkpoint of checkpoint_ns.
+   *
+   * @generated from field: string checkpoint_id = 4;
+   */
+  checkpointId: string;
+
+  /**
+   * channels to walk for: 1 to 1000 names.
+   *
+   * @generated from field: repeated string channels = 5;
+   */
+  channels: string[];
+
+  /**
+   * max_depth caps the ancestors visited (0: the server's limit, 100000).
+   *
+   * @generated from field: uint32 max_depth = 6;
+   */
+  maxDepth: number;
+
+  /**
+   * known_roots maps channels to a root the client has; a seed equal to it
+   * or a list related to it by a prefix comes back as in GetCheckpoint.
+   *
+   * @generated from field: map<string, bytes> known_roots = 7;
+   */
+  knownRoots: { [key: string]: Uint8Array };
+};
+
+/**
+ * Describes the message agentstate.v1.GetChannelHistoryRequest.
+ * Use `create(GetChannelHistoryRequestSchema)` to create a new message.
+ */
+export const GetChannelHistoryRequestSchema: GenMessage<GetChannelHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 32);
+
+/**
+ * ChannelHistory is what one channel contributed along a parent chain.
+ *
+ * @generated from message agentstate.v1.ChannelHistory
+ */
+export type ChannelHistory = Message<"agentstate.v1.ChannelHistory"> & {
+  /**
+   * @generated from field: string channel = 1;
+   */
+  channel: string;
+
+  /**
+   * writes are the pending writes to the channel on the ancestors, oldest
+   * checkpoint first; within one checkpoint ordered by (task_path, task_id,
+   * idx).
+   *
+   * @generated from field: repeated agentstate.v1.PendingWrite writes = 2;
+   */
+  writes: PendingWrite[];
+
+  /**
+   * seed is the value of the channel at the nearest ancestor that holds
+   * one; unset when the walk reached the root without finding any.
+   *
+   * @generated from field: agentstate.v1.ChannelValue seed = 3;
+   */
+  seed?: ChannelValue | undefined;
+
+  /**
+   * seed_checkpoint_id is that ancestor's id (empty without a seed).
+   *
+   * @generated from field: string seed_checkpoint_id = 4;
+   */
+  seedCheckpointId: string;
+};
+
+/**
+ * Describes the message agentstate.v1.ChannelHistory.
+ * Use `create(ChannelHistorySchema)` to create a new message.
+ */
+export const ChannelHistorySchema: GenMessage<ChannelHistory> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 33);
+
+/**
+ * @generated from message agentstate.v1.GetChannelHistoryResponse
+ */
+export type GetChannelHistoryResponse = Message<"agentstate.v1.GetChannelHistoryResponse"> & {
+  /**
+   * checkpoint_id is the checkpoint the walk started from.
+   *
+   * @generated from field: string checkpoint_id = 1;
+   */
+  checkpointId: string;
+
+  /**
+   * channels has one entry per requested channel, in request order.
+   *
+   * @generated from field: repeated agentstate.v1.ChannelHistory channels = 2;
+   */
+  channels: ChannelHistory[];
+
+  /**
+   * depth is the number of ancestors visited.
+   *
+   * @generated from field: uint32 depth = 3;
+   */
+  depth: number;
+};
+
+/**
+ * Describes the message agentstate.v1.GetChannelHistoryResponse.
+ * Use `create(GetChannelHistoryResponseSchema)` to create a new message.
+ */
+export const GetChannelHistoryResponseSchema: GenMessage<GetChannelHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 34);
+
+/**
+ * BatchedWrite is one request of a BatchWrite.
+ *
+ * @generated from message agentstate.v1.BatchedWrite
+ */
+export type BatchedWrite = Message<"agentstate.v1.BatchedWrite"> & {
+  /**
+   * @generated from oneof agentstate.v1.BatchedWrite.op
+   */
+  op: {
+    /**
+     * @generated from field: agentstate.v1.PutCheckpointRequest put_checkpoint = 1;
+     */
+    value: PutCheckpointRequest;
+    case: "putCheckpoint";
+  } | {
+    /**
+     * @generated from field: agentstate.v1.PutWritesRequest put_writes = 2;
+     */
+    value: PutWritesRequest;
+    case: "putWrites";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentstate.v1.BatchedWrite.
+ * Use `create(BatchedWriteSchema)` to create a new message.
+ */
+export const BatchedWriteSchema: GenMessage<BatchedWrite> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 35);
+
+/**
+ * @generated from message agentstate.v1.BatchWriteRequest
+ */
+export type BatchWriteRequest = Message<"agentstate.v1.BatchWriteRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * @generated from field: repeated agentstate.v1.BatchedWrite writes = 2;
+   */
+  writes: BatchedWrite[];
+
+  /**
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message agentstate.v1.BatchWriteRequest.
+ * Use `create(BatchWriteRequestSchema)` to create a new message.
+ */
+export const BatchWriteRequestSchema: GenMessage<BatchWriteRequest> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 36);
+
+/**
+ * BatchedWriteResult is the response to one request of a BatchWrite.
+ *
+ * @generated from message agentstate.v1.BatchedWriteResult
+ */
+export type BatchedWriteResult = Message<"agentstate.v1.BatchedWriteResult"> & {
+  /**
+   * @generated from oneof agentstate.v1.BatchedWriteResult.result
+   */
+  result: {
+    /**
+     * @generated from field: agentstate.v1.PutCheckpointResponse put_checkpoint = 1;
+     */
+    value: PutCheckpointResponse;
+    case: "putCheckpoint";
+  } | {
+    /**
+     * @generated from field: agentstate.v1.PutWritesResponse put_writes = 2;
+     */
+    value: PutWritesResponse;
+    case: "putWrites";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentstate.v1.BatchedWriteResult.
+ * Use `create(BatchedWriteResultSchema)` to create a new message.
+ */
+export const BatchedWriteResultSchema: GenMessage<BatchedWriteResult> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 37);
+
+/**
+ * @generated from message agentstate.v1.BatchWriteResponse
+ */
+export type BatchWriteResponse = Message<"agentstate.v1.BatchWriteResponse"> & {
+  /**
+   * results has one entry per request, in order.
+   *
+   * @generated from field: repeated agentstate.v1.BatchedWriteResult results = 1;
+   */
+  results: BatchedWriteResult[];
+};
+
+/**
+ * Describes the message agentstate.v1.BatchWriteResponse.
+ * Use `create(BatchWriteResponseSchema)` to create a new message.
+ */
+export const BatchWriteResponseSchema: GenMessage<BatchWriteResponse> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_threads, 38);
 
 /**
  * ThreadStatus is what a thread is doing (runs set it; see runs.proto).
@@ -1609,6 +1873,42 @@ export const ThreadService: GenService<{
     methodKind: "unary";
     input: typeof DiffCheckpointsRequestSchema;
     output: typeof DiffCheckpointsResponseSchema;
+  },
+  /**
+   * GetChannelHistory walks the parent chain of one checkpoint (the latest
+   * of the checkpoint namespace when no id is given) and returns, for each
+   * selected channel, the pending writes stored on its ancestors back to the
+   * nearest ancestor that holds a value for the channel, and that value (the
+   * "seed"). This is what a framework needs to rebuild a channel that is
+   * stored as a log of writes (LangGraph's DeltaChannel) in one call. Writes
+   * stored on the checkpoint itself are not included. Unknown thread or
+   * checkpoint gives NOT_FOUND; an empty or over-long channel list
+   * INVALID_ARGUMENT; a chain longer than max_depth (or the server's limit)
+   * RESOURCE_EXHAUSTED with reason LIMIT_EXCEEDED.
+   *
+   * @generated from rpc agentstate.v1.ThreadService.GetChannelHistory
+   */
+  getChannelHistory: {
+    methodKind: "unary";
+    input: typeof GetChannelHistoryRequestSchema;
+    output: typeof GetChannelHistoryResponseSchema;
+  },
+  /**
+   * BatchWrite applies PutCheckpoint and PutWrites requests in order, in one
+   * transaction, with one commit: a later put may take its base checkpoint
+   * (deltas, keeps) from an earlier one of the same batch. All or nothing:
+   * the first request that fails fails the call with its error, the field
+   * path prefixed with "writes[i]." and ErrorInfo metadata "index" = i, and
+   * nothing of the batch is stored. Every request must be in the batch's
+   * namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
+   * (the batch's request_id covers them). At most 1000 requests.
+   *
+   * @generated from rpc agentstate.v1.ThreadService.BatchWrite
+   */
+  batchWrite: {
+    methodKind: "unary";
+    input: typeof BatchWriteRequestSchema;
+    output: typeof BatchWriteResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentstate_v1_threads, 0);

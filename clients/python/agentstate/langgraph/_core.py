@@ -1,0 +1,501 @@
+"""_core: how LangGraph checkpoints map onto sidecar checkpoints, without any I/O.
+
+Both savers build their requests and read their responses here; they differ
+only in how they send them (sync or asyncio).
+
+Mapping (one LangGraph checkpoint = one sidecar checkpoint)
+-----------------------------------------------------------
+* thread_id / checkpoint_ns / checkpoint id / parent id: the same strings.
+* metadata: LangGraph's metadata map, key by key; a value the agentstate
+  encoding can hold (str, int, float, bool, None, lists, str-keyed maps, ...)
+  is stored as a structured value, so the sidecar can filter on it (``list``'s
+  ``filter``) and index ``run_id``; anything else as the serializer's opaque
+  bytes.
+* extra: the rest of the checkpoint dict (v, ts, channel_versions,
+  versions_seen, updated_channels, ...), structured when possible.
+* channels: every channel that has a value at this checkpoint. A ``list``
+  value is stored **item by item** (each item through the serializer, as
+  opaque bytes), so the sidecar keeps it as a list tree; a ``_DeltaSnapshot``
+  of a list likewise, behind a marker item. A ``dict`` whose keys are already
+  in byte order (a graph input ``{"messages": [...]}``, say) is stored entry
+  by entry as a map, so each entry is deduplicated on its own (the same
+  order comes back). Any other value is one opaque blob. A channel with a
+  version but no value (cleared, or a DeltaChannel between snapshots) is
+  simply absent.
+* pending writes: one sidecar write per LangGraph write, idx from
+  WRITES_IDX_MAP for special channels (those replace, like InMemorySaver),
+  task_path kept (reads sort by (task_path, task_id, idx)).
+
+What the adapter knows the sidecar has
+--------------------------------------
+The saver remembers, for the checkpoints it recently stored or read (an LRU
+of ``cache_size`` entries), each channel's version, its root hash (returned
+by the sidecar) and, for list channels, the Python items of the list. A put
+then sends, relative to its parent checkpoint (LangGraph's ``new_versions``
+say which channels changed):
+
+* an unchanged channel (same version as in the parent) as ``keep``: nothing
+  is serialized or sent;
+* a list that extends the parent's list as ``append`` of the new items only,
+  with ``base_root`` = the parent's root for that channel (the sidecar checks
+  it and refuses a stale base with BASE_MISMATCH, on which the saver forgets
+  what it knew of the thread and sends whole values). Items are compared by
+  identity: LangGraph's reducers build new lists from the same message
+  objects, so the common prefix is found without serializing anything; a
+  list that changed inside (a message replaced or removed) is sent as
+  ``keep_first`` + the rest;
+* anything else whole.
+
+Reads send the roots of the cached lists (``known_roots``): an unchanged list
+comes back empty, a grown one as the new items only. So a chat turn sends and
+receives one or two messages, not the history.
+
+List items are treated as immutable: an item mutated in place after it was
+checkpointed is not seen as a change (replace it, as LangGraph's
+``add_messages`` does by id). ``cache_size=0`` turns all of this off: whole
+values each time (storage stays linear, since the sidecar deduplicates items,
+but the wire does not).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (WRITES_IDX_MAP, ChannelVersions, Checkpoint, CheckpointMetadata,
+                                       CheckpointTuple, DeltaChannelHistory, get_serializable_checkpoint_metadata)
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+from .. import codec
+from .._requests import channel_history_request, get_checkpoint_request, list_checkpoints_request, \
+    prune_request, put_checkpoint_request, put_writes_request
+from ..codec import Opaque
+from ..values import Append, Encoded, Keep, from_value
+from ..v1 import threads_pb2 as pb
+from ._serde import check_type
+
+#: Marks a stored list that is a DeltaChannel snapshot (its first item).
+SNAPSHOT_MARK_TYPE = "agentstate.langgraph.delta-snapshot"
+_MARK = object()  # the marker item among cached Python items
+_MARK_VALUE = Opaque(SNAPSHOT_MARK_TYPE, b"")
+SCHEMA_VERSION = 1  # of this mapping; stored with every checkpoint
+
+
+@dataclass
+class Known:
+    """What the saver knows of one stored checkpoint."""
+
+    versions: dict  # channel_versions
+    roots: dict[str, bytes]  # channel -> root hash (b"" until the put is stored) of every channel it holds
+    lists: dict[str, list] = field(default_factory=dict)  # channel -> Python items of list channels
+    covered: set[str] | None = None  # when set, roots are known only for these channels (not cached)
+
+
+@dataclass
+class PendingPut:
+    """A put on its way: what the saver will know of the checkpoint (roots filled in on the reply)."""
+
+    key: tuple[str, str, str]
+    known: Known
+
+
+class Core:
+    """Encoding, decoding and the what-the-sidecar-has cache of one saver (thread-safe)."""
+
+    def __init__(self, serde, namespace: str, cache_size: int) -> None:
+        self.serde = serde
+        self.namespace = namespace
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str, str], Known] = OrderedDict()
+        self._latest: dict[tuple[str, str], str] = {}
+        self._seeds: OrderedDict[tuple[str, str, str], tuple[bytes, list]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ values
+
+    def dumps(self, value: Any) -> Opaque:
+        type_, data = self.serde.dumps_typed(value)
+        check_type(type_)
+        return Opaque(type_, bytes(data))
+
+    def loads(self, value: Any) -> Any:
+        if type(value) is not Opaque:
+            raise ValueError(f"expected serialized data, found {type(value).__name__}")
+        check_type(value.type)
+        return self.serde.loads_typed((value.type, value.data))
+
+    def structured_or_opaque(self, value: Any) -> Any:
+        """A metadata-like value as a structured value when the encoding holds it, else opaque."""
+        try:
+            return Encoded(codec.encode(value))
+        except codec.UnsupportedValue:
+            return self.dumps(value)
+
+    def from_structured(self, value: Any) -> Any:
+        return self.loads(value) if type(value) is Opaque else value
+
+    def _items_of(self, value: Any) -> list | None:
+        """The items a channel value is stored as when it is a list (marker first for a snapshot)."""
+        if type(value) is list:
+            return value
+        if isinstance(value, _DeltaSnapshot) and type(value.value) is list:
+            return [_MARK, *value.value]
+        return None
+
+    def _item(self, item: Any) -> Opaque:
+        return _MARK_VALUE if item is _MARK else self.dumps(item)
+
+    def _decode_item(self, v: Any) -> Any:
+        if type(v) is Opaque and v.type == SNAPSHOT_MARK_TYPE:
+            return _MARK
+        return self.loads(v)
+
+    def _decode_whole(self, v: Any) -> Any:
+        """A channel value that is not a list: one serialized blob, or a dict stored key by key."""
+        if type(v) is dict:
+            return {k: self.loads(x) for k, x in v.items()}
+        return self.loads(v)
+
+    @staticmethod
+    def _python(items: list) -> Any:
+        """The channel value of stored items (a fresh list each time)."""
+        if items and items[0] is _MARK:
+            return _DeltaSnapshot(items[1:])
+        return list(items)
+
+    # ------------------------------------------------------------ cache
+
+    def known(self, thread_id: str, ns: str, checkpoint_id: str) -> Known | None:
+        if not checkpoint_id or not self.cache_size:
+            return None
+        with self._lock:
+            k = self._cache.get((thread_id, ns, checkpoint_id))
+            if k is not None:
+                self._cache.move_to_end((thread_id, ns, checkpoint_id))
+            return k
+
+    def latest_known(self, thread_id: str, ns: str) -> Known | None:
+        with self._lock:
+            cid = self._latest.get((thread_id, ns))
+        return self.known(thread_id, ns, cid) if cid else None
+
+    def remember(self, key: tuple[str, str, str], k: Known, latest: bool) -> None:
+        if not self.cache_size or k.covered is not None:
+            return
+        with self._lock:
+            self._cache[key] = k
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+            if latest:
+                self._latest[key[:2]] = key[2]
+                if len(self._latest) > 4 * self.cache_size:
+                    self._latest.pop(next(iter(self._latest)))
+
+    def forget(self, thread_ids: Iterable[str] | None = None) -> None:
+        """Drop what is known of these threads (all when None)."""
+        with self._lock:
+            if thread_ids is None:
+                self._cache.clear()
+                self._latest.clear()
+                self._seeds.clear()
+                return
+            gone = {str(t) for t in thread_ids}
+            for d in (self._cache, self._latest, self._seeds):
+                for key in [k for k in d if k[0] in gone]:
+                    del d[key]
+
+    # ------------------------------------------------------------ put
+
+    def put_request(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                    new_versions: ChannelVersions, base: Known | None,
+                    ) -> tuple[pb.PutCheckpointRequest | None, PendingPut | None, list[str]]:
+        """The PutCheckpoint request for a LangGraph put, relative to ``base`` (what is known of the
+        parent). When the parent is not known and some unchanged channels need it, returns
+        (None, None, those channels): the caller learns the parent (:meth:`parent_request`) first."""
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        parent_id = conf.get("checkpoint_id") or ""
+        values = checkpoint["channel_values"]
+        versions = checkpoint["channel_versions"]
+        channels: dict[str, Any] = {}
+        lists: dict[str, list] = {}
+        unknown: list[str] = []
+        for ch, ver in versions.items():
+            changed = ch in new_versions
+            if not changed and parent_id:
+                if base is not None and (base.covered is None or ch in base.covered):
+                    if base.versions.get(ch) == ver:
+                        if ch in base.roots:  # the same value as in the parent: keep it
+                            channels[ch] = Keep()
+                            if ch in base.lists:
+                                lists[ch] = base.lists[ch]
+                        continue  # absent from the parent: absent here too
+                elif base is None and ch not in values:
+                    unknown.append(ch)  # only the parent can tell (a DeltaChannel between snapshots, say)
+                    continue
+            if ch in values:
+                channels[ch], items = self._channel_write(values[ch], base, ch)
+                if items is not None:
+                    lists[ch] = items
+        if unknown:
+            return None, None, unknown
+        extra = {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        req = put_checkpoint_request(
+            self.namespace, thread_id, channels, checkpoint_id=checkpoint["id"], parent_id=parent_id, base_id="",
+            checkpoint_ns=ns, metadata={k: self.structured_or_opaque(v) for k, v in md.items()},
+            extra=self.structured_or_opaque(extra), expected_head_etag=None, schema_version=SCHEMA_VERSION,
+            require_thread=False, request_id="")
+        roots = {ch: (base.roots.get(ch, b"") if type(w) is Keep else b"") for ch, w in channels.items()}
+        return req, PendingPut((thread_id, ns, checkpoint["id"]), Known(dict(versions), roots, lists)), []
+
+    def _channel_write(self, value: Any, base: Known | None, ch: str) -> tuple[Any, list | None]:
+        items = self._items_of(value)
+        if items is None:
+            if _sorted_str_dict(value):
+                # key by key: each entry is stored (and deduplicated) on its own, e.g. a graph input
+                # {"messages": [m]} shares its entry with the pending write ("messages", [m]) that follows
+                return {k: self.dumps(v) for k, v in value.items()}, None
+            return self.dumps(value), None
+        items = list(items)  # our own copy: the caller's list may change later
+        old = base.lists.get(ch) if base is not None and self.cache_size else None
+        if old:
+            k, n = 0, min(len(old), len(items))
+            while k < n and items[k] is old[k]:
+                k += 1
+            if k:
+                return Append([self._item(x) for x in items[k:]], keep_first=None if k == len(old) else k,
+                              base_root=base.roots.get(ch) or b""), items
+        return [self._item(x) for x in items], items
+
+    def accept(self, pending: PendingPut) -> RunnableConfig:
+        """A put was queued: later puts may use it as their base (its roots follow with the reply)."""
+        self.remember(pending.key, pending.known, latest=True)
+        thread_id, ns, cid = pending.key
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def stored(self, pending: PendingPut, resp: pb.PutCheckpointResponse) -> pb.PutCheckpointResponse:
+        """The sidecar stored a put: record the roots it reported."""
+        with self._lock:
+            pending.known.roots.update((name, cv.root) for name, cv in resp.checkpoint.channels.items())
+        return resp
+
+    def parent_request(self, config: RunnableConfig, channels: Sequence[str]) -> pb.GetCheckpointRequest:
+        conf = config["configurable"]
+        return get_checkpoint_request(self.namespace, str(conf["thread_id"]), conf["checkpoint_id"],
+                                      conf.get("checkpoint_ns", ""), channels, False, None, False)
+
+    def parent_from(self, cp: pb.Checkpoint, channels: Sequence[str]) -> Known:
+        """What a parent fetched for ``channels`` (parent_request) tells about them."""
+        extra = self.from_structured(from_value(cp.extra)) if cp.HasField("extra") else {}
+        return Known(dict(extra.get("channel_versions") or {}), {n: cv.root for n, cv in cp.channels.items()},
+                     covered=set(channels))
+
+    # ------------------------------------------------------------ writes
+
+    def writes_request(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                       task_path: str) -> pb.PutWritesRequest:
+        conf = config["configurable"]
+        rows = []
+        for i, (ch, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(ch, i)
+            rows.append((task_id, idx, ch, self.dumps(value), task_path, idx < 0))
+        return put_writes_request(self.namespace, str(conf["thread_id"]), conf["checkpoint_id"], rows,
+                                  conf.get("checkpoint_ns", ""), "")
+
+    # ------------------------------------------------------------ reads
+
+    def get_request(self, config: RunnableConfig) -> tuple[pb.GetCheckpointRequest, Known | None]:
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        cid = conf.get("checkpoint_id") or ""
+        # an older checkpoint's lists are mostly prefixes of the latest ones: those do as known roots too
+        k = (self.known(thread_id, ns, cid) if cid else None) or self.latest_known(thread_id, ns)
+        known_roots = self._known_roots(k)
+        return get_checkpoint_request(self.namespace, thread_id, cid, ns, (), False, known_roots, True), k
+
+    def _known_roots(self, k: Known | None) -> dict[str, bytes] | None:
+        if k is None:
+            return None
+        with self._lock:
+            return {ch: k.roots[ch] for ch in k.lists if k.roots.get(ch)}
+
+    def tuple_from(self, cp: pb.Checkpoint, k: Known | None, *, cache: bool, latest: bool) -> CheckpointTuple:
+        tup, known = self.decode(cp, k)
+        if cache:
+            self.remember((cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id), known, latest=latest)
+        return tup
+
+    def decode(self, cp: pb.Checkpoint, k: Known | None) -> tuple[CheckpointTuple, Known]:
+        """A Checkpoint message (read with ``k``'s roots as known roots) as a CheckpointTuple, and what it
+        tells about that checkpoint."""
+        values: dict[str, Any] = {}
+        lists: dict[str, list] = {}
+        roots: dict[str, bytes] = {}
+        for ch, cv in cp.channels.items():
+            roots[ch] = cv.root
+            kind = cv.WhichOneof("content")
+            if kind == "value":
+                v = from_value(cv.value)
+                if type(v) is list:
+                    items = [self._decode_item(x) for x in v]
+                    lists[ch] = items
+                    values[ch] = self._python(items)
+                else:
+                    values[ch] = self._decode_whole(v)
+                continue
+            held = k.lists.get(ch) if k is not None else None
+            if held is None:
+                raise ValueError(f"channel {ch!r} came back relative to a list the saver does not hold")
+            if kind is None:
+                items = held
+            else:
+                keep = cv.delta.keep_first if cv.delta.HasField("keep_first") else len(held)
+                items = held[:keep] + [self._decode_item(from_value(x)) for x in cv.delta.append]
+            lists[ch] = items
+            values[ch] = self._python(items)
+        extra = self.from_structured(from_value(cp.extra)) if cp.HasField("extra") else {}
+        checkpoint = {**extra, "id": cp.checkpoint_id, "channel_values": values}
+        checkpoint.setdefault("channel_versions", {})
+        checkpoint.setdefault("versions_seen", {})
+        metadata = {key: self.from_structured(from_value(v)) for key, v in cp.metadata.items()}
+        writes = sorted(cp.pending_writes, key=lambda w: (w.task_path, w.task_id, w.idx))
+        pending = [(w.task_id, w.channel, self.loads(from_value(w.value))) for w in writes]
+        conf = {"thread_id": cp.thread_id, "checkpoint_ns": cp.checkpoint_ns}
+        parent = ({"configurable": {**conf, "checkpoint_id": cp.parent_checkpoint_id}}
+                  if cp.parent_checkpoint_id else None)
+        return (CheckpointTuple({"configurable": {**conf, "checkpoint_id": cp.checkpoint_id}}, checkpoint,
+                                metadata, parent, pending),
+                Known(dict(checkpoint["channel_versions"]), roots, lists))
+
+    def list_start(self, config: RunnableConfig | None) -> Known | None:
+        """What a listing can send as known roots to begin with: the latest known state of the thread."""
+        conf = (config or {}).get("configurable", {})
+        thread_id = str(conf["thread_id"]) if conf.get("thread_id") is not None else ""
+        ns = conf.get("checkpoint_ns")
+        return self.latest_known(thread_id, ns) if thread_id and ns is not None else None
+
+    def list_request(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None, before: str,
+                     limit: int, token: str, k: Known | None) -> pb.ListCheckpointsRequest:
+        """One page of a listing, values relative to ``k``. Without any known lists the first page holds a
+        single checkpoint: its lists then serve as known roots for the rest, so a history of n checkpoints
+        does not send (and decode) n copies of the message list."""
+        conf = (config or {}).get("configurable", {})
+        thread_id = str(conf["thread_id"]) if conf.get("thread_id") is not None else ""
+        ns = conf.get("checkpoint_ns")
+        known_roots = self._known_roots(k)
+        page_size = 100 if known_roots or token else 1
+        mfilter = {key: self.structured_or_opaque(v) for key, v in (filter or {}).items()}
+        return list_checkpoints_request(self.namespace, thread_id, ns, mfilter, before, limit, page_size, token,
+                                        True, True, known_roots)
+
+    @staticmethod
+    def list_next(k: Known | None, decoded: Known) -> Known | None:
+        """The known state for the next page: keep one with lists, else take the last decoded one's."""
+        return k if (k is not None and k.lists) or not decoded.lists else decoded
+
+    # ------------------------------------------------------------ delta channel history
+
+    def history_request(self, config: RunnableConfig, channels: Sequence[str]) -> pb.GetChannelHistoryRequest:
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
+        known = {}
+        with self._lock:
+            for ch in channels:
+                seed = self._seeds.get((thread_id, ns, ch))
+                if seed is not None:
+                    known[ch] = seed[0]
+        return channel_history_request(self.namespace, thread_id, channels, conf.get("checkpoint_id") or "", ns,
+                                       0, known)
+
+    def history_from(self, req: pb.GetChannelHistoryRequest,
+                     resp: pb.GetChannelHistoryResponse) -> dict[str, DeltaChannelHistory]:
+        out: dict[str, DeltaChannelHistory] = {}
+        for h in resp.channels:
+            entry: DeltaChannelHistory = {
+                "writes": [(w.task_id, w.channel, self.loads(from_value(w.value))) for w in h.writes]}
+            if h.HasField("seed"):
+                key = (req.thread_id, req.checkpoint_ns, h.channel)
+                cv = h.seed
+                kind = cv.WhichOneof("content")
+                if kind == "value":
+                    v = from_value(cv.value)
+                    if type(v) is list:
+                        items = [self._decode_item(x) for x in v]
+                        entry["seed"] = self._python(items)
+                        self._remember_seed(key, cv.root, items)
+                    else:
+                        entry["seed"] = self._decode_whole(v)
+                else:
+                    with self._lock:
+                        held = self._seeds.get(key)
+                    if held is None:
+                        raise ValueError(f"seed of {h.channel!r} came back relative to a list the saver lacks")
+                    items = held[1]
+                    if kind == "delta":
+                        keep = cv.delta.keep_first if cv.delta.HasField("keep_first") else len(items)
+                        items = items[:keep] + [self._decode_item(from_value(x)) for x in cv.delta.append]
+                        self._remember_seed(key, cv.root, items)
+                    entry["seed"] = self._python(items)
+            out[h.channel] = entry
+        return out
+
+    def _remember_seed(self, key, root: bytes, items: list) -> None:
+        if not self.cache_size:
+            return
+        with self._lock:
+            self._seeds[key] = (root, items)
+            self._seeds.move_to_end(key)
+            while len(self._seeds) > self.cache_size:
+                self._seeds.popitem(last=False)
+
+    # ------------------------------------------------------------ prune
+
+    def prune_request(self, thread_ids: Sequence[str], strategy: str, history_channels: Iterable[str]):
+        if strategy == "keep_latest":
+            return prune_request(self.namespace, thread_ids, 1, None, False, None, sorted(set(history_channels)), "")
+        if strategy == "delete":
+            return prune_request(self.namespace, thread_ids, None, None, True, None, (), "")
+        raise ValueError(f"unknown prune strategy {strategy!r} (use 'keep_latest' or 'delete')")
+
+    @staticmethod
+    def delta_channels_of(metadata: Mapping[str, Any]) -> set[str]:
+        """DeltaChannels a checkpoint rebuilds from its ancestors: LangGraph counts updates since the last
+        snapshot per channel in its metadata (a channel snapshotted at this checkpoint is not listed)."""
+        counters = metadata.get("counters_since_delta_snapshot")
+        return set(counters) if isinstance(counters, dict) else set()
+
+
+def _sorted_str_dict(value: Any) -> bool:
+    """A plain dict with string keys already in the order the sidecar keeps map keys (by UTF-8 bytes), so
+    storing it key by key gives the same dict back, order included."""
+    if type(value) is not dict or not value:
+        return False
+    keys = list(value)
+    if not all(type(k) is str for k in keys):
+        return False
+    try:
+        encoded = [k.encode() for k in keys]
+    except UnicodeEncodeError:  # lone surrogates: not storable as map keys
+        return False
+    return all(a < b for a, b in zip(encoded, encoded[1:])) and all(len(k) <= 0xFFFF for k in encoded)
+
+
+def next_version(current: Any) -> int | str:
+    """The next channel version: an int counter (1, 2, 3...).
+
+    LangGraph's SQL savers add a random fraction to versions because they key
+    stored values by (channel, version), which two branches of a fork could
+    share. Values here are keyed by content and kept relative to the parent,
+    so a plain counter is enough, and it keeps every checkpoint's bookkeeping
+    small. Versions are only ever compared with each other, so a thread that
+    has string versions keeps getting (zero-padded, comparable) strings.
+    """
+    if current is None:
+        return 1
+    if isinstance(current, str):
+        return f"{int(current.split('.')[0]) + 1:032}"
+    return int(current) + 1

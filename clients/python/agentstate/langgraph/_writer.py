@@ -1,0 +1,254 @@
+"""_writer: a saver's ordered outbox, for requests that cannot go out at once.
+
+A put or put_writes whose caller waits for it is sent from the caller's
+thread when nothing is queued (``send_now``); otherwise — write-behind
+requests, or waited ones while others are queued — it joins the outbox. One
+background thread per saver sends the outbox in the order requests joined
+it: all that is waiting as one BatchWrite (one round trip, one commit on the
+sidecar), a lone request as itself. Transient failures are retried with the
+same content (every request is idempotent) until ``retry_for`` seconds have
+passed. A waiting caller waits for its request's future; reads of the saver
+wait for everything queued before them (``barrier``), so a saver always
+reads its own writes.
+
+Failures are never silent. A request that fails for good fails its future;
+when nobody was waiting for it (write-behind), the writer also records the
+error and every later call of the saver raises :class:`WriteBehindError`
+until :meth:`Writer.clear_failure` — an accepted checkpoint that could not
+be stored is reported, not dropped. Requests queued after it are still sent,
+in order.
+
+A batch that fails as a whole on a non-transient error is resent request by
+request, so each request gets its own outcome; a put refused with
+BASE_MISMATCH (the sidecar's parent is not what the saver believed) is
+planned again without any assumption about the parent (``replan``).
+"""
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import grpc
+
+from .._requests import batch_write_request, transient
+from ..client import Client
+from ..errors import AgentStateError, FailedPrecondition
+from ..v1 import threads_pb2 as pb
+
+log = logging.getLogger("agentstate.langgraph")
+
+MAX_BATCH_ITEMS = 256
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+
+
+class WriteBehindError(RuntimeError):
+    """A checkpoint or write the saver accepted without waiting could not be stored."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"a write accepted earlier could not be stored: {cause}")
+        self.cause = cause
+
+
+@dataclass
+class Item:
+    request: Any  # pb.PutCheckpointRequest | pb.PutWritesRequest
+    on_done: Callable[[Any], Any] | None = None  # called with the response before the future resolves
+    replan: Callable[[Client], Any] | None = None  # a fresh request after BASE_MISMATCH, sent synchronously
+    waited: bool = True  # a caller waits for the future (else: write-behind)
+    direct: bool = False  # sent from the caller's thread, not through the outbox
+    future: Future = field(default_factory=Future)
+    size: int = 0
+
+
+class Writer:
+    def __init__(self, client_factory: Callable[[], Client], namespace: str, retry_for: float) -> None:
+        self._client_factory = client_factory
+        self.namespace = namespace
+        self.retry_for = retry_for
+        self._queue: deque[Item] = deque()
+        self._cond = threading.Condition()
+        self._last: Future | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._busy = False  # a batch is being sent
+        self.failure: BaseException | None = None
+        self.batches = 0  # calls made (for tests and benchmarks)
+        self.sent = 0  # requests stored
+
+    # ------------------------------------------------------------ callers
+
+    def check(self) -> None:
+        """Raise when an accepted write failed (see clear_failure)."""
+        if self.failure is not None:
+            raise WriteBehindError(self.failure)
+
+    def clear_failure(self) -> BaseException | None:
+        err, self.failure = self.failure, None
+        return err
+
+    def submit(self, item: Item) -> Future:
+        self.check()
+        item.size = item.request.ByteSize()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the saver is closed")
+            self._queue.append(item)
+            self._last = item.future
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="agentstate-saver-writer", daemon=True)
+                self._thread.start()
+                _live.add(self)
+            self._cond.notify()
+        return item.future
+
+    def idle(self) -> bool:
+        """Nothing queued or being sent: a request may go out directly without overtaking one."""
+        with self._cond:
+            return not self._queue and not self._busy
+
+    def send_now(self, client: Client, item: Item) -> Any:
+        """Send one request from the caller's thread (when idle()); returns on_done's value or raises."""
+        return self._finish(item, self._call_one(client, item))
+
+    def barrier(self) -> Future:
+        """A future that resolves when everything queued so far is stored (or has failed)."""
+        with self._cond:
+            last = self._last
+        if last is None:
+            done: Future = Future()
+            done.set_result(None)
+            return done
+        out: Future = Future()
+        last.add_done_callback(lambda _: out.set_result(None))
+        return out
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until everything queued so far is stored; raise if an accepted write failed."""
+        self.barrier().result(timeout)
+        self.check()
+
+    def close(self, timeout: float | None = 60.0) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        _live.discard(self)
+
+    # ------------------------------------------------------------ the thread
+
+    def _take(self) -> list[Item] | None:
+        with self._cond:
+            self._busy = False
+            while not self._queue:
+                if self._closed:
+                    return None
+                self._cond.wait()
+            self._busy = True
+            batch = [self._queue.popleft()]
+            size = batch[0].size
+            while self._queue and len(batch) < MAX_BATCH_ITEMS and size + self._queue[0].size <= MAX_BATCH_BYTES:
+                item = self._queue.popleft()
+                size += item.size
+                batch.append(item)
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                self._send(batch)
+            except BaseException as e:  # noqa: BLE001 - never let the thread die with items pending
+                log.exception("saver writer failed")
+                for item in batch:
+                    if not item.future.done():
+                        self._fail(item, e)
+
+    def _client(self) -> Client:
+        return self._client_factory()
+
+    def _send(self, batch: list[Item]) -> None:
+        client = self._client()
+        if len(batch) > 1:
+            try:
+                resp = client._call(client.threads.BatchWrite, batch_write_request(
+                    self.namespace, [i.request for i in batch]), self.retry_for)
+            except AgentStateError as e:
+                if transient(e) or e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    for item in batch:  # the sidecar stayed unreachable for retry_for seconds
+                        self._fail(item, e)
+                    return
+                log.info("batch of %d failed (%s); sending its requests one by one", len(batch), e)
+            else:
+                self.batches += 1
+                for item, result in zip(batch, resp.results):
+                    self._done(item, getattr(result, result.WhichOneof("result")))
+                return
+        for item in batch:
+            self._send_one(client, item)
+
+    def _call_one(self, client: Client, item: Item) -> Any:
+        method = (client.threads.PutCheckpoint if isinstance(item.request, pb.PutCheckpointRequest)
+                  else client.threads.PutWrites)
+        try:
+            return client._call(method, item.request, self.retry_for)
+        except FailedPrecondition as e:
+            if e.reason != "BASE_MISMATCH" or item.replan is None:
+                raise
+            item.request = item.replan(client)
+            return client._call(method, item.request, self.retry_for)
+
+    def _finish(self, item: Item, resp: Any) -> Any:
+        self.sent += 1
+        return item.on_done(resp) if item.on_done is not None else resp
+
+    def _send_one(self, client: Client, item: Item) -> None:
+        try:
+            resp = self._call_one(client, item)
+        except BaseException as e:  # noqa: BLE001 - reported through the future
+            self.batches += 1
+            self._fail(item, e)
+            return
+        self.batches += 1
+        self._done(item, resp)
+
+    def _done(self, item: Item, resp: Any) -> None:
+        try:
+            value = self._finish(item, resp)
+        except BaseException as e:  # noqa: BLE001
+            self._fail(item, e)
+            return
+        item.future.set_result(value)
+
+    def _fail(self, item: Item, err: BaseException) -> None:
+        if not item.waited and self.failure is None:
+            self.failure = err
+            log.error("a write-behind request failed: %s", err)
+        item.future.set_exception(err)
+        if not item.waited:
+            item.future.exception()  # mark retrieved: the failure is reported through check()
+
+
+_live: weakref.WeakSet[Writer] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_at_exit() -> None:  # pragma: no cover - process teardown
+    deadline = time.monotonic() + 30
+    for w in list(_live):
+        try:
+            w.barrier().result(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001
+            pass
