@@ -104,8 +104,12 @@ def _has_request_id(request) -> bool:
 
 def prepare(request, auto_request_ids: bool) -> bool:
     """Decide whether ``request`` may be retried; give it a request_id first when it needs one
-    (and ``auto_request_ids`` is on) so that a retry after a lost reply is answered, not re-applied."""
-    name = request.DESCRIPTOR.name
+    (and ``auto_request_ids`` is on) so that a retry after a lost reply is answered, not re-applied.
+    A stream of requests (client-streaming calls such as UploadArtifact) cannot be replayed: never retried."""
+    descriptor = getattr(request, "DESCRIPTOR", None)
+    if descriptor is None:
+        return False
+    name = descriptor.name
     if name.startswith(_READ_PREFIXES):
         return True
     predicate = IDEMPOTENT.get(name)
