@@ -13,7 +13,6 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
 
 import msgspec
 
@@ -531,6 +530,20 @@ def _fill_list_delta(cv: pb.ChannelValue, known: bytes, root_id: bytes, txn, sto
     return True
 
 
+def resolve(txn, store: Store, ns: str, thread_id: str, cns: str, checkpoint_id: str):
+    """(thread record, checkpoint id, manifest) of a checkpoint, the latest of ``cns`` when no id is
+    given; NOT_FOUND for an unknown thread or checkpoint."""
+    rec = threads.require(txn, store, ns, thread_id)
+    if checkpoint_id:
+        m = load_manifest(txn, store, rec.tkey, cns, checkpoint_id)
+    else:
+        found = latest(txn, store, rec.tkey, cns)
+        checkpoint_id, m = found if found else ("", None)
+    if m is None:
+        raise checkpoint_not_found(thread_id, cns, checkpoint_id)
+    return rec, checkpoint_id, m
+
+
 async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointResponse:
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
@@ -539,14 +552,7 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
     channels = {validate.name(c, f"channels[{i}]") for i, c in enumerate(req.channels)}
     resp = pb.GetCheckpointResponse()
     with store.read() as txn:
-        rec = threads.require(txn, store, ns, thread_id)
-        if checkpoint_id:
-            m = load_manifest(txn, store, rec.tkey, cns, checkpoint_id)
-        else:
-            found = latest(txn, store, rec.tkey, cns)
-            checkpoint_id, m = found if found else ("", None)
-        if m is None:
-            raise checkpoint_not_found(thread_id, cns, checkpoint_id)
+        rec, checkpoint_id, m = resolve(txn, store, ns, thread_id, cns, checkpoint_id)
         fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, checkpoint_id, m,
                         nodes.fetcher(txn, store), values=not req.omit_values, channels=channels,
                         known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes)

@@ -22,9 +22,9 @@ import asyncio
 from agentstate.v1 import threads_pb2 as pb
 
 from . import hotpath as hp
-from . import layout, limits, nodes, threads, validate, wire
-from .checkpoints import fill_channel, latest, load_manifest
-from .errors import checkpoint_not_found, invalid, limit
+from . import layout, limits, nodes, validate, wire
+from .checkpoints import fill_channel, load_manifest, resolve
+from .errors import invalid, limit
 from .store import Store
 
 #: Ancestors one GetChannelHistory call may visit (requests may ask for fewer).
@@ -67,14 +67,7 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
     known_roots = dict(req.known_roots)
     out = pb.GetChannelHistoryResponse()
     with store.read() as txn:
-        rec = threads.require(txn, store, ns, thread_id)
-        if checkpoint_id:
-            m = load_manifest(txn, store, rec.tkey, cns, checkpoint_id)
-        else:
-            found = latest(txn, store, rec.tkey, cns)
-            checkpoint_id, m = found if found else ("", None)
-        if m is None:
-            raise checkpoint_not_found(thread_id, cns, checkpoint_id)
+        rec, checkpoint_id, m = resolve(txn, store, ns, thread_id, cns, checkpoint_id)
         out.checkpoint_id = checkpoint_id
         fetch = nodes.fetcher(txn, store)
         remaining = set(channels)

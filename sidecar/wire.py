@@ -14,6 +14,7 @@ import msgspec
 from blake3 import blake3
 from google.protobuf import timestamp_pb2
 
+from agentstate.codec import array_header, map_header
 from agentstate.v1 import values_pb2
 
 from . import hotpath as hp
@@ -24,22 +25,6 @@ from .layout import metadata_decoder
 Value = values_pb2.Value
 Fetch = Callable[[bytes], bytes]
 _str_encoder = msgspec.msgpack.Encoder()
-
-
-def _array_header(n: int) -> bytes:
-    if n < 16:
-        return bytes((0x90 | n,))
-    if n < 0x10000:
-        return b"\xdc" + n.to_bytes(2, "big")
-    return b"\xdd" + n.to_bytes(4, "big")
-
-
-def _map_header(n: int) -> bytes:
-    if n < 16:
-        return bytes((0x80 | n,))
-    if n < 0x10000:
-        return b"\xde" + n.to_bytes(2, "big")
-    return b"\xdf" + n.to_bytes(4, "big")
 
 
 def _value_error(field: str, e: hp.UnsupportedValue) -> Exception:
@@ -64,11 +49,11 @@ def value_encoding(v: Value, field: str, depth: int = 0) -> bytes:
         raise unsupported_value(field, "nested deeper than 64")
     if kind == "list":
         items = v.list.items
-        return _array_header(len(items)) + b"".join(
+        return array_header(len(items)) + b"".join(
             value_encoding(item, f"{field}.list.items[{i}]", depth + 1) for i, item in enumerate(items))
     entries = v.map.entries
     keys = sorted(entries)
-    return _map_header(len(keys)) + b"".join(
+    return map_header(len(keys)) + b"".join(
         _str_encoder.encode(k) + value_encoding(entries[k], f"{field}.map.entries[{k!r}]", depth + 1) for k in keys)
 
 
@@ -102,7 +87,7 @@ def item_encodings(items: Iterable[Value], field: str) -> list[bytes]:
 def metadata_encoding(entries, field: str) -> bytes:
     """Canonical encoding of a metadata map (map<string, Value>), within the size limit."""
     keys = sorted(entries)
-    enc = _map_header(len(keys)) + b"".join(
+    enc = map_header(len(keys)) + b"".join(
         _str_encoder.encode(k) + value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in keys)
     if len(enc) > limits.MAX_METADATA_BYTES:
         raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
@@ -117,7 +102,7 @@ def metadata_items(entries, field: str) -> dict[str, bytes]:
 
 def encode_metadata_dict(items: dict[str, bytes], field: str) -> bytes:
     keys = sorted(items)
-    enc = _map_header(len(keys)) + b"".join(_str_encoder.encode(k) + items[k] for k in keys)
+    enc = map_header(len(keys)) + b"".join(_str_encoder.encode(k) + items[k] for k in keys)
     if len(enc) > limits.MAX_METADATA_BYTES:
         raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
                     f"{limits.MAX_METADATA_BYTES}", field=field)

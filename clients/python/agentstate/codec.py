@@ -131,7 +131,8 @@ def opaque_payload(type_: str, data: bytes) -> bytes:
     return bytes((len(name),)) + name + data
 
 
-def _array_header(n: int) -> bytes:
+def array_header(n: int) -> bytes:
+    """The shortest MessagePack header of an array of ``n`` items."""
     if n < 16:
         return bytes((0x90 | n,))
     if n < 0x10000:
@@ -139,9 +140,18 @@ def _array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
+def map_header(n: int) -> bytes:
+    """The shortest MessagePack header of a map of ``n`` entries."""
+    if n < 16:
+        return bytes((0x80 | n,))
+    if n < 0x10000:
+        return b"\xde" + n.to_bytes(2, "big")
+    return b"\xdf" + n.to_bytes(4, "big")
+
+
 def set_payload(encoded_elements: list[bytes]) -> bytes:
     unique = sorted(set(encoded_elements))
-    return _array_header(len(unique)) + b"".join(unique)
+    return array_header(len(unique)) + b"".join(unique)
 
 
 def _check_datetime_payload(data: bytes) -> bytes:
