@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import threading
-import time
 from dataclasses import dataclass, field
 
 import msgspec
 
+from agentstate import ids
 from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
 
@@ -52,29 +50,7 @@ def latest(txn, store: Store, tkey: int, cns: str) -> tuple[str, Manifest] | Non
 
 # ----------------------------------------------------------------- ids
 
-_id_lock = threading.Lock()
-_last_ms = 0
-_seq = 0
-
-
-def new_checkpoint_id() -> str:
-    """A time-ordered UUIDv7 string; strictly increasing within this process."""
-    global _last_ms, _seq
-    with _id_lock:
-        ms = time.time_ns() // 1_000_000
-        if ms <= _last_ms:
-            _seq += 1
-            if _seq >= 1 << 12:
-                _last_ms += 1
-                _seq = 0
-            ms = _last_ms
-        else:
-            _last_ms, _seq = ms, int.from_bytes(os.urandom(1), "big")
-        seq = _seq
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+new_checkpoint_id = ids.new_id  # time-ordered UUIDv7 strings (the client makes the same)
 
 
 # ----------------------------------------------------------------- put

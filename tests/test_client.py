@@ -216,3 +216,36 @@ def test_sync_and_async_build_the_same_requests(client, tid):
     a = client.get_checkpoint(tid, "s")
     assert put.checkpoint.channels["a"].root == a.channels["a"].root
     assert checkpoint_values(a) == {"a": [1, {"b": 2}]}
+
+
+def test_ids_are_uuid7_and_strictly_increasing():
+    from agentstate import ids
+
+    made = [ids.new_id() for _ in range(20_000)]
+    assert made == sorted(made) and len(set(made)) == len(made)
+    for i in made[:50]:
+        u = uuid.UUID(i)
+        assert str(u) == i and u.version == 7 and u.variant == uuid.RFC_4122
+    assert abs(int(made[-1].replace("-", "")[:12], 16) - time.time() * 1000) < 60_000
+
+
+def test_puts_and_writes_leave_no_request_records(fresh_sidecar):
+    """The client names checkpoints itself, so puts are idempotent by id and need no request_id:
+    the server's request log (kept 24 h) stays empty for the checkpoint hot path."""
+    with fresh_sidecar.client() as c:
+        first = c.put_checkpoint("t", {"m": [1]})
+        assert uuid.UUID(first.checkpoint.checkpoint_id).version == 7
+        second = c.put_checkpoint("t", {"m": Append([2])}, parent_id=first.checkpoint.checkpoint_id)
+        c.put_writes("t", second.checkpoint.checkpoint_id, [("task", 0, "m", 3)])
+        assert second.checkpoint.checkpoint_id > first.checkpoint.checkpoint_id
+        with fresh_sidecar.client() as c2:
+            c2.create_thread("other")  # a mutation that needs one does get it
+    import lmdb
+
+    fresh_sidecar.stop()
+    env = lmdb.open(str(fresh_sidecar.data_dir), max_dbs=64, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            assert txn.stat(env.open_db(b"requests", txn=txn, create=False))["entries"] == 1
+    finally:
+        env.close()

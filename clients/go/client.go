@@ -243,10 +243,16 @@ func (c *Client) PutCheckpoint(ctx context.Context, threadID string, channels ma
 	if o == nil {
 		o = &PutOptions{}
 	}
+	// A checkpoint id made here (time-ordered) makes the put idempotent by id: it is retried without
+	// a request_id, so the server keeps no request record for it.
+	checkpointID := o.CheckpointID
+	if checkpointID == "" {
+		checkpointID = NewID()
+	}
 	req := &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: threadID, CheckpointNs: o.CheckpointNs,
-		CheckpointId: o.CheckpointID, ParentCheckpointId: o.ParentID, BaseCheckpointId: o.BaseID,
+		CheckpointId: checkpointID, ParentCheckpointId: o.ParentID, BaseCheckpointId: o.BaseID,
 		Channels: map[string]*pb.ChannelWrite{}, ExpectedHeadEtag: o.ExpectedHeadEtag, SchemaVersion: o.SchemaVersion,
-		RequireThread: o.RequireThread, RequestId: c.rid(o.RequestID)}
+		RequireThread: o.RequireThread, RequestId: o.RequestID}
 	for name, v := range channels {
 		w, err := ChannelWrite(v, fmt.Sprintf("channels['%s']", name))
 		if err != nil {
@@ -278,8 +284,9 @@ type Write struct {
 
 // PutWrites stores pending writes against a checkpoint (idempotent per task id and idx).
 func (c *Client) PutWrites(ctx context.Context, threadID, checkpointNs, checkpointID string, writes []Write) (*pb.PutWritesResponse, error) {
+	// idempotent per (task id, idx): no request_id (and no request record) needed
 	req := &pb.PutWritesRequest{Namespace: c.Namespace, ThreadId: threadID, CheckpointNs: checkpointNs,
-		CheckpointId: checkpointID, RequestId: c.rid("")}
+		CheckpointId: checkpointID}
 	for i, w := range writes {
 		v, err := encodeField(w.Value, fmt.Sprintf("writes[%d].value", i))
 		if err != nil {

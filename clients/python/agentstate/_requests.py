@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import grpc
 
+from . import ids
 from .errors import AgentStateError
 from .v1 import threads_pb2 as pb
 from .values import channel_write, check_key, encode_into
@@ -161,8 +162,10 @@ def put_checkpoint_request(ns: str, thread_id: str, channels: Mapping[str, Any],
                            parent_id: str, base_id: str, checkpoint_ns: str, metadata, extra,
                            expected_head_etag: str | None, schema_version: int, require_thread: bool,
                            request_id: str) -> pb.PutCheckpointRequest:
+    # A checkpoint id made here (time-ordered, like the server's) makes the put idempotent by id:
+    # a retry needs no request_id, so the server keeps no request record for it.
     req = pb.PutCheckpointRequest(namespace=ns, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                  checkpoint_id=checkpoint_id, parent_checkpoint_id=parent_id,
+                                  checkpoint_id=checkpoint_id or ids.new_id(), parent_checkpoint_id=parent_id,
                                   base_checkpoint_id=base_id, schema_version=schema_version,
                                   require_thread=require_thread, request_id=request_id)
     for name, value in channels.items():

@@ -22,6 +22,7 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import { connect, DEFAULT_RETRY, resumable, stub, type CallOptions, type RetryPolicy, type Stub } from "./rpc.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
+import { newId } from "./ids.js";
 import {
   ThreadService,
   IfExists,
@@ -288,7 +289,8 @@ export class Client {
         namespace: this.namespace,
         threadId,
         checkpointNs: opts.checkpointNs ?? "",
-        checkpointId: opts.checkpointId ?? "",
+        // an id made here makes the put idempotent by id: retried without a request_id
+        checkpointId: opts.checkpointId || newId(),
         parentCheckpointId: opts.parentId ?? "",
         baseCheckpointId: opts.baseId ?? "",
         metadata: encodeMap(opts.metadata, "metadata"),
@@ -297,7 +299,7 @@ export class Client {
         expectedHeadEtag: opts.expectedHeadEtag,
         schemaVersion: opts.schemaVersion ?? 0,
         requireThread: opts.requireThread ?? false,
-        requestId: this.rid(opts.requestId),
+        requestId: opts.requestId ?? "",
       },
       opts,
     );
@@ -323,7 +325,7 @@ export class Client {
           taskPath: w.taskPath ?? "",
           replace: w.replace ?? false,
         })),
-        requestId: this.rid(opts.requestId),
+        requestId: opts.requestId ?? "", // idempotent per (task id, idx): no request record needed
       },
       opts,
     );

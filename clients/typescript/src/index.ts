@@ -3,6 +3,7 @@ export * from "./codec.js";
 export * from "./errors.js";
 export * from "./values.js";
 export * from "./client.js";
+export { newId } from "./ids.js";
 export {
   connect,
   serverStream,
