@@ -97,8 +97,12 @@ def test_batch_request_id_makes_a_retry_return_the_first_result(client, tid):
 def test_batch_retry_rules():
     ok = rq.batch_write_request("default", [rq.put_writes_request("default", "t", "c", [], "", "")])
     assert rq.prepare(ok, auto_request_ids=False)
-    no_id = rq.batch_write_request("default", [rq.put_checkpoint_request(
+    named = rq.batch_write_request("default", [rq.put_checkpoint_request(
         "default", "t", {}, checkpoint_id="", parent_id="", base_id="", checkpoint_ns="", metadata=None, extra=None,
         expected_head_etag=None, schema_version=0, require_thread=False, request_id="")])
+    assert named.writes[0].put_checkpoint.checkpoint_id  # the client named it: safe to resend
+    assert rq.prepare(named, auto_request_ids=False)
+    # a put the server must name (as sent by other clients) is only retried with a request id
+    no_id = rq.batch_write_request("default", [rq.pb.PutCheckpointRequest(thread_id="t")])
     assert not rq.prepare(no_id, auto_request_ids=False)
     assert rq.prepare(no_id, auto_request_ids=True) and no_id.request_id.startswith("auto-")

@@ -244,9 +244,10 @@ func (c *Client) PutCheckpoint(ctx context.Context, threadID string, channels ma
 		o = &PutOptions{}
 	}
 	// A checkpoint id made here (time-ordered) makes the put idempotent by id: it is retried without
-	// a request_id, so the server keeps no request record for it.
+	// a request_id, so the server keeps no request record for it. With the caller's own request_id
+	// (which it may resend itself) the server names the checkpoint.
 	checkpointID := o.CheckpointID
-	if checkpointID == "" {
+	if checkpointID == "" && o.RequestID == "" {
 		checkpointID = NewID()
 	}
 	req := &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: threadID, CheckpointNs: o.CheckpointNs,

@@ -163,9 +163,10 @@ def put_checkpoint_request(ns: str, thread_id: str, channels: Mapping[str, Any],
                            expected_head_etag: str | None, schema_version: int, require_thread: bool,
                            request_id: str) -> pb.PutCheckpointRequest:
     # A checkpoint id made here (time-ordered, like the server's) makes the put idempotent by id:
-    # a retry needs no request_id, so the server keeps no request record for it.
+    # a retry needs no request_id, so the server keeps no request record for it. A caller that gives
+    # its own request_id may resend the put itself, so then the server names the checkpoint.
     req = pb.PutCheckpointRequest(namespace=ns, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                  checkpoint_id=checkpoint_id or ids.new_id(), parent_checkpoint_id=parent_id,
+                                  checkpoint_id=checkpoint_id or ('' if request_id else ids.new_id()), parent_checkpoint_id=parent_id,
                                   base_checkpoint_id=base_id, schema_version=schema_version,
                                   require_thread=require_thread, request_id=request_id)
     for name, value in channels.items():

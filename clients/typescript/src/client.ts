@@ -289,8 +289,9 @@ export class Client {
         namespace: this.namespace,
         threadId,
         checkpointNs: opts.checkpointNs ?? "",
-        // an id made here makes the put idempotent by id: retried without a request_id
-        checkpointId: opts.checkpointId || newId(),
+        // an id made here makes the put idempotent by id: retried without a request_id; with the
+        // caller's own request_id (which it may resend itself) the server names the checkpoint
+        checkpointId: opts.checkpointId || (opts.requestId ? "" : newId()),
         parentCheckpointId: opts.parentId ?? "",
         baseCheckpointId: opts.baseId ?? "",
         metadata: encodeMap(opts.metadata, "metadata"),
