@@ -175,8 +175,12 @@ class WriteStream(_Builders):
         resend: list = []
         attempt = 0
         while True:
-            call = self.client.threads.StreamWrites(self._requests(resend),
-                                                    wait_for_ready=self.client.wait_for_ready or None)
+            try:
+                call = self.client.threads.StreamWrites(self._requests(resend),
+                                                        wait_for_ready=self.client.wait_for_ready or None)
+            except ValueError as e:  # the client's channel was closed
+                self._fail_all(Unavailable(grpc.StatusCode.UNAVAILABLE, str(e)))
+                return
             try:
                 for resp in call:
                     deadline, attempt = None, 0
@@ -298,7 +302,15 @@ class AsyncWriteStream(_Builders):
         resend: list = []
         attempt = 0
         while True:
-            call = self.client.threads.StreamWrites(wait_for_ready=self.client.wait_for_ready or None)
+            try:
+                call = self.client.threads.StreamWrites(wait_for_ready=self.client.wait_for_ready or None)
+            except (ValueError, RuntimeError) as e:  # the client's channel was closed
+                self._broken = Unavailable(grpc.StatusCode.UNAVAILABLE, str(e))
+                for _, fut in self._unacked.values():
+                    if not fut.done():
+                        fut.set_exception(self._broken)
+                self._unacked.clear()
+                return
             writer = asyncio.ensure_future(self._writer(call, resend))
             try:
                 while True:
