@@ -600,8 +600,11 @@ class Store:
 
     def _grow_and_retry(self, job: _Job) -> None:
         """A job filled the map: commit what came before it, grow the map, run the job again."""
-        self._commit()
-        if self._txn is not None or not self._grow():  # the commit failed (and was handled), or no disk left
+        for _ in range(8):  # a commit that filled the map grows it and reopens the transaction: commit again
+            self._commit()
+            if self._txn is None:
+                break
+        if self._txn is not None or not self._grow():
             self._done(job, None, ApiError("STORAGE_FULL", "disk is full: nothing was written"))
             return
         self._run(job)
