@@ -204,7 +204,7 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
                 batch = chunker.take_ready()
                 if batch:
                     staged = True
-                    ids, added = await asyncio.wrap_future(store.submit(_stage(store, upload_id, batch)))
+                    ids, added = await store.run(_stage(store, upload_id, batch))
                     known.update(ids)
                     new_bytes += added
         if header is None:
@@ -264,7 +264,7 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
             txn.delete(upload_id, db=store.db["uploads"])
             return resp, tx.touched
 
-        resp, touched = await asyncio.wrap_future(store.submit(job))
+        resp, touched = await store.run(job)
         committed = True
         ctx.notify(touched)
         return resp
@@ -273,7 +273,7 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
             def drop(txn):
                 txn.delete(upload_id, db=store.db["uploads"])
             try:
-                await asyncio.wrap_future(store.submit(drop))
+                await store.run(drop)
             except Exception:  # noqa: BLE001 - shutting down: the startup sweep removes it
                 pass
             if ctx.on_garbage is not None:

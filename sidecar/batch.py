@@ -15,7 +15,7 @@ import asyncio
 
 from agentstate.v1 import threads_pb2 as pb
 
-from . import checkpoints, idempotency, limits, runstate, validate
+from . import checkpoints, idempotency, limits, runstate, validate, wire
 from .errors import ApiError, invalid, limit
 from .store import RetryJob, Store
 
@@ -75,8 +75,8 @@ async def batch_write(store: Store, req: pb.BatchWriteRequest,
                                index=i) from None
         return out
 
-    resp = await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-        txn, store.db, ns, "BatchWrite", req, pb.BatchWriteResponse, apply)))
+    resp = await store.run(lambda txn: idempotency.run(
+        txn, store.db, ns, "BatchWrite", req, pb.BatchWriteResponse, apply), wire.durability(req.durability))
     if ctx is not None and touched:  # event watchers of the threads the batch's puts touched
         ctx.notify(touched)
     return resp

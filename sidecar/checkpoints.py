@@ -319,20 +319,37 @@ def _put_response(plan: PutPlan, created_us: int, created: bool) -> pb.PutCheckp
     return resp
 
 
+def put_job(store: Store, req: pb.PutCheckpointRequest, plan: PutPlan | None = None):
+    """The write of one put: ``job(txn) -> (response, touched threads)``. Without a ``plan`` the put is
+    prepared inside the write, against the transaction (which sees every earlier write, also those of
+    the same group commit or stream); with one, the plan is re-checked there (RetryJob if stale)."""
+
+    def job(txn):
+        tx = runstate.Tx(txn, store)
+
+        def apply(t):
+            p = plan if plan is not None else prepare_put(store, req, t)
+            return apply_put(t, store, p, req, tx)
+
+        ns = plan.ns if plan is not None else validate.namespace(req.namespace)
+        resp = idempotency.run(txn, store.db, ns, "PutCheckpoint", req, pb.PutCheckpointResponse, apply)
+        return resp, tx.touched
+
+    return job
+
+
 async def put(store: Store, req: pb.PutCheckpointRequest, ctx: runstate.Ctx | None = None) -> pb.PutCheckpointResponse:
+    durability = wire.durability(req.durability)
+    if req.ByteSize() <= LARGE_REQUEST:  # small: prepared and applied in one go, inside the write
+        resp, touched = await store.run(put_job(store, req), durability)
+        if ctx is not None:
+            ctx.notify(touched)
+        return resp
     loop = asyncio.get_running_loop()
-    large = req.ByteSize() > LARGE_REQUEST
-    for _ in range(MAX_PREPARE_ATTEMPTS):
-        plan = await loop.run_in_executor(None, prepare_put, store, req) if large else prepare_put(store, req)
-
-        def job(txn, plan=plan):
-            tx = runstate.Tx(txn, store)
-            resp = idempotency.run(txn, store.db, plan.ns, "PutCheckpoint", req, pb.PutCheckpointResponse,
-                                   lambda t: apply_put(t, store, plan, req, tx))
-            return resp, tx.touched
-
+    for _ in range(MAX_PREPARE_ATTEMPTS):  # large: the CPU work (encoding, hashing) off the event loop
+        plan = await loop.run_in_executor(None, prepare_put, store, req)
         try:
-            resp, touched = await asyncio.wrap_future(store.submit(job))
+            resp, touched = await store.run(put_job(store, req, plan), durability)
         except RetryJob:
             continue
         if ctx is not None:
@@ -409,8 +426,12 @@ def apply_writes(txn, store: Store, plan: WritesPlan) -> pb.PutWritesResponse:
 
 async def put_writes(store: Store, req: pb.PutWritesRequest) -> pb.PutWritesResponse:
     plan = prepare_writes(req)
-    return await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-        txn, store.db, plan.ns, "PutWrites", req, pb.PutWritesResponse, lambda t: apply_writes(t, store, plan))))
+    return await store.run(writes_job(store, req, plan), wire.durability(req.durability))
+
+
+def writes_job(store: Store, req: pb.PutWritesRequest, plan: WritesPlan):
+    return lambda txn: idempotency.run(txn, store.db, plan.ns, "PutWrites", req, pb.PutWritesResponse,
+                                       lambda t: apply_writes(t, store, plan))
 
 
 def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
@@ -740,8 +761,8 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
                 deleted += len(doomed)
         return pb.PruneCheckpointsResponse(deleted_checkpoints=deleted)
 
-    resp = await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply)))
+    resp = await store.run(lambda txn: idempotency.run(
+        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply))
     if on_garbage and resp.deleted_checkpoints:
         on_garbage()
     return resp
@@ -764,8 +785,8 @@ async def delete_for_runs(store: Store, req: pb.DeleteCheckpointsForRunsRequest,
             deleted += len(keys)
         return pb.DeleteCheckpointsForRunsResponse(deleted_checkpoints=deleted)
 
-    resp = await asyncio.wrap_future(store.submit(lambda txn: idempotency.run(
-        txn, store.db, ns, "DeleteCheckpointsForRuns", req, pb.DeleteCheckpointsForRunsResponse, apply)))
+    resp = await store.run(lambda txn: idempotency.run(
+        txn, store.db, ns, "DeleteCheckpointsForRuns", req, pb.DeleteCheckpointsForRunsResponse, apply))
     if on_garbage and resp.deleted_checkpoints:
         on_garbage()
     return resp

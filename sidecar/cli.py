@@ -7,6 +7,7 @@ import logging
 import sys
 
 from . import __version__
+from .store import COMMIT_INTERVAL, MAX_QUEUE
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, DataDirLocked, serve
 
 
@@ -43,11 +44,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="lease timeout of runs that set none (default: %(default)s)")
     s.add_argument("--watchdog-interval", type=_positive, default=1.0, metavar="SECONDS",
                    help="how often expired leases and run timeouts are looked for (default: %(default)s)")
+    s.add_argument("--durability", default="sync", choices=["sync", "process"],
+                   help="when a write is acknowledged: sync = after fsync (survives power loss); process = once in "
+                        "the write-ahead log (survives a crash of the sidecar, not of the OS); default: %(default)s")
+    s.add_argument("--commit-interval", type=_positive, default=COMMIT_INTERVAL, metavar="SECONDS",
+                   help="process mode: synced LMDB commits at least this often (default: %(default)s)")
+    s.add_argument("--max-queue", type=int, default=MAX_QUEUE, metavar="N",
+                   help="writes in flight before new ones get OVERLOADED with a retry hint (default: %(default)s)")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
-                    lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval)
+                    lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
+                    durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

@@ -394,7 +394,7 @@ async def write(ctx: Ctx, ns: str, method: str, req, response_type, fn: Callable
         resp = idempotency.run(txn, ctx.store.db, ns, method, req, response_type, apply)
         return resp, tx.touched, tx.garbage
 
-    resp, touched, garbage = await asyncio.wrap_future(ctx.store.submit(job))
+    resp, touched, garbage = await ctx.store.run(job)
     ctx.notify(touched)
     if garbage and ctx.on_garbage is not None:
         ctx.on_garbage()

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 from . import artifacts, gc, hotpath, limits, runs, runstate, service
+from . import store as store_mod
 from .store import Store
 
 log = logging.getLogger("sidecar.server")
@@ -49,6 +50,9 @@ class Config:
     gc_delay_seconds: float = 2.0
     lease_timeout_seconds: float = runstate.DEFAULT_LEASE_MS / 1000  # runs that do not set their own
     watchdog_interval_seconds: float = 1.0  # how often due leases and run timeouts are looked for
+    durability: str = "sync"  # "sync" or "process" (see store.py)
+    commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
+    max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -86,7 +90,9 @@ class Sidecar:
 
     async def start(self) -> None:
         self._lock_data_dir()
-        self.store = Store(self.config.data_dir, map_size=self.config.map_size)
+        self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
+                           commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
+                           loop=asyncio.get_running_loop())
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
@@ -138,8 +144,9 @@ class Sidecar:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("sidecar serving %s (data %s, native hot path: %s)", ", ".join(self.bound),
-                 os.path.abspath(self.config.data_dir), hotpath.NATIVE)
+        log.info("sidecar serving %s (data %s, durability %s, native hot path: %s%s)", ", ".join(self.bound),
+                 os.path.abspath(self.config.data_dir), self.config.durability, hotpath.NATIVE,
+                 f", replayed {self.store.replayed} log records" if self.store.replayed else "")
 
     async def stop(self) -> None:
         if self.ctx is not None:

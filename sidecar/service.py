@@ -17,7 +17,8 @@ from google.protobuf import message_factory
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
                            runs_pb2_grpc, threads_pb2_grpc)
 
-from . import artifacts, batch, checkpoints, effects, events, gc, history, hotpath, layout, runs, runstate, threads, validate
+from . import (artifacts, batch, checkpoints, effects, events, gc, history, hotpath, layout, runs, runstate, stream,
+               threads, validate)
 from .errors import ApiError
 from .store import Store
 
@@ -224,6 +225,15 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
     @handler
     async def BatchWrite(self, request, context):
         return await batch.batch_write(self.store, request, self.ctx)
+
+    async def StreamWrites(self, request_iterator, context):
+        try:
+            async for resp in stream.stream_writes(self.store, request_iterator, self.ctx, MalformedRequest):
+                yield resp
+        except BaseException as e:  # noqa: BLE001 - _report re-raises what must propagate
+            if isinstance(e, GeneratorExit):
+                raise
+            await _report(context, e, "StreamWrites")
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):

@@ -65,7 +65,7 @@ def _check_etag(rec: ThreadRec, etag: str) -> None:
 
 
 async def _write(store: Store, fn):
-    return await asyncio.wrap_future(store.submit(fn))
+    return await store.run(fn)
 
 
 # ----------------------------------------------------------------- calls

@@ -199,3 +199,14 @@ def read_token(token: str, fp: bytes, field: str = "page_token") -> tuple | None
     if version != 1 or got_fp != fp or not isinstance(position, (list, tuple)):
         raise invalid(field, "page token does not belong to this request (filters changed?)")
     return tuple(position)
+
+
+_DURABILITY = {0: None, 1: "sync", 2: "process"}
+
+
+def durability(value: int, field: str = "durability") -> str | None:
+    """A request's Durability as the store's name for it (None: the server's mode)."""
+    try:
+        return _DURABILITY[value]
+    except KeyError:
+        raise invalid(field, f"unknown durability {value}") from None

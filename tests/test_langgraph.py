@@ -29,6 +29,7 @@ from langgraph.graph.message import _messages_delta_reducer, add_messages  # noq
 from langgraph.types import Command, interrupt  # noqa: E402
 
 from agentstate import AsyncClient, Client, Opaque  # noqa: E402
+from agentstate.streams import WriteStream  # noqa: E402
 from agentstate.errors import ResourceExhausted  # noqa: E402
 from agentstate.langgraph import AsyncSidecarSaver, SidecarSaver, UnsafeValueError, WriteBehindError  # noqa: E402
 
@@ -415,6 +416,26 @@ def test_durability_modes_store_what_langgraph_stores(lg_sidecar, ns, flavor, du
 WRITE_REQUESTS = ("BatchWriteRequest", "PutCheckpointRequest", "PutWritesRequest")
 
 
+class SlowWriteStream(WriteStream):
+    """A write stream whose acknowledgements arrive ``delay`` seconds after each request was sent (a slow
+    network: requests still overlap, as they do on a real stream)."""
+
+    def __init__(self, client, delay: float, **kw) -> None:
+        self.delay = delay
+        self.sent_at: dict[int, float] = {}
+        super().__init__(client, **kw)
+
+    def send(self, request):
+        fut = super().send(request)
+        self.sent_at[self._seq] = time.monotonic()
+        return fut
+
+    def _ack(self, ack):
+        due = self.sent_at.pop(ack.seq, time.monotonic()) + self.delay
+        time.sleep(max(0.0, due - time.monotonic()))
+        super()._ack(ack)
+
+
 class SlowClient(Client):
     """A client whose writes take ``delay`` seconds longer, like a slow network."""
 
@@ -424,6 +445,9 @@ class SlowClient(Client):
         if type(request).__name__ in WRITE_REQUESTS:
             time.sleep(self.delay)
         return super()._call(method, request, timeout)
+
+    def write_stream(self, *, window: int = 512, timeout: float | None = None):
+        return SlowWriteStream(self, self.delay, window=window, timeout=timeout)
 
 
 class SlowAsyncClient(AsyncClient):
@@ -453,10 +477,14 @@ def timed_graph(saver, starts: list):
 
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_async_durability_does_not_block_the_graph_on_the_network(lg_sidecar, ns, flavor):
-    """With durability="async" the steps go on while their checkpoints travel; with "sync" each step waits."""
+    """With durability="async" the steps go on while their checkpoints travel (pipelined on one stream) and
+    invoke returns once all are stored; with "sync" each step waits for its checkpoint."""
     delay = SlowClient.delay
+    observer = Client(lg_sidecar.address, namespace=ns)
 
     async def scenario(d: Driver):
+        slow = SlowClient(lg_sidecar.address, namespace=ns)
+        d.saver._writer._client_factory = lambda: slow
         for durability in ("async", "sync"):
             starts: list = []
             g = timed_graph(d.saver, starts)
@@ -467,10 +495,13 @@ def test_async_durability_does_not_block_the_graph_on_the_network(lg_sidecar, ns
             last_step = starts[-1] - t0
             if durability == "async":
                 assert last_step < 2 * delay, (durability, last_step)  # the steps did not wait for the puts
+                assert delay <= total < 4 * delay, total  # pipelined, and the end of the run waited for them
             else:
                 assert last_step >= 4 * delay, (durability, last_step)  # each step waited for its checkpoint
-            # either way invoke returns once every checkpoint is stored, in order
-            assert total >= 5 * delay
+                assert total >= 5 * delay
+            # either way invoke returns once every checkpoint is stored, in order: another client sees them
+            stored = list(observer.list_checkpoints(durability))
+            assert len(stored) == 6, (durability, len(stored))
             history = await d.history(g, cfg(durability))
             assert [h.metadata["step"] for h in history] == [4, 3, 2, 1, 0, -1]
             for newer, older in zip(history, history[1:]):
@@ -485,6 +516,7 @@ def test_async_durability_does_not_block_the_graph_on_the_network(lg_sidecar, ns
         finally:
             await d.close()
             await client.close() if flavor == "async" else client.close()
+            observer.close()
 
     asyncio.run(main())
 
@@ -681,7 +713,10 @@ def test_a_long_chat_sends_and_stores_one_message_per_message(tmp_path, ns):
         (bytes80, _), (bytes160, log) = sizes[80], sizes[160]
         # the second half stored about as much as the first: linear, one copy of each message
         assert bytes160 - bytes80 < 1.3 * bytes80, (bytes80, bytes160)
-        assert bytes160 < 320 * 1500  # ~700 bytes per message stored, plus trees and checkpoints
+        # ~700 bytes per message stored, plus trees and checkpoints; LangGraph gives messages their ids in place
+        # while background threads serialize the same objects as pending writes, so whether a pending write
+        # dedupes with its list item depends on thread timing (pipelined puts shift it): up to ~1.7 KB/message
+        assert bytes160 < 320 * 1800
         # and every request and response of the last 80 turns was small though the history is ~190 KB
         sent = [s for name, s, _ in log if name != "GetStoreStatsRequest"]
         received = [r for name, _, r in log if name in ("GetCheckpointRequest",)]

@@ -321,3 +321,86 @@ def test_longest_identifiers_fit_lmdb_keys(store):
     deleted = run(checkpoints.delete_for_runs(store, pb.DeleteCheckpointsForRunsRequest(namespace=ns,
                                                                                        run_ids=[run_id])))
     assert deleted.deleted_checkpoints == 2  # the original and the copy
+
+
+def test_the_write_queue_is_bounded_with_a_retry_hint(tmp_path):
+    """Past max_queue writes in flight, new writes are refused with OVERLOADED and retry_after_ms at once
+    (instead of queueing until their callers time out); the queued ones still commit."""
+    s = Store(str(tmp_path / "bounded"), max_queue=8)
+    try:
+        gate = threading.Event()
+        db = s.db["meta"]
+        blocker = s.submit(lambda txn: gate.wait(5))  # holds the owner loop: later writes queue up
+        queued = [s.submit(lambda txn, i=i: txn.put(b"q%d" % i, b"x", db=db)) for i in range(7)]
+        with pytest.raises(ApiError) as refused:
+            s.submit(lambda txn: txn.put(b"refused", b"x", db=db))
+        assert refused.value.reason == "OVERLOADED"
+        assert int(refused.value.metadata["retry_after_ms"]) >= 50
+        gate.set()
+        blocker.result(5)
+        assert all(f.result(5) is True for f in queued)
+        with s.read() as txn:
+            assert txn.get(b"refused", db=db) is None and txn.get(b"q6", db=db) == b"x"
+        assert s.write(lambda txn: 7) == 7  # room again
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("durability", ["sync", "process"])
+def test_durability_modes_read_their_writes(tmp_path, durability):
+    """Both modes: an acknowledged write is visible to every later read, on the owner loop and elsewhere;
+    a failing write in a group leaves nothing; process mode logs it and commits it later."""
+    s = Store(str(tmp_path / durability), durability=durability, commit_interval=30)
+    try:
+        tid_ = "t"
+        put(s, tid_, {"messages": ["a"]}, checkpoint_id="c1")
+        put(s, tid_, {"messages": pb.ChannelWrite(delta=values_pb2.ValueDelta(append=[value("b")]))},
+            checkpoint_id="c2", parent_checkpoint_id="c1")
+        assert get_values(s, tid_)["messages"] == ["a", "b"]  # read from another thread than the owner
+        with pytest.raises(ApiError):
+            put(s, tid_, {"x": 1}, checkpoint_id="c3", expected_head_etag="stale")
+        if durability == "process":
+            assert s._log is not None and s._log.seq >= 2
+    finally:
+        s.close()
+    reopened = Store(str(tmp_path / durability))
+    try:
+        assert get_values(reopened, tid_)["messages"] == ["a", "b"]
+    finally:
+        reopened.close()
+
+
+CRASHING_WRITER = """
+import os, signal, sys
+sys.path.insert(0, {tests!r})
+from test_store import put
+from sidecar.store import Store
+s = Store({path!r}, durability="process", commit_interval=600)
+put(s, "t", {{"v": "committed"}}, checkpoint_id="c1")
+s.flush()
+put(s, "t", {{"v": "only in the log"}}, checkpoint_id="c2", parent_checkpoint_id="c1")
+os.kill(os.getpid(), signal.SIGKILL)  # acknowledged, in the log, LMDB transaction still open
+"""
+
+
+def test_process_mode_replays_the_log_after_a_crash(tmp_path):
+    """A SIGKILL loses the open transaction; the next store replays the log into LMDB."""
+    import glob
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = str(tmp_path / "crash")
+    code = CRASHING_WRITER.format(tests=str(Path(__file__).parent), path=path)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    logs = glob.glob(os.path.join(path, "wal-*.log"))
+    assert logs and os.path.getsize(logs[0]) > 0
+    reopened = Store(path)
+    try:
+        assert reopened.replayed == 1
+        assert get_values(reopened, "t")["v"] == "only in the log"
+        assert not glob.glob(os.path.join(path, "wal-*.log"))  # applied and committed: the log is gone
+    finally:
+        reopened.close()

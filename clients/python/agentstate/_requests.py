@@ -237,6 +237,18 @@ def channel_history_request(ns: str, thread_id: str, channels, checkpoint_id: st
 __all__ = ["RetryPolicy", "NO_RETRY", "register_idempotent", "DEFAULT_ADDRESS", "channel_options"]
 
 
+DURABILITY = {None: pb.DURABILITY_UNSPECIFIED, "": pb.DURABILITY_UNSPECIFIED, "sync": pb.DURABILITY_SYNC,
+              "process": pb.DURABILITY_PROCESS}
+
+
+def durability(name: str | None) -> int:
+    """The Durability enum value of None (the server's mode), "sync" or "process"."""
+    try:
+        return DURABILITY[name]
+    except KeyError:
+        raise ValueError(f"durability must be None, 'sync' or 'process', not {name!r}") from None
+
+
 def batch_write_request(ns: str, requests: Iterable, request_id: str = "") -> pb.BatchWriteRequest:
     """A BatchWrite of PutCheckpointRequest / PutWritesRequest messages (namespaces set to ``ns``)."""
     req = pb.BatchWriteRequest(namespace=ns, request_id=request_id)

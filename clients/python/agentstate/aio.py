@@ -132,19 +132,21 @@ class AsyncClient:
                              parent_id: str = "", base_id: str = "", checkpoint_ns: str = "",
                              metadata: Mapping[str, Any] | None = None, extra: Any = None,
                              expected_head_etag: str | None = None, schema_version: int = 0,
-                             require_thread: bool = False, request_id: str = "",
+                             require_thread: bool = False, request_id: str = "", durability: str | None = None,
                              timeout: float | None = None) -> pb.PutCheckpointResponse:
         req = rq.put_checkpoint_request(self.namespace, thread_id, channels, checkpoint_id=checkpoint_id,
                                         parent_id=parent_id, base_id=base_id, checkpoint_ns=checkpoint_ns,
                                         metadata=metadata, extra=extra, expected_head_etag=expected_head_etag,
                                         schema_version=schema_version, require_thread=require_thread,
                                         request_id=request_id)
+        req.durability = rq.durability(durability)
         return await self._call(self.threads.PutCheckpoint, req, timeout)
 
     async def put_writes(self, thread_id: str, checkpoint_id: str, writes: Iterable[tuple], *,
-                         checkpoint_ns: str = "", request_id: str = "",
+                         checkpoint_ns: str = "", request_id: str = "", durability: str | None = None,
                          timeout: float | None = None) -> pb.PutWritesResponse:
         req = rq.put_writes_request(self.namespace, thread_id, checkpoint_id, writes, checkpoint_ns, request_id)
+        req.durability = rq.durability(durability)
         return await self._call(self.threads.PutWrites, req, timeout)
 
     async def get_checkpoint(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
@@ -211,6 +213,13 @@ class AsyncClient:
         ``*_request`` builders of agentstate._requests make them)."""
         return await self._call(self.threads.BatchWrite, rq.batch_write_request(self.namespace, requests, request_id),
                           timeout)
+
+    def write_stream(self, *, window: int = 512, timeout: float | None = None):
+        """An :class:`agentstate.streams.AsyncWriteStream` (pipelined puts and writes on one StreamWrites
+        call; ``await ws.put_checkpoint(...)`` returns a future of the response). Create it in a coroutine."""
+        from .streams import AsyncWriteStream
+
+        return AsyncWriteStream(self, window=window, timeout=timeout)
 
     # ------------------------------------------------------------ admin
 

@@ -159,7 +159,7 @@ class Client:
                        parent_id: str = "", base_id: str = "", checkpoint_ns: str = "",
                        metadata: Mapping[str, Any] | None = None, extra: Any = None,
                        expected_head_etag: str | None = None, schema_version: int = 0,
-                       require_thread: bool = False, request_id: str = "",
+                       require_thread: bool = False, request_id: str = "", durability: str | None = None,
                        timeout: float | None = None) -> pb.PutCheckpointResponse:
         """Store a checkpoint. Channel values are Python values or Append / SetKeys / Keep deltas."""
         req = rq.put_checkpoint_request(self.namespace, thread_id, channels, checkpoint_id=checkpoint_id,
@@ -167,12 +167,14 @@ class Client:
                                         metadata=metadata, extra=extra, expected_head_etag=expected_head_etag,
                                         schema_version=schema_version, require_thread=require_thread,
                                         request_id=request_id)
+        req.durability = rq.durability(durability)
         return self._call(self.threads.PutCheckpoint, req, timeout)
 
     def put_writes(self, thread_id: str, checkpoint_id: str, writes: Iterable[tuple], *, checkpoint_ns: str = "",
-                   request_id: str = "", timeout: float | None = None) -> pb.PutWritesResponse:
+                   request_id: str = "", durability: str | None = None, timeout: float | None = None) -> pb.PutWritesResponse:
         """Store pending writes: tuples (task_id, idx, channel, value[, task_path[, replace]])."""
         req = rq.put_writes_request(self.namespace, thread_id, checkpoint_id, writes, checkpoint_ns, request_id)
+        req.durability = rq.durability(durability)
         return self._call(self.threads.PutWrites, req, timeout)
 
     def get_checkpoint(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
@@ -238,6 +240,13 @@ class Client:
         ``*_request`` builders of agentstate._requests make them)."""
         return self._call(self.threads.BatchWrite, rq.batch_write_request(self.namespace, requests, request_id),
                           timeout)
+
+    def write_stream(self, *, window: int = 512, timeout: float | None = None):
+        """A :class:`agentstate.streams.WriteStream`: pipelined puts and writes on one StreamWrites call
+        (futures per request; ``flush()`` waits for all). Use it as a context manager."""
+        from .streams import WriteStream
+
+        return WriteStream(self, window=window, timeout=timeout)
 
     # ------------------------------------------------------------ admin
 

@@ -4,10 +4,12 @@ A put or put_writes whose caller waits for it is sent from the caller's
 thread when nothing is queued (``send_now``); otherwise — write-behind
 requests, or waited ones while others are queued — it joins the outbox. One
 background thread per saver sends the outbox in the order requests joined
-it: all that is waiting as one BatchWrite (one round trip, one commit on the
-sidecar), a lone request as itself. Transient failures are retried with the
-same content (every request is idempotent) until ``retry_for`` seconds have
-passed. A waiting caller waits for its request's future; reads of the saver
+it on one StreamWrites stream (``agentstate.streams.WriteStream``): requests
+are pipelined — sent without waiting for the answers to earlier ones,
+several to a message when they pile up — and applied by the sidecar in that
+order, each acknowledged on its own. A broken stream (sidecar restarting) is
+reopened and the unacknowledged requests sent again (every request is
+idempotent) until ``retry_for`` seconds have passed. A waiting caller waits for its request's future; reads of the saver
 wait for everything queued before them (``barrier``), so a saver always
 reads its own writes.
 
@@ -18,10 +20,9 @@ until :meth:`Writer.clear_failure` — an accepted checkpoint that could not
 be stored is reported, not dropped. Requests queued after it are still sent,
 in order.
 
-A batch that fails as a whole on a non-transient error is resent request by
-request, so each request gets its own outcome; a put refused with
-BASE_MISMATCH (the sidecar's parent is not what the saver believed) is
-planned again without any assumption about the parent (``replan``).
+Each request gets its own outcome; a put refused with BASE_MISMATCH (the
+sidecar's parent is not what the saver believed) is planned again without
+any assumption about the parent (``replan``) and sent again, in order.
 """
 from __future__ import annotations
 
@@ -35,17 +36,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import grpc
-
-from .._requests import batch_write_request, transient
 from ..client import Client
 from ..errors import AgentStateError, FailedPrecondition
 from ..v1 import threads_pb2 as pb
 
 log = logging.getLogger("agentstate.langgraph")
 
-MAX_BATCH_ITEMS = 256
-MAX_BATCH_BYTES = 8 * 1024 * 1024
 
 
 class WriteBehindError(RuntimeError):
@@ -77,9 +73,11 @@ class Writer:
         self._last: Future | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._busy = False  # a batch is being sent
+        self._busy = False  # requests are on their way
+        self._outstanding = 0  # requests sent and not yet acknowledged
+        self._stream = None  # the WriteStream (made on first use)
         self.failure: BaseException | None = None
-        self.batches = 0  # calls made (for tests and benchmarks)
+        self.batches = 0  # groups of requests handed to the stream (for tests and benchmarks)
         self.sent = 0  # requests stored
 
     # ------------------------------------------------------------ callers
@@ -149,59 +147,73 @@ class Writer:
 
     def _take(self) -> list[Item] | None:
         with self._cond:
-            self._busy = False
             while not self._queue:
                 if self._closed:
                     return None
                 self._cond.wait()
+            batch = list(self._queue)
+            self._queue.clear()
+            self._outstanding += len(batch)
             self._busy = True
-            batch = [self._queue.popleft()]
-            size = batch[0].size
-            while self._queue and len(batch) < MAX_BATCH_ITEMS and size + self._queue[0].size <= MAX_BATCH_BYTES:
-                item = self._queue.popleft()
-                size += item.size
-                batch.append(item)
             return batch
 
     def _run(self) -> None:
         while True:
             batch = self._take()
             if batch is None:
+                if self._stream is not None:
+                    self._stream.close(5)
                 return
-            try:
-                self._send(batch)
-            except BaseException as e:  # noqa: BLE001 - never let the thread die with items pending
-                log.exception("saver writer failed")
-                for item in batch:
-                    if not item.future.done():
-                        self._fail(item, e)
+            for item in batch:
+                try:
+                    fut = self._get_stream().send(item.request)
+                except BaseException as e:  # noqa: BLE001 - never let the thread die with items pending
+                    self._settle(item, None, e)
+                    continue
+                fut.add_done_callback(lambda f, item=item: self._settle(item, f, None))
+            self.batches += 1
 
     def _client(self) -> Client:
         return self._client_factory()
 
-    def _send(self, batch: list[Item]) -> None:
-        client = self._client()
-        if len(batch) > 1:
-            try:
-                resp = client._call(client.threads.BatchWrite, batch_write_request(
-                    self.namespace, [i.request for i in batch]), self.retry_for)
-            except AgentStateError as e:
-                if transient(e) or e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    for item in batch:  # the sidecar stayed unreachable for retry_for seconds
-                        self._fail(item, e)
-                    return
-                log.info("batch of %d failed (%s); sending its requests one by one", len(batch), e)
+    def _get_stream(self):
+        ws = self._stream
+        if ws is None or ws._broken is not None:
+            ws = self._stream = self._client().write_stream(timeout=self.retry_for)
+        return ws
+
+    def _settle(self, item: Item, fut, error: BaseException | None) -> None:
+        """An acknowledgement (in stream order): finish the item, replanning a put the sidecar refused
+        with BASE_MISMATCH and sending it again synchronously (later ones wait for it)."""
+        try:
+            if error is None:
+                error = fut.exception()
+            if error is None:
+                self._done(item, fut.result())
+            elif isinstance(error, FailedPrecondition) and error.reason == "BASE_MISMATCH" and item.replan:
+                client = self._client()
+                try:
+                    item.request = item.replan(client)
+                    resp = client._call(self._method(client, item), item.request, self.retry_for)
+                except BaseException as e:  # noqa: BLE001 - reported through the future
+                    self._fail(item, e)
+                else:
+                    self._done(item, resp)
             else:
-                self.batches += 1
-                for item, result in zip(batch, resp.results):
-                    self._done(item, getattr(result, result.WhichOneof("result")))
-                return
-        for item in batch:
-            self._send_one(client, item)
+                self._fail(item, error)
+        finally:
+            with self._cond:
+                self._outstanding -= 1
+                if not self._outstanding and not self._queue:
+                    self._busy = False
+
+    @staticmethod
+    def _method(client: Client, item: Item):
+        return (client.threads.PutCheckpoint if isinstance(item.request, pb.PutCheckpointRequest)
+                else client.threads.PutWrites)
 
     def _call_one(self, client: Client, item: Item) -> Any:
-        method = (client.threads.PutCheckpoint if isinstance(item.request, pb.PutCheckpointRequest)
-                  else client.threads.PutWrites)
+        method = self._method(client, item)
         try:
             return client._call(method, item.request, self.retry_for)
         except FailedPrecondition as e:
@@ -213,16 +225,6 @@ class Writer:
     def _finish(self, item: Item, resp: Any) -> Any:
         self.sent += 1
         return item.on_done(resp) if item.on_done is not None else resp
-
-    def _send_one(self, client: Client, item: Item) -> None:
-        try:
-            resp = self._call_one(client, item)
-        except BaseException as e:  # noqa: BLE001 - reported through the future
-            self.batches += 1
-            self._fail(item, e)
-            return
-        self.batches += 1
-        self._done(item, resp)
 
     def _done(self, item: Item, resp: Any) -> None:
         try:

@@ -39,6 +39,8 @@ Calls outside a graph run (a direct ``put``) always wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -82,6 +84,23 @@ def _write_behind(config: RunnableConfig) -> bool:
     return CONFIG_KEY_RUNTIME in conf and conf.get(CONFIG_KEY_DURABILITY, "async") == "async"
 
 
+def _pregel_loop():
+    """The LangGraph loop (SyncPregelLoop / AsyncPregelLoop) whose ``__enter__`` / ``__aenter__`` is
+    calling the saver's get_tuple, or None (a call from elsewhere, or a LangGraph that works otherwise)."""
+    f = sys._getframe(2)
+    for _ in range(4):
+        if f is None:
+            return None
+        if f.f_code.co_name in ("__enter__", "__aenter__"):
+            loop = f.f_locals.get("self")
+            if loop is not None and isinstance(getattr(loop, "stack", None), (contextlib.ExitStack,
+                                                                             contextlib.AsyncExitStack)) \
+                    and hasattr(loop, "durability"):
+                return loop
+        f = f.f_back
+    return None
+
+
 def _snapshot_values(checkpoint: Checkpoint) -> Checkpoint:
     """A copy whose channel values (lists copied) stay as they are while the put waits in the outbox."""
     values = {k: (list(v) if type(v) is list else v) for k, v in checkpoint["channel_values"].items()}
@@ -102,6 +121,7 @@ class _SaverBase(BaseCheckpointSaver[str]):
         self.write_behind = write_behind
         self._core = Core(self.serde, namespace, cache_size)
         self._writer = Writer(self._blocking, namespace, retry_for)
+        self._pipelined: dict[int, Any] = {}  # id(runtime) -> runtime of graph runs whose writes are pipelined
 
     def _blocking(self) -> Client:
         raise NotImplementedError
@@ -134,7 +154,7 @@ class _SaverBase(BaseCheckpointSaver[str]):
             return req2
 
         item = Item(req, on_done=lambda resp: core.stored(pending, resp), replan=replan,
-                    waited=not (self.write_behind and _write_behind(config)))
+                    waited=self._waits(config))
         item.direct = self._direct(item)
         if not item.direct:  # it may wait in the outbox while the caller's values move on
             inputs[1] = _snapshot_values(checkpoint)
@@ -155,10 +175,54 @@ class _SaverBase(BaseCheckpointSaver[str]):
                                 conf.get("checkpoint_id") or "")
 
     def _writes_item(self, config, writes, task_id, task_path) -> Item:
-        item = Item(self._core.writes_request(config, writes, task_id, task_path),
-                    waited=not (self.write_behind and _write_behind(config)))
+        item = Item(self._core.writes_request(config, writes, task_id, task_path), waited=self._waits(config))
         item.direct = self._direct(item)
         return item
+
+    def _waits(self, config: RunnableConfig) -> bool:
+        """Whether a put / put_writes returns only once stored: not in a graph run in LangGraph's async
+        mode whose end waits for them (pipelined), nor with write_behind."""
+        if not _write_behind(config):
+            return True
+        if self.write_behind:
+            return False
+        return id(config["configurable"].get(CONFIG_KEY_RUNTIME)) not in self._pipelined
+
+    def _start_run(self, config: RunnableConfig) -> bool:
+        """Called by get_tuple: when LangGraph's loop is opening a run in async mode, let the run's writes
+        be pipelined and make the end of the run wait for them (an exit callback on the loop's stack, which
+        runs after LangGraph has waited for its background puts). Returns True for an async loop."""
+        loop = _pregel_loop()
+        if loop is None or self.write_behind or loop.durability != "async":
+            return False
+        runtime = config.get("configurable", {}).get(CONFIG_KEY_RUNTIME)
+        if runtime is None:
+            return False
+        key = id(runtime)
+        self._pipelined[key] = runtime
+
+        def end_run(exc_type, exc, tb) -> None:
+            self._pipelined.pop(key, None)
+            try:
+                self._writer.flush()
+            except WriteBehindError:
+                err = self._writer.clear_failure()
+                if exc is None:
+                    raise WriteBehindError(err) from err
+
+        async def aend_run(exc_type, exc, tb) -> None:
+            self._pipelined.pop(key, None)
+            await asyncio.wrap_future(self._writer.barrier())
+            if self._writer.failure is not None:
+                err = self._writer.clear_failure()
+                if exc is None:
+                    raise WriteBehindError(err) from err
+
+        if isinstance(loop.stack, contextlib.AsyncExitStack):
+            loop.stack.push_async_exit(aend_run)
+        else:
+            loop.stack.push(end_run)
+        return True
 
     def _direct(self, item: Item) -> bool:
         """A request its caller waits for goes out from the caller's thread when nothing is queued:
@@ -185,6 +249,10 @@ class _SaverBase(BaseCheckpointSaver[str]):
         return self._blocking()._call(method, request, self.timeout)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self._start_run(config)
+        return self._get_tuple(config)
+
+    def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         self.flush()
         req, known = self._core.get_request(config)
         cp = _get_or_none(lambda: self._call(self._blocking().threads.GetCheckpoint, req).checkpoint)
@@ -343,7 +411,8 @@ class SidecarSaver(_SaverBase):
     # ------------------------------------------------------------ async: the blocking calls in a worker thread
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+        self._start_run(config)
+        return await asyncio.to_thread(self._get_tuple, config)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
@@ -448,6 +517,7 @@ class AsyncSidecarSaver(_SaverBase):
     # ------------------------------------------------------------ async methods
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        self._start_run(config)
         await self.aflush()
         req, known = self._core.get_request(config)
         try:

@@ -14,6 +14,12 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Durability(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DURABILITY_UNSPECIFIED: _ClassVar[Durability]
+    DURABILITY_SYNC: _ClassVar[Durability]
+    DURABILITY_PROCESS: _ClassVar[Durability]
+
 class ThreadStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     THREAD_STATUS_UNSPECIFIED: _ClassVar[ThreadStatus]
@@ -35,6 +41,9 @@ class ChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CHANGE_KIND_ADDED: _ClassVar[ChangeKind]
     CHANGE_KIND_REMOVED: _ClassVar[ChangeKind]
     CHANGE_KIND_MODIFIED: _ClassVar[ChangeKind]
+DURABILITY_UNSPECIFIED: Durability
+DURABILITY_SYNC: Durability
+DURABILITY_PROCESS: Durability
 THREAD_STATUS_UNSPECIFIED: ThreadStatus
 THREAD_STATUS_IDLE: ThreadStatus
 THREAD_STATUS_BUSY: ThreadStatus
@@ -307,7 +316,7 @@ class Checkpoint(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelValue]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., schema_version: _Optional[int] = ...) -> None: ...
 
 class PutCheckpointRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id", "run_id", "lease_id", "steps", "events", "effects")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id", "run_id", "lease_id", "steps", "events", "effects", "durability")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -340,6 +349,7 @@ class PutCheckpointRequest(_message.Message):
     STEPS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     EFFECTS_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -358,7 +368,8 @@ class PutCheckpointRequest(_message.Message):
     steps: _containers.RepeatedCompositeFieldContainer[_runs_pb2.StepRecord]
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.EventInput]
     effects: _containers.RepeatedCompositeFieldContainer[_effects_pb2.EffectCompletion]
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.StepRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.EventInput, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.EffectCompletion, _Mapping]]] = ...) -> None: ...
+    durability: Durability
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.StepRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.EventInput, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.EffectCompletion, _Mapping]]] = ..., durability: _Optional[_Union[Durability, str]] = ...) -> None: ...
 
 class PutCheckpointResponse(_message.Message):
     __slots__ = ("checkpoint", "created", "steps", "events", "effects", "lease_expire_time")
@@ -377,7 +388,7 @@ class PutCheckpointResponse(_message.Message):
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., created: _Optional[bool] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.Step, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.Event, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.Effect, _Mapping]]] = ..., lease_expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class PutWritesRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "writes", "request_id", "run_id", "lease_id")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "writes", "request_id", "run_id", "lease_id", "durability")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
@@ -386,6 +397,7 @@ class PutWritesRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -394,7 +406,8 @@ class PutWritesRequest(_message.Message):
     request_id: str
     run_id: str
     lease_id: str
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
+    durability: Durability
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., durability: _Optional[_Union[Durability, str]] = ...) -> None: ...
 
 class PutWritesResponse(_message.Message):
     __slots__ = ("stored", "kept")
@@ -625,14 +638,16 @@ class BatchedWrite(_message.Message):
     def __init__(self, put_checkpoint: _Optional[_Union[PutCheckpointRequest, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesRequest, _Mapping]] = ...) -> None: ...
 
 class BatchWriteRequest(_message.Message):
-    __slots__ = ("namespace", "writes", "request_id")
+    __slots__ = ("namespace", "writes", "request_id", "durability")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     WRITES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     writes: _containers.RepeatedCompositeFieldContainer[BatchedWrite]
     request_id: str
-    def __init__(self, namespace: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[BatchedWrite, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    durability: Durability
+    def __init__(self, namespace: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[BatchedWrite, _Mapping]]] = ..., request_id: _Optional[str] = ..., durability: _Optional[_Union[Durability, str]] = ...) -> None: ...
 
 class BatchedWriteResult(_message.Message):
     __slots__ = ("put_checkpoint", "put_writes")
@@ -647,3 +662,56 @@ class BatchWriteResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[BatchedWriteResult]
     def __init__(self, results: _Optional[_Iterable[_Union[BatchedWriteResult, _Mapping]]] = ...) -> None: ...
+
+class StreamedWrite(_message.Message):
+    __slots__ = ("seq", "put_checkpoint", "put_writes")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PUT_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PUT_WRITES_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    put_checkpoint: PutCheckpointRequest
+    put_writes: PutWritesRequest
+    def __init__(self, seq: _Optional[int] = ..., put_checkpoint: _Optional[_Union[PutCheckpointRequest, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesRequest, _Mapping]] = ...) -> None: ...
+
+class StreamWritesRequest(_message.Message):
+    __slots__ = ("writes",)
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    writes: _containers.RepeatedCompositeFieldContainer[StreamedWrite]
+    def __init__(self, writes: _Optional[_Iterable[_Union[StreamedWrite, _Mapping]]] = ...) -> None: ...
+
+class WriteError(_message.Message):
+    __slots__ = ("code", "message", "reason", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    reason: str
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., reason: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class WriteAck(_message.Message):
+    __slots__ = ("seq", "put_checkpoint", "put_writes", "error")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PUT_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PUT_WRITES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    put_checkpoint: PutCheckpointResponse
+    put_writes: PutWritesResponse
+    error: WriteError
+    def __init__(self, seq: _Optional[int] = ..., put_checkpoint: _Optional[_Union[PutCheckpointResponse, _Mapping]] = ..., put_writes: _Optional[_Union[PutWritesResponse, _Mapping]] = ..., error: _Optional[_Union[WriteError, _Mapping]] = ...) -> None: ...
+
+class StreamWritesResponse(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[WriteAck]
+    def __init__(self, acks: _Optional[_Iterable[_Union[WriteAck, _Mapping]]] = ...) -> None: ...

@@ -110,6 +110,11 @@ class ThreadServiceStub:
                 request_serializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.FromString,
                 _registered_method=True)
+        self.StreamWrites = channel.stream_stream(
+                '/agentstate.v1.ThreadService/StreamWrites',
+                request_serializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadServiceServicer:
@@ -265,6 +270,26 @@ class ThreadServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamWrites(self, request_iterator, context):
+        """StreamWrites is a bidirectional stream of PutCheckpoint / PutWrites
+        requests for writers that checkpoint often: the client sends requests
+        without waiting (pipelining), the server applies them in the order sent
+        and answers each with a WriteAck carrying the client's `seq` (acks come
+        in that order, several to a response when they are ready together).
+        Every request behaves exactly as the unary call would (validation,
+        idempotency, run checks, errors, durability): a failing request gets its
+        error in its ack (the same code, reason and metadata the unary call
+        would return) and changes nothing, and the stream goes on with the next
+        request, which may therefore find the state without it. A later request
+        may use an earlier one of the stream as its base. A message that does
+        not parse ends the stream with INVALID_ARGUMENT (after the acks of what
+        came before it). The server reads ahead at most 1024 unacknowledged
+        requests per stream; past that the stream waits (flow control).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThreadServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -342,6 +367,11 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.BatchWrite,
                     request_deserializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.SerializeToString,
+            ),
+            'StreamWrites': grpc.stream_stream_rpc_method_handler(
+                    servicer.StreamWrites,
+                    request_deserializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -750,6 +780,33 @@ class ThreadService:
             '/agentstate.v1.ThreadService/BatchWrite',
             agentstate_dot_v1_dot_threads__pb2.BatchWriteRequest.SerializeToString,
             agentstate_dot_v1_dot_threads__pb2.BatchWriteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamWrites(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/agentstate.v1.ThreadService/StreamWrites',
+            agentstate_dot_v1_dot_threads__pb2.StreamWritesRequest.SerializeToString,
+            agentstate_dot_v1_dot_threads__pb2.StreamWritesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -31,6 +31,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Durability says when a write is acknowledged, i.e. what an acknowledged
+// write survives (README "Durability modes"). A request may ask for a
+// stronger mode than the server's, never a weaker one: PROCESS on a SYNC
+// server is acknowledged as SYNC.
+type Durability int32
+
+const (
+	// DURABILITY_UNSPECIFIED: the server's mode (`--durability`, default SYNC).
+	Durability_DURABILITY_UNSPECIFIED Durability = 0
+	// DURABILITY_SYNC: acknowledged after the write is committed and fsynced;
+	// survives a crash of the sidecar and a power loss.
+	Durability_DURABILITY_SYNC Durability = 1
+	// DURABILITY_PROCESS: acknowledged once the write is in the sidecar's
+	// write-ahead log (written, not fsynced) and visible to every later read;
+	// survives a crash (SIGKILL) of the sidecar, not an OS crash or power loss.
+	Durability_DURABILITY_PROCESS Durability = 2
+)
+
+// Enum value maps for Durability.
+var (
+	Durability_name = map[int32]string{
+		0: "DURABILITY_UNSPECIFIED",
+		1: "DURABILITY_SYNC",
+		2: "DURABILITY_PROCESS",
+	}
+	Durability_value = map[string]int32{
+		"DURABILITY_UNSPECIFIED": 0,
+		"DURABILITY_SYNC":        1,
+		"DURABILITY_PROCESS":     2,
+	}
+)
+
+func (x Durability) Enum() *Durability {
+	p := new(Durability)
+	*p = x
+	return p
+}
+
+func (x Durability) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Durability) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentstate_v1_threads_proto_enumTypes[0].Descriptor()
+}
+
+func (Durability) Type() protoreflect.EnumType {
+	return &file_agentstate_v1_threads_proto_enumTypes[0]
+}
+
+func (x Durability) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Durability.Descriptor instead.
+func (Durability) EnumDescriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{0}
+}
+
 // ThreadStatus is what a thread is doing (runs set it; see runs.proto).
 type ThreadStatus int32
 
@@ -71,11 +130,11 @@ func (x ThreadStatus) String() string {
 }
 
 func (ThreadStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentstate_v1_threads_proto_enumTypes[0].Descriptor()
+	return file_agentstate_v1_threads_proto_enumTypes[1].Descriptor()
 }
 
 func (ThreadStatus) Type() protoreflect.EnumType {
-	return &file_agentstate_v1_threads_proto_enumTypes[0]
+	return &file_agentstate_v1_threads_proto_enumTypes[1]
 }
 
 func (x ThreadStatus) Number() protoreflect.EnumNumber {
@@ -84,7 +143,7 @@ func (x ThreadStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ThreadStatus.Descriptor instead.
 func (ThreadStatus) EnumDescriptor() ([]byte, []int) {
-	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{0}
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{1}
 }
 
 // IfExists says what CreateThread does when the thread exists.
@@ -128,11 +187,11 @@ func (x IfExists) String() string {
 }
 
 func (IfExists) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentstate_v1_threads_proto_enumTypes[1].Descriptor()
+	return file_agentstate_v1_threads_proto_enumTypes[2].Descriptor()
 }
 
 func (IfExists) Type() protoreflect.EnumType {
-	return &file_agentstate_v1_threads_proto_enumTypes[1]
+	return &file_agentstate_v1_threads_proto_enumTypes[2]
 }
 
 func (x IfExists) Number() protoreflect.EnumNumber {
@@ -141,7 +200,7 @@ func (x IfExists) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IfExists.Descriptor instead.
 func (IfExists) EnumDescriptor() ([]byte, []int) {
-	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{1}
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{2}
 }
 
 // ChangeKind says how a channel differs.
@@ -181,11 +240,11 @@ func (x ChangeKind) String() string {
 }
 
 func (ChangeKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentstate_v1_threads_proto_enumTypes[2].Descriptor()
+	return file_agentstate_v1_threads_proto_enumTypes[3].Descriptor()
 }
 
 func (ChangeKind) Type() protoreflect.EnumType {
-	return &file_agentstate_v1_threads_proto_enumTypes[2]
+	return &file_agentstate_v1_threads_proto_enumTypes[3]
 }
 
 func (x ChangeKind) Number() protoreflect.EnumNumber {
@@ -194,7 +253,7 @@ func (x ChangeKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeKind.Descriptor instead.
 func (ChangeKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{2}
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{3}
 }
 
 // Thread is one conversation or task.
@@ -1509,9 +1568,11 @@ type PutCheckpointRequest struct {
 	// steps, events and effects are recorded in the same transaction as the
 	// checkpoint (they need run_id and lease_id). A step whose step_id exists
 	// and is open is ended with what is given; an ended one is left alone.
-	Steps         []*StepRecord       `protobuf:"bytes,16,rep,name=steps,proto3" json:"steps,omitempty"`
-	Events        []*EventInput       `protobuf:"bytes,17,rep,name=events,proto3" json:"events,omitempty"`
-	Effects       []*EffectCompletion `protobuf:"bytes,18,rep,name=effects,proto3" json:"effects,omitempty"`
+	Steps   []*StepRecord       `protobuf:"bytes,16,rep,name=steps,proto3" json:"steps,omitempty"`
+	Events  []*EventInput       `protobuf:"bytes,17,rep,name=events,proto3" json:"events,omitempty"`
+	Effects []*EffectCompletion `protobuf:"bytes,18,rep,name=effects,proto3" json:"effects,omitempty"`
+	// durability asks for a stronger acknowledgement than the server's mode.
+	Durability    Durability `protobuf:"varint,19,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1672,6 +1733,13 @@ func (x *PutCheckpointRequest) GetEffects() []*EffectCompletion {
 	return nil
 }
 
+func (x *PutCheckpointRequest) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
 type PutCheckpointResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// checkpoint has ids, roots, etag and create_time, without values.
@@ -1769,8 +1837,10 @@ type PutWritesRequest struct {
 	Writes       []*PendingWrite        `protobuf:"bytes,5,rep,name=writes,proto3" json:"writes,omitempty"`
 	RequestId    string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// run_id and lease_id make the writes a run's (see PutCheckpoint).
-	RunId         string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	LeaseId       string `protobuf:"bytes,8,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	RunId   string `protobuf:"bytes,7,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	LeaseId string `protobuf:"bytes,8,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// durability asks for a stronger acknowledgement than the server's mode.
+	Durability    Durability `protobuf:"varint,9,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1859,6 +1929,13 @@ func (x *PutWritesRequest) GetLeaseId() string {
 		return x.LeaseId
 	}
 	return ""
+}
+
+func (x *PutWritesRequest) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
 }
 
 type PutWritesResponse struct {
@@ -3098,10 +3175,13 @@ func (*BatchedWrite_PutCheckpoint) isBatchedWrite_Op() {}
 func (*BatchedWrite_PutWrites) isBatchedWrite_Op() {}
 
 type BatchWriteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Writes        []*BatchedWrite        `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Writes    []*BatchedWrite        `protobuf:"bytes,2,rep,name=writes,proto3" json:"writes,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// durability asks for a stronger acknowledgement than the server's mode
+	// (for the whole batch; the requests' own fields are ignored).
+	Durability    Durability `protobuf:"varint,4,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3155,6 +3235,13 @@ func (x *BatchWriteRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *BatchWriteRequest) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
 }
 
 // BatchedWriteResult is the response to one request of a BatchWrite.
@@ -3285,6 +3372,368 @@ func (x *BatchWriteResponse) GetResults() []*BatchedWriteResult {
 	return nil
 }
 
+// StreamedWrite is one request of a StreamWrites stream.
+type StreamedWrite struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq is chosen by the client and echoed in the request's ack; it should
+	// increase along the stream (the server does not check it).
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*StreamedWrite_PutCheckpoint
+	//	*StreamedWrite_PutWrites
+	Op            isStreamedWrite_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamedWrite) Reset() {
+	*x = StreamedWrite{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamedWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamedWrite) ProtoMessage() {}
+
+func (x *StreamedWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamedWrite.ProtoReflect.Descriptor instead.
+func (*StreamedWrite) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *StreamedWrite) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StreamedWrite) GetOp() isStreamedWrite_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *StreamedWrite) GetPutCheckpoint() *PutCheckpointRequest {
+	if x != nil {
+		if x, ok := x.Op.(*StreamedWrite_PutCheckpoint); ok {
+			return x.PutCheckpoint
+		}
+	}
+	return nil
+}
+
+func (x *StreamedWrite) GetPutWrites() *PutWritesRequest {
+	if x != nil {
+		if x, ok := x.Op.(*StreamedWrite_PutWrites); ok {
+			return x.PutWrites
+		}
+	}
+	return nil
+}
+
+type isStreamedWrite_Op interface {
+	isStreamedWrite_Op()
+}
+
+type StreamedWrite_PutCheckpoint struct {
+	PutCheckpoint *PutCheckpointRequest `protobuf:"bytes,2,opt,name=put_checkpoint,json=putCheckpoint,proto3,oneof"`
+}
+
+type StreamedWrite_PutWrites struct {
+	PutWrites *PutWritesRequest `protobuf:"bytes,3,opt,name=put_writes,json=putWrites,proto3,oneof"`
+}
+
+func (*StreamedWrite_PutCheckpoint) isStreamedWrite_Op() {}
+
+func (*StreamedWrite_PutWrites) isStreamedWrite_Op() {}
+
+type StreamWritesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// writes are applied in order, each as its own request.
+	Writes        []*StreamedWrite `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamWritesRequest) Reset() {
+	*x = StreamWritesRequest{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamWritesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamWritesRequest) ProtoMessage() {}
+
+func (x *StreamWritesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamWritesRequest.ProtoReflect.Descriptor instead.
+func (*StreamWritesRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *StreamWritesRequest) GetWrites() []*StreamedWrite {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+// WriteError is a failed request of a stream: what the unary call would
+// have returned as its status and ErrorInfo.
+type WriteError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the gRPC status code (google.rpc.Code), e.g. 9 FAILED_PRECONDITION.
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// reason is an ErrorReason name (errors.proto); metadata as in ErrorInfo.
+	Reason        string            `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteError) Reset() {
+	*x = WriteError{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteError) ProtoMessage() {}
+
+func (x *WriteError) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteError.ProtoReflect.Descriptor instead.
+func (*WriteError) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WriteError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *WriteError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WriteError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WriteError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// WriteAck answers one StreamedWrite.
+type WriteAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*WriteAck_PutCheckpoint
+	//	*WriteAck_PutWrites
+	//	*WriteAck_Error
+	Result        isWriteAck_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteAck) Reset() {
+	*x = WriteAck{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteAck) ProtoMessage() {}
+
+func (x *WriteAck) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteAck.ProtoReflect.Descriptor instead.
+func (*WriteAck) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *WriteAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *WriteAck) GetResult() isWriteAck_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *WriteAck) GetPutCheckpoint() *PutCheckpointResponse {
+	if x != nil {
+		if x, ok := x.Result.(*WriteAck_PutCheckpoint); ok {
+			return x.PutCheckpoint
+		}
+	}
+	return nil
+}
+
+func (x *WriteAck) GetPutWrites() *PutWritesResponse {
+	if x != nil {
+		if x, ok := x.Result.(*WriteAck_PutWrites); ok {
+			return x.PutWrites
+		}
+	}
+	return nil
+}
+
+func (x *WriteAck) GetError() *WriteError {
+	if x != nil {
+		if x, ok := x.Result.(*WriteAck_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isWriteAck_Result interface {
+	isWriteAck_Result()
+}
+
+type WriteAck_PutCheckpoint struct {
+	PutCheckpoint *PutCheckpointResponse `protobuf:"bytes,2,opt,name=put_checkpoint,json=putCheckpoint,proto3,oneof"`
+}
+
+type WriteAck_PutWrites struct {
+	PutWrites *PutWritesResponse `protobuf:"bytes,3,opt,name=put_writes,json=putWrites,proto3,oneof"`
+}
+
+type WriteAck_Error struct {
+	Error *WriteError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+func (*WriteAck_PutCheckpoint) isWriteAck_Result() {}
+
+func (*WriteAck_PutWrites) isWriteAck_Result() {}
+
+func (*WriteAck_Error) isWriteAck_Result() {}
+
+type StreamWritesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// acks of consecutive requests, in the order they were sent.
+	Acks          []*WriteAck `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamWritesResponse) Reset() {
+	*x = StreamWritesResponse{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamWritesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamWritesResponse) ProtoMessage() {}
+
+func (x *StreamWritesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamWritesResponse.ProtoReflect.Descriptor instead.
+func (*StreamWritesResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *StreamWritesResponse) GetAcks() []*WriteAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 var File_agentstate_v1_threads_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_threads_proto_rawDesc = "" +
@@ -3409,7 +3858,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1aX\n" +
 	"\rChannelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x05value:\x028\x01\"\xfa\a\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x05value:\x028\x01\"\xb5\b\n" +
 	"\x14PutCheckpointRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -3430,7 +3879,10 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\blease_id\x18\x0f \x01(\tR\aleaseId\x12/\n" +
 	"\x05steps\x18\x10 \x03(\v2\x19.agentstate.v1.StepRecordR\x05steps\x121\n" +
 	"\x06events\x18\x11 \x03(\v2\x19.agentstate.v1.EventInputR\x06events\x129\n" +
-	"\aeffects\x18\x12 \x03(\v2\x1f.agentstate.v1.EffectCompletionR\aeffects\x1aQ\n" +
+	"\aeffects\x18\x12 \x03(\v2\x1f.agentstate.v1.EffectCompletionR\aeffects\x129\n" +
+	"\n" +
+	"durability\x18\x13 \x01(\x0e2\x19.agentstate.v1.DurabilityR\n" +
+	"durability\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1aX\n" +
@@ -3446,7 +3898,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x05steps\x18\x03 \x03(\v2\x13.agentstate.v1.StepR\x05steps\x12,\n" +
 	"\x06events\x18\x04 \x03(\v2\x14.agentstate.v1.EventR\x06events\x12/\n" +
 	"\aeffects\x18\x05 \x03(\v2\x15.agentstate.v1.EffectR\aeffects\x12F\n" +
-	"\x11lease_expire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\"\x9d\x02\n" +
+	"\x11lease_expire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fleaseExpireTime\"\xd8\x02\n" +
 	"\x10PutWritesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -3456,7 +3908,10 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06run_id\x18\a \x01(\tR\x05runId\x12\x19\n" +
-	"\blease_id\x18\b \x01(\tR\aleaseId\"?\n" +
+	"\blease_id\x18\b \x01(\tR\aleaseId\x129\n" +
+	"\n" +
+	"durability\x18\t \x01(\x0e2\x19.agentstate.v1.DurabilityR\n" +
+	"durability\"?\n" +
 	"\x11PutWritesResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\rR\x06stored\x12\x12\n" +
 	"\x04kept\x18\x02 \x01(\rR\x04kept\"\xa3\x03\n" +
@@ -3572,19 +4027,53 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x0eput_checkpoint\x18\x01 \x01(\v2#.agentstate.v1.PutCheckpointRequestH\x00R\rputCheckpoint\x12@\n" +
 	"\n" +
 	"put_writes\x18\x02 \x01(\v2\x1f.agentstate.v1.PutWritesRequestH\x00R\tputWritesB\x04\n" +
-	"\x02op\"\x85\x01\n" +
+	"\x02op\"\xc0\x01\n" +
 	"\x11BatchWriteRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x123\n" +
 	"\x06writes\x18\x02 \x03(\v2\x1b.agentstate.v1.BatchedWriteR\x06writes\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"\xb0\x01\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x129\n" +
+	"\n" +
+	"durability\x18\x04 \x01(\x0e2\x19.agentstate.v1.DurabilityR\n" +
+	"durability\"\xb0\x01\n" +
 	"\x12BatchedWriteResult\x12M\n" +
 	"\x0eput_checkpoint\x18\x01 \x01(\v2$.agentstate.v1.PutCheckpointResponseH\x00R\rputCheckpoint\x12A\n" +
 	"\n" +
 	"put_writes\x18\x02 \x01(\v2 .agentstate.v1.PutWritesResponseH\x00R\tputWritesB\b\n" +
 	"\x06result\"Q\n" +
 	"\x12BatchWriteResponse\x12;\n" +
-	"\aresults\x18\x01 \x03(\v2!.agentstate.v1.BatchedWriteResultR\aresults*\x95\x01\n" +
+	"\aresults\x18\x01 \x03(\v2!.agentstate.v1.BatchedWriteResultR\aresults\"\xb7\x01\n" +
+	"\rStreamedWrite\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12L\n" +
+	"\x0eput_checkpoint\x18\x02 \x01(\v2#.agentstate.v1.PutCheckpointRequestH\x00R\rputCheckpoint\x12@\n" +
+	"\n" +
+	"put_writes\x18\x03 \x01(\v2\x1f.agentstate.v1.PutWritesRequestH\x00R\tputWritesB\x04\n" +
+	"\x02op\"K\n" +
+	"\x13StreamWritesRequest\x124\n" +
+	"\x06writes\x18\x01 \x03(\v2\x1c.agentstate.v1.StreamedWriteR\x06writes\"\xd4\x01\n" +
+	"\n" +
+	"WriteError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12C\n" +
+	"\bmetadata\x18\x04 \x03(\v2'.agentstate.v1.WriteError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xeb\x01\n" +
+	"\bWriteAck\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12M\n" +
+	"\x0eput_checkpoint\x18\x02 \x01(\v2$.agentstate.v1.PutCheckpointResponseH\x00R\rputCheckpoint\x12A\n" +
+	"\n" +
+	"put_writes\x18\x03 \x01(\v2 .agentstate.v1.PutWritesResponseH\x00R\tputWrites\x121\n" +
+	"\x05error\x18\x04 \x01(\v2\x19.agentstate.v1.WriteErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"C\n" +
+	"\x14StreamWritesResponse\x12+\n" +
+	"\x04acks\x18\x01 \x03(\v2\x17.agentstate.v1.WriteAckR\x04acks*U\n" +
+	"\n" +
+	"Durability\x12\x1a\n" +
+	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fDURABILITY_SYNC\x10\x01\x12\x16\n" +
+	"\x12DURABILITY_PROCESS\x10\x02*\x95\x01\n" +
 	"\fThreadStatus\x12\x1d\n" +
 	"\x19THREAD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12THREAD_STATUS_IDLE\x10\x01\x12\x16\n" +
@@ -3601,8 +4090,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_ADDED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_REMOVED\x10\x02\x12\x18\n" +
-	"\x14CHANGE_KIND_MODIFIED\x10\x032\xfc\n" +
-	"\n" +
+	"\x14CHANGE_KIND_MODIFIED\x10\x032\xd9\v\n" +
 	"\rThreadService\x12W\n" +
 	"\fCreateThread\x12\".agentstate.v1.CreateThreadRequest\x1a#.agentstate.v1.CreateThreadResponse\x12N\n" +
 	"\tGetThread\x12\x1f.agentstate.v1.GetThreadRequest\x1a .agentstate.v1.GetThreadResponse\x12T\n" +
@@ -3620,7 +4108,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x0fDiffCheckpoints\x12%.agentstate.v1.DiffCheckpointsRequest\x1a&.agentstate.v1.DiffCheckpointsResponse\x12f\n" +
 	"\x11GetChannelHistory\x12'.agentstate.v1.GetChannelHistoryRequest\x1a(.agentstate.v1.GetChannelHistoryResponse\x12Q\n" +
 	"\n" +
-	"BatchWrite\x12 .agentstate.v1.BatchWriteRequest\x1a!.agentstate.v1.BatchWriteResponseB^\n" +
+	"BatchWrite\x12 .agentstate.v1.BatchWriteRequest\x1a!.agentstate.v1.BatchWriteResponse\x12[\n" +
+	"\fStreamWrites\x12\".agentstate.v1.StreamWritesRequest\x1a#.agentstate.v1.StreamWritesResponse(\x010\x01B^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
@@ -3635,174 +4124,194 @@ func file_agentstate_v1_threads_proto_rawDescGZIP() []byte {
 	return file_agentstate_v1_threads_proto_rawDescData
 }
 
-var file_agentstate_v1_threads_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentstate_v1_threads_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_agentstate_v1_threads_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentstate_v1_threads_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_agentstate_v1_threads_proto_goTypes = []any{
-	(ThreadStatus)(0),                        // 0: agentstate.v1.ThreadStatus
-	(IfExists)(0),                            // 1: agentstate.v1.IfExists
-	(ChangeKind)(0),                          // 2: agentstate.v1.ChangeKind
-	(*Thread)(nil),                           // 3: agentstate.v1.Thread
-	(*CreateThreadRequest)(nil),              // 4: agentstate.v1.CreateThreadRequest
-	(*CreateThreadResponse)(nil),             // 5: agentstate.v1.CreateThreadResponse
-	(*GetThreadRequest)(nil),                 // 6: agentstate.v1.GetThreadRequest
-	(*GetThreadResponse)(nil),                // 7: agentstate.v1.GetThreadResponse
-	(*ListThreadsRequest)(nil),               // 8: agentstate.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),              // 9: agentstate.v1.ListThreadsResponse
-	(*UpdateThreadRequest)(nil),              // 10: agentstate.v1.UpdateThreadRequest
-	(*UpdateThreadResponse)(nil),             // 11: agentstate.v1.UpdateThreadResponse
-	(*DeleteThreadRequest)(nil),              // 12: agentstate.v1.DeleteThreadRequest
-	(*DeleteThreadResponse)(nil),             // 13: agentstate.v1.DeleteThreadResponse
-	(*CopyThreadRequest)(nil),                // 14: agentstate.v1.CopyThreadRequest
-	(*CopyThreadResponse)(nil),               // 15: agentstate.v1.CopyThreadResponse
-	(*ChannelWrite)(nil),                     // 16: agentstate.v1.ChannelWrite
-	(*PendingWrite)(nil),                     // 17: agentstate.v1.PendingWrite
-	(*ChannelValue)(nil),                     // 18: agentstate.v1.ChannelValue
-	(*Checkpoint)(nil),                       // 19: agentstate.v1.Checkpoint
-	(*PutCheckpointRequest)(nil),             // 20: agentstate.v1.PutCheckpointRequest
-	(*PutCheckpointResponse)(nil),            // 21: agentstate.v1.PutCheckpointResponse
-	(*PutWritesRequest)(nil),                 // 22: agentstate.v1.PutWritesRequest
-	(*PutWritesResponse)(nil),                // 23: agentstate.v1.PutWritesResponse
-	(*GetCheckpointRequest)(nil),             // 24: agentstate.v1.GetCheckpointRequest
-	(*GetCheckpointResponse)(nil),            // 25: agentstate.v1.GetCheckpointResponse
-	(*ListCheckpointsRequest)(nil),           // 26: agentstate.v1.ListCheckpointsRequest
-	(*ListCheckpointsResponse)(nil),          // 27: agentstate.v1.ListCheckpointsResponse
-	(*PruneCheckpointsRequest)(nil),          // 28: agentstate.v1.PruneCheckpointsRequest
-	(*PruneCheckpointsResponse)(nil),         // 29: agentstate.v1.PruneCheckpointsResponse
-	(*DeleteCheckpointsForRunsRequest)(nil),  // 30: agentstate.v1.DeleteCheckpointsForRunsRequest
-	(*DeleteCheckpointsForRunsResponse)(nil), // 31: agentstate.v1.DeleteCheckpointsForRunsResponse
-	(*DiffCheckpointsRequest)(nil),           // 32: agentstate.v1.DiffCheckpointsRequest
-	(*ChannelChange)(nil),                    // 33: agentstate.v1.ChannelChange
-	(*DiffCheckpointsResponse)(nil),          // 34: agentstate.v1.DiffCheckpointsResponse
-	(*GetChannelHistoryRequest)(nil),         // 35: agentstate.v1.GetChannelHistoryRequest
-	(*ChannelHistory)(nil),                   // 36: agentstate.v1.ChannelHistory
-	(*GetChannelHistoryResponse)(nil),        // 37: agentstate.v1.GetChannelHistoryResponse
-	(*BatchedWrite)(nil),                     // 38: agentstate.v1.BatchedWrite
-	(*BatchWriteRequest)(nil),                // 39: agentstate.v1.BatchWriteRequest
-	(*BatchedWriteResult)(nil),               // 40: agentstate.v1.BatchedWriteResult
-	(*BatchWriteResponse)(nil),               // 41: agentstate.v1.BatchWriteResponse
-	nil,                                      // 42: agentstate.v1.Thread.MetadataEntry
-	nil,                                      // 43: agentstate.v1.CreateThreadRequest.MetadataEntry
-	nil,                                      // 44: agentstate.v1.ListThreadsRequest.MetadataFilterEntry
-	nil,                                      // 45: agentstate.v1.UpdateThreadRequest.SetMetadataEntry
-	nil,                                      // 46: agentstate.v1.CopyThreadRequest.MetadataEntry
-	nil,                                      // 47: agentstate.v1.Checkpoint.MetadataEntry
-	nil,                                      // 48: agentstate.v1.Checkpoint.ChannelsEntry
-	nil,                                      // 49: agentstate.v1.PutCheckpointRequest.MetadataEntry
-	nil,                                      // 50: agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	nil,                                      // 51: agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	nil,                                      // 52: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	nil,                                      // 53: agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
-	nil,                                      // 54: agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
-	(*timestamppb.Timestamp)(nil),            // 55: google.protobuf.Timestamp
-	(*Value)(nil),                            // 56: agentstate.v1.Value
-	(*ValueDelta)(nil),                       // 57: agentstate.v1.ValueDelta
-	(*StepRecord)(nil),                       // 58: agentstate.v1.StepRecord
-	(*EventInput)(nil),                       // 59: agentstate.v1.EventInput
-	(*EffectCompletion)(nil),                 // 60: agentstate.v1.EffectCompletion
-	(*Step)(nil),                             // 61: agentstate.v1.Step
-	(*Event)(nil),                            // 62: agentstate.v1.Event
-	(*Effect)(nil),                           // 63: agentstate.v1.Effect
+	(Durability)(0),                          // 0: agentstate.v1.Durability
+	(ThreadStatus)(0),                        // 1: agentstate.v1.ThreadStatus
+	(IfExists)(0),                            // 2: agentstate.v1.IfExists
+	(ChangeKind)(0),                          // 3: agentstate.v1.ChangeKind
+	(*Thread)(nil),                           // 4: agentstate.v1.Thread
+	(*CreateThreadRequest)(nil),              // 5: agentstate.v1.CreateThreadRequest
+	(*CreateThreadResponse)(nil),             // 6: agentstate.v1.CreateThreadResponse
+	(*GetThreadRequest)(nil),                 // 7: agentstate.v1.GetThreadRequest
+	(*GetThreadResponse)(nil),                // 8: agentstate.v1.GetThreadResponse
+	(*ListThreadsRequest)(nil),               // 9: agentstate.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),              // 10: agentstate.v1.ListThreadsResponse
+	(*UpdateThreadRequest)(nil),              // 11: agentstate.v1.UpdateThreadRequest
+	(*UpdateThreadResponse)(nil),             // 12: agentstate.v1.UpdateThreadResponse
+	(*DeleteThreadRequest)(nil),              // 13: agentstate.v1.DeleteThreadRequest
+	(*DeleteThreadResponse)(nil),             // 14: agentstate.v1.DeleteThreadResponse
+	(*CopyThreadRequest)(nil),                // 15: agentstate.v1.CopyThreadRequest
+	(*CopyThreadResponse)(nil),               // 16: agentstate.v1.CopyThreadResponse
+	(*ChannelWrite)(nil),                     // 17: agentstate.v1.ChannelWrite
+	(*PendingWrite)(nil),                     // 18: agentstate.v1.PendingWrite
+	(*ChannelValue)(nil),                     // 19: agentstate.v1.ChannelValue
+	(*Checkpoint)(nil),                       // 20: agentstate.v1.Checkpoint
+	(*PutCheckpointRequest)(nil),             // 21: agentstate.v1.PutCheckpointRequest
+	(*PutCheckpointResponse)(nil),            // 22: agentstate.v1.PutCheckpointResponse
+	(*PutWritesRequest)(nil),                 // 23: agentstate.v1.PutWritesRequest
+	(*PutWritesResponse)(nil),                // 24: agentstate.v1.PutWritesResponse
+	(*GetCheckpointRequest)(nil),             // 25: agentstate.v1.GetCheckpointRequest
+	(*GetCheckpointResponse)(nil),            // 26: agentstate.v1.GetCheckpointResponse
+	(*ListCheckpointsRequest)(nil),           // 27: agentstate.v1.ListCheckpointsRequest
+	(*ListCheckpointsResponse)(nil),          // 28: agentstate.v1.ListCheckpointsResponse
+	(*PruneCheckpointsRequest)(nil),          // 29: agentstate.v1.PruneCheckpointsRequest
+	(*PruneCheckpointsResponse)(nil),         // 30: agentstate.v1.PruneCheckpointsResponse
+	(*DeleteCheckpointsForRunsRequest)(nil),  // 31: agentstate.v1.DeleteCheckpointsForRunsRequest
+	(*DeleteCheckpointsForRunsResponse)(nil), // 32: agentstate.v1.DeleteCheckpointsForRunsResponse
+	(*DiffCheckpointsRequest)(nil),           // 33: agentstate.v1.DiffCheckpointsRequest
+	(*ChannelChange)(nil),                    // 34: agentstate.v1.ChannelChange
+	(*DiffCheckpointsResponse)(nil),          // 35: agentstate.v1.DiffCheckpointsResponse
+	(*GetChannelHistoryRequest)(nil),         // 36: agentstate.v1.GetChannelHistoryRequest
+	(*ChannelHistory)(nil),                   // 37: agentstate.v1.ChannelHistory
+	(*GetChannelHistoryResponse)(nil),        // 38: agentstate.v1.GetChannelHistoryResponse
+	(*BatchedWrite)(nil),                     // 39: agentstate.v1.BatchedWrite
+	(*BatchWriteRequest)(nil),                // 40: agentstate.v1.BatchWriteRequest
+	(*BatchedWriteResult)(nil),               // 41: agentstate.v1.BatchedWriteResult
+	(*BatchWriteResponse)(nil),               // 42: agentstate.v1.BatchWriteResponse
+	(*StreamedWrite)(nil),                    // 43: agentstate.v1.StreamedWrite
+	(*StreamWritesRequest)(nil),              // 44: agentstate.v1.StreamWritesRequest
+	(*WriteError)(nil),                       // 45: agentstate.v1.WriteError
+	(*WriteAck)(nil),                         // 46: agentstate.v1.WriteAck
+	(*StreamWritesResponse)(nil),             // 47: agentstate.v1.StreamWritesResponse
+	nil,                                      // 48: agentstate.v1.Thread.MetadataEntry
+	nil,                                      // 49: agentstate.v1.CreateThreadRequest.MetadataEntry
+	nil,                                      // 50: agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	nil,                                      // 51: agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	nil,                                      // 52: agentstate.v1.CopyThreadRequest.MetadataEntry
+	nil,                                      // 53: agentstate.v1.Checkpoint.MetadataEntry
+	nil,                                      // 54: agentstate.v1.Checkpoint.ChannelsEntry
+	nil,                                      // 55: agentstate.v1.PutCheckpointRequest.MetadataEntry
+	nil,                                      // 56: agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	nil,                                      // 57: agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	nil,                                      // 58: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	nil,                                      // 59: agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	nil,                                      // 60: agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	nil,                                      // 61: agentstate.v1.WriteError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),            // 62: google.protobuf.Timestamp
+	(*Value)(nil),                            // 63: agentstate.v1.Value
+	(*ValueDelta)(nil),                       // 64: agentstate.v1.ValueDelta
+	(*StepRecord)(nil),                       // 65: agentstate.v1.StepRecord
+	(*EventInput)(nil),                       // 66: agentstate.v1.EventInput
+	(*EffectCompletion)(nil),                 // 67: agentstate.v1.EffectCompletion
+	(*Step)(nil),                             // 68: agentstate.v1.Step
+	(*Event)(nil),                            // 69: agentstate.v1.Event
+	(*Effect)(nil),                           // 70: agentstate.v1.Effect
 }
 var file_agentstate_v1_threads_proto_depIdxs = []int32{
-	42, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
-	0,  // 1: agentstate.v1.Thread.status:type_name -> agentstate.v1.ThreadStatus
-	55, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	55, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	43, // 4: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
-	1,  // 5: agentstate.v1.CreateThreadRequest.if_exists:type_name -> agentstate.v1.IfExists
-	3,  // 6: agentstate.v1.CreateThreadResponse.thread:type_name -> agentstate.v1.Thread
-	3,  // 7: agentstate.v1.GetThreadResponse.thread:type_name -> agentstate.v1.Thread
-	44, // 8: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
-	3,  // 9: agentstate.v1.ListThreadsResponse.threads:type_name -> agentstate.v1.Thread
-	45, // 10: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
-	3,  // 11: agentstate.v1.UpdateThreadResponse.thread:type_name -> agentstate.v1.Thread
-	46, // 12: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
-	3,  // 13: agentstate.v1.CopyThreadResponse.thread:type_name -> agentstate.v1.Thread
-	56, // 14: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
-	57, // 15: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
-	56, // 16: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
-	56, // 17: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
-	57, // 18: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
-	47, // 19: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
-	48, // 20: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
-	56, // 21: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
-	55, // 22: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	17, // 23: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
-	49, // 24: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
-	50, // 25: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	56, // 26: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
-	58, // 27: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
-	59, // 28: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
-	60, // 29: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
-	19, // 30: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	61, // 31: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
-	62, // 32: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
-	63, // 33: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
-	55, // 34: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	17, // 35: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
-	51, // 36: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	19, // 37: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	52, // 38: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	53, // 39: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
-	19, // 40: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
-	55, // 41: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
-	2,  // 42: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
-	33, // 43: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	54, // 44: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
-	17, // 45: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
-	18, // 46: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
-	36, // 47: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
-	20, // 48: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	22, // 49: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	38, // 50: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
-	21, // 51: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	23, // 52: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	40, // 53: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
-	56, // 54: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	56, // 55: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	56, // 56: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	56, // 57: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	56, // 58: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	56, // 59: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	18, // 60: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	56, // 61: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	16, // 62: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	56, // 63: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	4,  // 64: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	6,  // 65: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	8,  // 66: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	10, // 67: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	12, // 68: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	14, // 69: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	20, // 70: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	22, // 71: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	24, // 72: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	26, // 73: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	28, // 74: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	30, // 75: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	32, // 76: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	35, // 77: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
-	39, // 78: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
-	5,  // 79: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	7,  // 80: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	9,  // 81: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	11, // 82: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	13, // 83: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	15, // 84: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	21, // 85: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	23, // 86: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	25, // 87: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	27, // 88: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	29, // 89: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	31, // 90: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	34, // 91: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	37, // 92: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
-	41, // 93: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
-	79, // [79:94] is the sub-list for method output_type
-	64, // [64:79] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	48, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
+	1,  // 1: agentstate.v1.Thread.status:type_name -> agentstate.v1.ThreadStatus
+	62, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	62, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	49, // 4: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
+	2,  // 5: agentstate.v1.CreateThreadRequest.if_exists:type_name -> agentstate.v1.IfExists
+	4,  // 6: agentstate.v1.CreateThreadResponse.thread:type_name -> agentstate.v1.Thread
+	4,  // 7: agentstate.v1.GetThreadResponse.thread:type_name -> agentstate.v1.Thread
+	50, // 8: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	4,  // 9: agentstate.v1.ListThreadsResponse.threads:type_name -> agentstate.v1.Thread
+	51, // 10: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	4,  // 11: agentstate.v1.UpdateThreadResponse.thread:type_name -> agentstate.v1.Thread
+	52, // 12: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
+	4,  // 13: agentstate.v1.CopyThreadResponse.thread:type_name -> agentstate.v1.Thread
+	63, // 14: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
+	64, // 15: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
+	63, // 16: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
+	63, // 17: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
+	64, // 18: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
+	53, // 19: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
+	54, // 20: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
+	63, // 21: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
+	62, // 22: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	18, // 23: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
+	55, // 24: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
+	56, // 25: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	63, // 26: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
+	65, // 27: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
+	66, // 28: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
+	67, // 29: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
+	0,  // 30: agentstate.v1.PutCheckpointRequest.durability:type_name -> agentstate.v1.Durability
+	20, // 31: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	68, // 32: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
+	69, // 33: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
+	70, // 34: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
+	62, // 35: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	18, // 36: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
+	0,  // 37: agentstate.v1.PutWritesRequest.durability:type_name -> agentstate.v1.Durability
+	57, // 38: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	20, // 39: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	58, // 40: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	59, // 41: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	20, // 42: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
+	62, // 43: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
+	3,  // 44: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
+	34, // 45: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
+	60, // 46: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	18, // 47: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
+	19, // 48: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
+	37, // 49: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	21, // 50: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 51: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	39, // 52: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	0,  // 53: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
+	22, // 54: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 55: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	41, // 56: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	21, // 57: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 58: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	43, // 59: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
+	61, // 60: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
+	22, // 61: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 62: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	45, // 63: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
+	46, // 64: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
+	63, // 65: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 66: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 67: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	63, // 68: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 69: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 70: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	19, // 71: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	63, // 72: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	17, // 73: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	63, // 74: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	5,  // 75: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	7,  // 76: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	9,  // 77: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	11, // 78: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	13, // 79: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	15, // 80: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	21, // 81: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	23, // 82: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	25, // 83: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	27, // 84: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	29, // 85: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	31, // 86: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	33, // 87: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	36, // 88: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	40, // 89: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	44, // 90: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
+	6,  // 91: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	8,  // 92: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	10, // 93: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	12, // 94: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	14, // 95: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	16, // 96: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	22, // 97: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	24, // 98: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	26, // 99: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	28, // 100: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	30, // 101: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	32, // 102: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	35, // 103: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	38, // 104: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	42, // 105: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	47, // 106: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
+	91, // [91:107] is the sub-list for method output_type
+	75, // [75:91] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
@@ -3838,13 +4347,22 @@ func file_agentstate_v1_threads_proto_init() {
 		(*BatchedWriteResult_PutCheckpoint)(nil),
 		(*BatchedWriteResult_PutWrites)(nil),
 	}
+	file_agentstate_v1_threads_proto_msgTypes[39].OneofWrappers = []any{
+		(*StreamedWrite_PutCheckpoint)(nil),
+		(*StreamedWrite_PutWrites)(nil),
+	}
+	file_agentstate_v1_threads_proto_msgTypes[42].OneofWrappers = []any{
+		(*WriteAck_PutCheckpoint)(nil),
+		(*WriteAck_PutWrites)(nil),
+		(*WriteAck_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_threads_proto_rawDesc), len(file_agentstate_v1_threads_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   52,
+			NumEnums:      4,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

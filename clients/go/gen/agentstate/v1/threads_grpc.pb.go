@@ -43,6 +43,7 @@ const (
 	ThreadService_DiffCheckpoints_FullMethodName          = "/agentstate.v1.ThreadService/DiffCheckpoints"
 	ThreadService_GetChannelHistory_FullMethodName        = "/agentstate.v1.ThreadService/GetChannelHistory"
 	ThreadService_BatchWrite_FullMethodName               = "/agentstate.v1.ThreadService/BatchWrite"
+	ThreadService_StreamWrites_FullMethodName             = "/agentstate.v1.ThreadService/StreamWrites"
 )
 
 // ThreadServiceClient is the client API for ThreadService service.
@@ -125,6 +126,21 @@ type ThreadServiceClient interface {
 	// namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
 	// (the batch's request_id covers them). At most 1000 requests.
 	BatchWrite(ctx context.Context, in *BatchWriteRequest, opts ...grpc.CallOption) (*BatchWriteResponse, error)
+	// StreamWrites is a bidirectional stream of PutCheckpoint / PutWrites
+	// requests for writers that checkpoint often: the client sends requests
+	// without waiting (pipelining), the server applies them in the order sent
+	// and answers each with a WriteAck carrying the client's `seq` (acks come
+	// in that order, several to a response when they are ready together).
+	// Every request behaves exactly as the unary call would (validation,
+	// idempotency, run checks, errors, durability): a failing request gets its
+	// error in its ack (the same code, reason and metadata the unary call
+	// would return) and changes nothing, and the stream goes on with the next
+	// request, which may therefore find the state without it. A later request
+	// may use an earlier one of the stream as its base. A message that does
+	// not parse ends the stream with INVALID_ARGUMENT (after the acks of what
+	// came before it). The server reads ahead at most 1024 unacknowledged
+	// requests per stream; past that the stream waits (flow control).
+	StreamWrites(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamWritesRequest, StreamWritesResponse], error)
 }
 
 type threadServiceClient struct {
@@ -285,6 +301,19 @@ func (c *threadServiceClient) BatchWrite(ctx context.Context, in *BatchWriteRequ
 	return out, nil
 }
 
+func (c *threadServiceClient) StreamWrites(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamWritesRequest, StreamWritesResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ThreadService_ServiceDesc.Streams[0], ThreadService_StreamWrites_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamWritesRequest, StreamWritesResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadService_StreamWritesClient = grpc.BidiStreamingClient[StreamWritesRequest, StreamWritesResponse]
+
 // ThreadServiceServer is the server API for ThreadService service.
 // All implementations must embed UnimplementedThreadServiceServer
 // for forward compatibility.
@@ -365,6 +394,21 @@ type ThreadServiceServer interface {
 	// namespace (INVALID_ARGUMENT otherwise) and carry no request_id of its own
 	// (the batch's request_id covers them). At most 1000 requests.
 	BatchWrite(context.Context, *BatchWriteRequest) (*BatchWriteResponse, error)
+	// StreamWrites is a bidirectional stream of PutCheckpoint / PutWrites
+	// requests for writers that checkpoint often: the client sends requests
+	// without waiting (pipelining), the server applies them in the order sent
+	// and answers each with a WriteAck carrying the client's `seq` (acks come
+	// in that order, several to a response when they are ready together).
+	// Every request behaves exactly as the unary call would (validation,
+	// idempotency, run checks, errors, durability): a failing request gets its
+	// error in its ack (the same code, reason and metadata the unary call
+	// would return) and changes nothing, and the stream goes on with the next
+	// request, which may therefore find the state without it. A later request
+	// may use an earlier one of the stream as its base. A message that does
+	// not parse ends the stream with INVALID_ARGUMENT (after the acks of what
+	// came before it). The server reads ahead at most 1024 unacknowledged
+	// requests per stream; past that the stream waits (flow control).
+	StreamWrites(grpc.BidiStreamingServer[StreamWritesRequest, StreamWritesResponse]) error
 	mustEmbedUnimplementedThreadServiceServer()
 }
 
@@ -419,6 +463,9 @@ func (UnimplementedThreadServiceServer) GetChannelHistory(context.Context, *GetC
 }
 func (UnimplementedThreadServiceServer) BatchWrite(context.Context, *BatchWriteRequest) (*BatchWriteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BatchWrite not implemented")
+}
+func (UnimplementedThreadServiceServer) StreamWrites(grpc.BidiStreamingServer[StreamWritesRequest, StreamWritesResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamWrites not implemented")
 }
 func (UnimplementedThreadServiceServer) mustEmbedUnimplementedThreadServiceServer() {}
 func (UnimplementedThreadServiceServer) testEmbeddedByValue()                       {}
@@ -711,6 +758,13 @@ func _ThreadService_BatchWrite_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ThreadService_StreamWrites_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ThreadServiceServer).StreamWrites(&grpc.GenericServerStream[StreamWritesRequest, StreamWritesResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ThreadService_StreamWritesServer = grpc.BidiStreamingServer[StreamWritesRequest, StreamWritesResponse]
+
 // ThreadService_ServiceDesc is the grpc.ServiceDesc for ThreadService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -779,6 +833,13 @@ var ThreadService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ThreadService_BatchWrite_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamWrites",
+			Handler:       _ThreadService_StreamWrites_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "agentstate/v1/threads.proto",
 }

@@ -1,0 +1,51 @@
+"""The benchmark suite's quick variant runs (CI) and produces a well-formed table and JSON.
+
+No timing is asserted: the numbers depend on the machine. What is checked is that every workload ran,
+that each table has its rows, that every target was evaluated (met or MISSED, with a figure), and that
+the JSON carries the same numbers, so the suite cannot silently rot.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.timeout(600)
+def test_quick_suite_produces_tables_and_json(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--agents", "4",
+                           "--json", str(out)], capture_output=True, text=True, timeout=590, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    text = proc.stdout
+    print(text)
+    for title in ("direct-lmdb (", "put-latency (", "fleet (", "langgraph (", "targets"):
+        assert title in text, title
+    res = json.loads(out.read_text())
+    assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "langgraph"]
+    for group in (1, 16, 64):
+        assert res["direct-lmdb"][f"group_{group}"]["checkpoints_per_s"] > 0
+    variants = ["echo unary", "echo stream", "sidecar sync unary", "sidecar sync stream", "sidecar process unary",
+                "sidecar process stream", "SqliteSaver", "LMDBSaver"]
+    for v in variants:
+        row = res["put-latency"][v]
+        assert row["n"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"], (v, row)
+        assert v in text
+    for mode in ("sync unary", "sync stream", "process unary", "process stream"):
+        row = res["fleet"][mode]
+        assert row["checkpoints_per_s"] > 0 and row["errors"] == 0 and row["sidecar_peak_rss_mb"] > 0, (mode, row)
+    lg = res["langgraph"]
+    for saver in ("sidecar", "sqlite", "sqlite+delta", "lmdb", "inmemory"):
+        assert set(lg["ms_per_turn"][saver]) == {"5", "10", "20"}, saver
+    assert "postgres" in lg["savers"] or "postgres" in lg["skipped"]  # run, or its skip printed
+    if "postgres" in lg["skipped"]:
+        assert "SKIPPED" in text
+    labels = list(res["checks"])
+    assert len(labels) >= 10 and all(isinstance(c["met"], bool) and c["figure"] for c in res["checks"].values())
+    for label, check in res["checks"].items():
+        assert f"[{'met' if check['met'] else 'MISSED'}] {label}" in text
