@@ -13,7 +13,8 @@ from .codec import Opaque, UnsupportedValue
 from .errors import (AgentStateError, Aborted, AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal,
                      InvalidArgument, NotFound, ResourceExhausted, Unavailable)
 from .values import Append, Encoded, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
-from .runs import HeldRun, effect_done, effect_failed, event, status_name, step
+from .held_runs import AsyncHeldRun, HeldRun
+from .run_records import effect_done, effect_failed, event, status_name, step
 
 __version__ = "0.1.0"
 
@@ -22,5 +23,5 @@ __all__ = [
     "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_value",
     "apply_list_delta", "AgentStateError", "InvalidArgument", "NotFound", "AlreadyExists", "FailedPrecondition",
     "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal",
-    "HeldRun", "step", "event", "effect_done", "effect_failed", "status_name",
+    "HeldRun", "AsyncHeldRun", "step", "event", "effect_done", "effect_failed", "status_name",
 ]

@@ -8,7 +8,10 @@
 
 Same methods, arguments, deadlines, retries and exceptions as the sync
 client (requests are built by the same code); calls are coroutines and list
-calls async iterators. Create it inside the event loop that uses it (a
+calls async iterators. The facets ``runs``, ``events``, ``artifacts`` and
+``effects`` are the sync client's too (``await c.runs.start(...)`` gives an
+:class:`agentstate.held_runs.AsyncHeldRun`; ``async for ev in
+c.events.watch(...)``). Create it inside the event loop that uses it (a
 grpc.aio channel belongs to one loop).
 """
 from __future__ import annotations
@@ -45,6 +48,11 @@ class AsyncClient:
         self.channel = channel or grpc.aio.insecure_channel(address, options=channel_options(options))
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
+        from . import artifacts, effects, events, runs  # facets of the run, event, artifact and effect services
+        self.runs = runs.AsyncRuns(self)
+        self.events = events.AsyncEvents(self)
+        self.artifacts = artifacts.AsyncArtifacts(self)
+        self.effects = effects.AsyncEffects(self)
 
     async def close(self) -> None:
         if self._own_channel:
