@@ -392,7 +392,8 @@ def prepare_writes(req: pb.PutWritesRequest) -> WritesPlan:
         task_path = validate.task_path(w.task_path, f + ".task_path")
         if not w.HasField("value"):
             raise invalid(f + ".value", "is required")
-        h = hp.value_node(wire.value_encoding(w.value, f + ".value"), built)
+        # as a tree, like a channel value: a list write's items are the very nodes of the list it extends
+        h = wire.value_tree(w.value, f + ".value", built)
         rows.append((task_id, w.idx, w.replace, channel, h, task_path))
     return WritesPlan(ns, thread_id, cns, checkpoint_id, run_id, req.lease_id, rows, built)
 
@@ -445,7 +446,7 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
         task_id, idx = layout.split_write_suffix(key[len(prefix):])
         rec = layout.write_decoder.decode(value)
         w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
-        wire.set_value(w.value, hp.stored_encoding(nodes.record(fetch, rec.value), fetch))
+        wire.set_value(w.value, wire.stored_value_encoding(rec.value, fetch))  # as sent, whatever its tree
 
 
 # ----------------------------------------------------------------- reads

@@ -102,7 +102,7 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
             for rows in reversed(found_writes[ch]):
                 for task_path, task_id, idx, node_id in rows:
                     w = h.writes.add(task_id=task_id, idx=idx, channel=ch, task_path=task_path)
-                    wire.set_value(w.value, hp.stored_encoding(fetch(node_id), fetch))
+                    wire.set_value(w.value, wire.stored_value_encoding(node_id, fetch))
             if ch in seeds:
                 seed_id, root_id = seeds[ch]
                 h.seed_checkpoint_id = seed_id

@@ -136,6 +136,21 @@ def set_value(out: Value, encoding: bytes) -> None:
         out.opaque.type, out.opaque.data = parts
 
 
+def stored_value_encoding(root_id: bytes, fetch: Fetch) -> bytes:
+    """The whole canonical encoding of the value whose root node has id ``root_id``, whatever its shape
+    (list tree, map trie or one value): the bytes a client sent, as one MessagePack value."""
+    rec = nodes.record(fetch, root_id)
+    tag = rec[hp.HASH_SIZE]
+    if tag == hp.TAG_LIST:
+        items = hp.stored_list_encodings(rec, fetch)
+        return array_header(len(items)) + b"".join(items)
+    if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
+        entries = hp.stored_map_entries(rec, fetch)
+        return map_header(len(entries)) + b"".join(
+            _str_encoder.encode(k) + hp.stored_encoding(nodes.record(fetch, node_id), fetch) for k, node_id in entries)
+    return hp.stored_encoding(rec, fetch)
+
+
 def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
     """Fill ``out`` with the value whose root node has id ``root_id`` (``fetch``: id -> record)."""
     rec = nodes.record(fetch, root_id)

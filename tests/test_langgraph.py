@@ -28,7 +28,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.graph.message import _messages_delta_reducer, add_messages  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
-from agentstate import AsyncClient, Client, Opaque  # noqa: E402
+from agentstate import AsyncClient, Client, Opaque, from_value  # noqa: E402
 from agentstate.streams import WriteStream  # noqa: E402
 from agentstate.errors import ResourceExhausted  # noqa: E402
 from agentstate.langgraph import AsyncSidecarSaver, SidecarSaver, UnsafeValueError, WriteBehindError  # noqa: E402
@@ -844,3 +844,36 @@ def test_pickles_are_never_loaded(lg_sidecar, ns):
         SidecarSaver(lg_sidecar.address, serde=JsonPlusSerializer(pickle_fallback=True))
     with pytest.raises(UnsafeValueError):
         SidecarSaver(lg_sidecar.address)._core.loads(Opaque("pickle", b"\x80\x04N."))
+
+
+def test_a_list_write_shares_its_items_with_the_channel_list(tmp_path, ns):
+    """A pending write whose value is a list (the messages a node returns) is stored as a list tree, item by
+    item, so its items are the very nodes of the channel list they extend; a list written as one blob (as
+    earlier versions did) still reads back."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    proc = SidecarProcess(tmp_path / "data").start()  # its own store: blob_bytes counts this test's nodes only
+    try:
+        with Client(proc.address, namespace=ns) as c, SidecarSaver(c) as saver:
+            human, ai = HumanMessage("h" * 500, id="h-1"), AIMessage("a" * 500, id="a-1")
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": [human, ai]}
+            cp["channel_versions"] = {"messages": 1}
+            config = saver.put({"configurable": {"thread_id": "w", "checkpoint_ns": ""}}, cp,
+                               {"source": "loop", "step": 1}, {"messages": 1})
+            before = c.store_stats().blob_bytes
+            saver.put_writes(config, [("messages", [ai]), ("note", "n" * 500)], "task-1")
+            added = c.store_stats().blob_bytes - before
+            # the note (a new ~500-byte blob) and a one-item list node: the message itself was stored already
+            assert 500 < added < 500 + 300, added
+            cid = config["configurable"]["checkpoint_id"]
+            stored = {w.channel: w.value for w in c.get_checkpoint("w", cid, include_pending_writes=True).pending_writes}
+            items = from_value(stored["messages"])
+            assert type(items) is list and len(items) == 1 and type(items[0]) is Opaque
+            # a list written as one serialized blob reads back the same
+            c.put_writes("w", cid, [("task-0", 0, "messages", Opaque(*saver.serde.dumps_typed([human])))])
+            writes = {(t, ch): v for t, ch, v in saver.get_tuple(config).pending_writes}
+            assert writes[("task-1", "messages")] == [ai] and writes[("task-1", "note")] == "n" * 500
+            assert writes[("task-0", "messages")] == [human]
+    finally:
+        proc.stop()

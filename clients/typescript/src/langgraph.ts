@@ -21,8 +21,10 @@
  *                          version; otherwise not stored (the contract of `put`: only channels
  *                          that changed are written)
  *   v, ts, channel_versions, versions_seen (and any other checkpoint field) -> `extra`
- *   pending writes      -> PutWrites (task id, idx, channel, opaque serde value, task path);
- *                          special writes (errors, interrupts: negative idx) replace, others are kept
+ *   pending writes      -> PutWrites (task id, idx, channel, value, task path): an array value as a
+ *                          list of opaque serde items (stored as a list tree sharing its items with the
+ *                          channel list it extends), any other value as one opaque serde value; special
+ *                          writes (errors, interrupts: negative idx) replace, others are kept
  */
 import { createHash } from "node:crypto";
 import type { RunnableConfig } from "@langchain/core/runnables";
@@ -383,7 +385,9 @@ export class SidecarSaver extends BaseCheckpointSaver {
         taskId,
         idx: WRITES_IDX_MAP[channel] ?? i,
         channel,
-        value: await this.serialize(value),
+        // an array item by item: the sidecar stores it as a list tree, so its items are the very nodes
+        // of the channel list the write extends
+        value: Array.isArray(value) ? await Promise.all(value.map((x) => this.serialize(x))) : await this.serialize(value),
         taskPath,
         replace: channel in WRITES_IDX_MAP,
       })),

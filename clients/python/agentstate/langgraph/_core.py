@@ -152,6 +152,19 @@ class Core:
             return _MARK
         return self.loads(v)
 
+    def write_value(self, value: Any) -> Any:
+        """A pending write's value: a list item by item (the sidecar stores it as a list tree, so its items are
+        the very nodes of the channel list the write extends), anything else as one blob."""
+        if type(value) is list:
+            return [self.dumps(x) for x in value]
+        return self.dumps(value)
+
+    def load_write(self, v: Any) -> Any:
+        """The value of a stored pending write: item by item, or one blob (as earlier versions stored lists)."""
+        if type(v) is list:
+            return [self.loads(x) for x in v]
+        return self.loads(v)
+
     def _decode_whole(self, v: Any) -> Any:
         """A channel value that is not a list: one serialized blob, or a dict stored key by key."""
         if type(v) is dict:
@@ -302,7 +315,7 @@ class Core:
         rows = []
         for i, (ch, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(ch, i)
-            rows.append((task_id, idx, ch, self.dumps(value), task_path, idx < 0))
+            rows.append((task_id, idx, ch, self.write_value(value), task_path, idx < 0))
         return put_writes_request(self.namespace, str(conf["thread_id"]), conf["checkpoint_id"], rows,
                                   conf.get("checkpoint_ns", ""), "")
 
@@ -363,7 +376,7 @@ class Core:
         checkpoint.setdefault("versions_seen", {})
         metadata = {key: self.from_structured(from_value(v)) for key, v in cp.metadata.items()}
         writes = sorted(cp.pending_writes, key=lambda w: (w.task_path, w.task_id, w.idx))
-        pending = [(w.task_id, w.channel, self.loads(from_value(w.value))) for w in writes]
+        pending = [(w.task_id, w.channel, self.load_write(from_value(w.value))) for w in writes]
         conf = {"thread_id": cp.thread_id, "checkpoint_ns": cp.checkpoint_ns}
         parent = ({"configurable": {**conf, "checkpoint_id": cp.parent_checkpoint_id}}
                   if cp.parent_checkpoint_id else None)
@@ -416,7 +429,7 @@ class Core:
         out: dict[str, DeltaChannelHistory] = {}
         for h in resp.channels:
             entry: DeltaChannelHistory = {
-                "writes": [(w.task_id, w.channel, self.loads(from_value(w.value))) for w in h.writes]}
+                "writes": [(w.task_id, w.channel, self.load_write(from_value(w.value))) for w in h.writes]}
             if h.HasField("seed"):
                 key = (req.thread_id, req.checkpoint_ns, h.channel)
                 cv = h.seed
