@@ -435,16 +435,21 @@ def writes_job(store: Store, req: pb.PutWritesRequest, plan: WritesPlan):
                                        lambda t: apply_writes(t, store, plan))
 
 
-def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
+def write_rows(txn, store: Store, tkey: int, cns: str, checkpoint_id: str):
+    """(task_id, idx, WriteRec) of one checkpoint's pending writes, in key order."""
     prefix = layout.writes_prefix(tkey, cns, checkpoint_id)
     cursor = txn.cursor(db=store.db["writes"])
     if not cursor.set_range(prefix):
         return
     for key, value in cursor.iternext():
         if not key.startswith(prefix):
-            break
+            return
         task_id, idx = layout.split_write_suffix(key[len(prefix):])
-        rec = layout.write_decoder.decode(value)
+        yield task_id, idx, layout.write_decoder.decode(value)
+
+
+def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
+    for task_id, idx, rec in write_rows(txn, store, tkey, cns, checkpoint_id):
         w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
         wire.set_value(w.value, wire.stored_value_encoding(rec.value, fetch))  # as sent, whatever its tree
 

@@ -23,25 +23,12 @@ from agentstate.v1 import threads_pb2 as pb
 
 from . import hotpath as hp
 from . import layout, limits, nodes, validate, wire
-from .checkpoints import fill_channel, load_manifest, resolve
+from .checkpoints import fill_channel, load_manifest, resolve, write_rows
 from .errors import invalid, limit
 from .store import Store
 
 #: Ancestors one GetChannelHistory call may visit (requests may ask for fewer).
 MAX_DEPTH = 100_000
-
-
-def _write_rows(txn, store: Store, tkey: int, cns: str, checkpoint_id: str):
-    """(task_id, idx, WriteRec) of one checkpoint's pending writes, in key order."""
-    prefix = layout.writes_prefix(tkey, cns, checkpoint_id)
-    cursor = txn.cursor(db=store.db["writes"])
-    if not cursor.set_range(prefix):
-        return
-    for key, value in cursor.iternext():
-        if not key.startswith(prefix):
-            return
-        task_id, idx = layout.split_write_suffix(key[len(prefix):])
-        yield task_id, idx, layout.write_decoder.decode(value)
 
 
 def _channels(values, field: str) -> list[str]:
@@ -85,7 +72,7 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
                 raise limit("history_depth", f"the parent chain of {checkpoint_id!r} is longer than {max_depth} "
                             "checkpoints", field="max_depth")
             here: dict[str, list[tuple]] = {}
-            for task_id, idx, w in _write_rows(txn, store, rec.tkey, cns, current):
+            for task_id, idx, w in write_rows(txn, store, rec.tkey, cns, current):
                 if w.channel in remaining:
                     here.setdefault(w.channel, []).append((w.task_path, task_id, idx, w.value))
             for ch, rows in here.items():
@@ -139,7 +126,7 @@ def needed_for_history(txn, store: Store, tkey: int, cns: str, kept: list[str], 
 
     def writes_to(cid: str) -> set[str]:
         if cid not in written:
-            written[cid] = {w.channel for _, _, w in _write_rows(txn, store, tkey, cns, cid)}
+            written[cid] = {w.channel for _, _, w in write_rows(txn, store, tkey, cns, cid)}
         return written[cid]
 
     needed: set[str] = set()
