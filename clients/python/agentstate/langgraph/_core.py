@@ -410,6 +410,32 @@ class Core:
         """The known state for the next page: keep one with lists, else take the last decoded one's."""
         return k if (k is not None and k.lists) or not decoded.lists else decoded
 
+    def list_plan(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None, before: str,
+                  limit: int | None):
+        """A listing, written once for the sync and the async saver: yields each ListCheckpointsRequest (send
+        its response back in) and each CheckpointTuple to hand out, in order."""
+        wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
+        left = limit if limit else None
+        token = ""
+        known = self.list_start(config)
+        while True:
+            resp = yield self.list_request(config, filter, before, 0 if wanted or not limit else limit, token, known)
+            sent, nxt = known, known
+            for cp in resp.checkpoints:
+                tup, decoded = self.decode(cp, sent)
+                nxt = self.list_next(nxt, decoded)
+                if wanted and cp.checkpoint_id != wanted:
+                    continue
+                if left is not None:
+                    if left <= 0:
+                        return
+                    left -= 1
+                yield tup
+            known = nxt
+            token = resp.next_page_token
+            if not token or (left is not None and left <= 0):
+                return
+
     # ------------------------------------------------------------ delta channel history
 
     def history_request(self, config: RunnableConfig, channels: Sequence[str]) -> pb.GetChannelHistoryRequest:

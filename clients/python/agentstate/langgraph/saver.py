@@ -49,6 +49,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata,
                                        CheckpointTuple, DeltaChannelHistory)
 
+from .._facet import Done, advance
 from .._requests import RetryPolicy
 from ..aio import AsyncClient
 from ..client import Client
@@ -263,29 +264,14 @@ class _SaverBase(BaseCheckpointSaver[str]):
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
         self.flush()
-        wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
-        left = limit if limit else None
-        token = ""
-        known = self._core.list_start(config)
-        while True:
-            req = self._core.list_request(config, filter, _before_id(before), 0 if wanted or not limit else limit,
-                                          token, known)
-            resp = self._call(self._blocking().threads.ListCheckpoints, req)
-            sent, nxt = known, known
-            for cp in resp.checkpoints:
-                tup, decoded = self._core.decode(cp, sent)
-                nxt = self._core.list_next(nxt, decoded)
-                if wanted and cp.checkpoint_id != wanted:
-                    continue
-                if left is not None:
-                    if left <= 0:
-                        return
-                    left -= 1
-                yield tup
-            known = nxt
-            token = resp.next_page_token
-            if not token or (left is not None and left <= 0):
-                return
+        plan = self._core.list_plan(config, filter, _before_id(before), limit)
+        step = advance(plan)
+        while not isinstance(step, Done):
+            if isinstance(step, CheckpointTuple):
+                yield step
+                step = advance(plan)
+            else:
+                step = advance(plan, self._call(self._blocking().threads.ListCheckpoints, step))
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
@@ -529,29 +515,14 @@ class AsyncSidecarSaver(_SaverBase):
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
         await self.aflush()
-        wanted = (config or {}).get("configurable", {}).get("checkpoint_id") or ""
-        left = limit if limit else None
-        token = ""
-        known = self._core.list_start(config)
-        while True:
-            req = self._core.list_request(config, filter, _before_id(before), 0 if wanted or not limit else limit,
-                                          token, known)
-            resp = await self._acall("ListCheckpoints", req)
-            sent, nxt = known, known
-            for cp in resp.checkpoints:
-                tup, decoded = self._core.decode(cp, sent)
-                nxt = self._core.list_next(nxt, decoded)
-                if wanted and cp.checkpoint_id != wanted:
-                    continue
-                if left is not None:
-                    if left <= 0:
-                        return
-                    left -= 1
-                yield tup
-            known = nxt
-            token = resp.next_page_token
-            if not token or (left is not None and left <= 0):
-                return
+        plan = self._core.list_plan(config, filter, _before_id(before), limit)
+        step = advance(plan)
+        while not isinstance(step, Done):
+            if isinstance(step, CheckpointTuple):
+                yield step
+                step = advance(plan)
+            else:
+                step = advance(plan, await self._acall("ListCheckpoints", step))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
