@@ -72,6 +72,7 @@ def _store_rows(data_dir):
 def test_verifier_catches_damage(tmp_path):
     """Break a store in four ways a crash could; the verifier must name each."""
     from sidecar import layout
+    from sidecar.gc import mark
 
     result = crashloop.run_loop(tmp_path, cycles=3, writers=2, seed=7, run_min=0.5, run_max=1.0, retire_at=1000)
     assert not result.problems, result.problems[:20]
@@ -108,9 +109,18 @@ def test_verifier_catches_damage(tmp_path):
         bkey, bm = manifests[batch[:3]]
         txn.delete(layout.write_key(layout.split_ckpt_key(bkey)[0], batch[1], batch[2], batch[3], 1),
                    db=db["writes"])
+        # not one the checkpoint of (d) reaches through its channels or pending writes: that
+        # checkpoint must still read, so that (d) is seen
+        batch_tkey, batch_cns, batch_cid = layout.split_ckpt_key(bkey)
+        prefix = layout.writes_prefix(batch_tkey, batch_cns, batch_cid)
+        write_roots = [layout.write_decoder.decode(raw).value for key, raw in txn.cursor(db=db["writes"])
+                       if bytes(key).startswith(prefix)]
+        spared: set[bytes] = set()
+        mark(lambda i: txn.get(i, db=db["nodes"]), [root for _, root in bm.channels] + write_roots, spared)
         victim = None
         for node_id, record in txn.cursor(db=db["nodes"]):
-            if bytes(record[32:33]) == b"l":  # a list leaf: record = hash + stored node (docs/storage.md)
+            # a list leaf: record = hash + stored node (docs/storage.md)
+            if bytes(record[32:33]) == b"l" and bytes(node_id) not in spared:
                 victim = bytes(node_id)
                 break
         assert victim is not None
