@@ -38,7 +38,7 @@ test-native: $(STAMP)
 
 # The server-level suites again with the pure-Python twin (twin equality itself is in test_hotpath.py).
 test-pure: $(STAMP)
-	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py
+	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py tests/test_compression.py
 
 # The TypeScript client: unit tests, API tests, stream tests, LangGraph.js validation and graph tests.
 test-ts: $(STAMP) $(NODE_STAMP)

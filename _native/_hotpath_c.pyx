@@ -80,6 +80,7 @@ from blake3 import blake3 as _blake3_type
 
 from agentstate import codec as _codec
 from sidecar._hotpath_py import CorruptNode
+from sidecar import compression as _compression
 
 import_datetime()
 
@@ -108,6 +109,8 @@ TAG_LEAF = 0x6C  # l
 TAG_INNER = 0x6E  # n
 TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
+#: Stored form only: a value node kept compressed (sidecar/compression.py).
+TAG_PACKED = 0x7A  # z
 
 #: Stored records (see the twin's section "stored records"): record = hash + stored node.
 ID_SIZE = 8
@@ -144,6 +147,7 @@ cdef enum:
     C_TAG_INNER = 0x6E
     C_TAG_MAP = 0x4D
     C_TAG_MAP_INNER = 0x4E
+    C_TAG_PACKED = 0x7A
 
 cdef uint64_t C_MASK_SMALL = ((<uint64_t>1 << 16) - 1) << 48
 cdef uint64_t C_MASK_LARGE = ((<uint64_t>1 << 12) - 1) << 52
@@ -1876,12 +1880,28 @@ def stored_node(node, id_of):
 
 def canonical_node(stored, hash_of):
     """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
-    return _swap_refs(stored, C_ID, C_HASH, hash_of)
+    cdef bytes b = _b(stored)
+    if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_PACKED:
+        return b"v" + _unpacked(b)
+    return _swap_refs(b, C_ID, C_HASH, hash_of)
+
+
+cdef bytes _unpacked(bytes stored):
+    """The encoding of a compressed (``z``) stored value node; CorruptNode when it does not unpack."""
+    try:
+        return _compression.unpack(stored)
+    except ValueError as e:
+        raise _Corrupt(str(e)) from None
 
 
 def stored_children(stored):
     """Ids a stored node refers to."""
-    return _swap_refs(stored, C_ID, C_ID, None)
+    cdef bytes b = _b(stored)
+    if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_PACKED:  # a compressed value: no references
+        if PyBytes_GET_SIZE(b) < 1 + C_ID:
+            raise _Corrupt("compressed node length mismatch")
+        return []
+    return _swap_refs(b, C_ID, C_ID, None)
 
 
 # ================================================================== stored records: reads
@@ -1909,6 +1929,8 @@ cdef bytes _stored_enc(bytes rec, object fetch):
     tag = p[C_HASH]
     if tag == C_TAG_VALUE:
         return PyBytes_FromStringAndSize(<char*>p + C_HASH + 1, n - C_HASH - 1)
+    if tag == C_TAG_PACKED:
+        return _unpacked(rec[C_HASH:])
     if tag == C_TAG_CHUNKED:
         total = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
         count = _be_slice(p, n, C_HASH + 9, C_HASH + 13)

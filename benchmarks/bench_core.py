@@ -431,7 +431,7 @@ def report(res: dict) -> str:
             w(f"  {name:<9} {x['entries']:>7} records, depth {x['depth']}, pages {x['branch_pages']}b+{x['leaf_pages']}l+"
               f"{x['overflow_pages']}o = {x['page_bytes']:>10,} B, key+value bytes {x['key_value_bytes']:>10,}, "
               f"fill {x['fill']}")
-    kinds = {"v": "whole values", "L": "list roots", "l": "list leaves", "n": "list inner", "M": "map leaves",
+    kinds = {"v": "whole values", "z": "compressed values", "L": "list roots", "l": "list leaves", "n": "list inner", "M": "map leaves",
              "N": "map inner", "C": "chunked", "c": "chunks"}
     for tag, x in lb["blob_kinds"].items():
         w(f"  blobs {tag!r} ({kinds.get(tag, '?')}): {x['count']} nodes, {x['bytes']:,} bytes")

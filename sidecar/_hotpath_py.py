@@ -36,6 +36,8 @@ from blake3 import blake3
 
 from agentstate import codec as _codec
 
+from . import compression as _compression
+
 NATIVE = False
 
 HASH_SIZE = 32
@@ -63,6 +65,8 @@ TAG_LEAF = 0x6C  # l
 TAG_INNER = 0x6E  # n
 TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
+#: Stored form only: a value node kept compressed (sidecar/compression.py).
+TAG_PACKED = 0x7A  # z
 
 GEAR = tuple(
     int.from_bytes(blake3(b"agentstate.v1 gear" + bytes((i,))).digest()[:8], "little") for i in range(256)
@@ -483,7 +487,9 @@ def children(node: bytes) -> list[bytes]:
 # The stored node is the node with every child hash replaced by the child's
 # id. Hashes (what content addressing, etags and clients see) are always
 # computed over the canonical node; ids are local to one store. A separate
-# index maps hash -> id for deduplication.
+# index maps hash -> id for deduplication. A value node may be stored
+# compressed instead: ``z`` + dictionary id + zstd frame of the encoding
+# (sidecar/compression.py writes it; the readers here unpack it).
 
 ID_SIZE = 8
 RecordFetch = Callable[[bytes], bytes]  # id -> record
@@ -553,11 +559,25 @@ def stored_node(node: bytes, id_of: Callable[[bytes], bytes]) -> bytes:
 
 def canonical_node(stored: bytes, hash_of: Callable[[bytes], bytes]) -> bytes:
     """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
+    if stored[:1] == b"z":
+        return b"v" + _unpacked(stored)
     return _swap_refs(stored, ID_SIZE, HASH_SIZE, hash_of)
+
+
+def _unpacked(stored: bytes) -> bytes:
+    """The encoding of a compressed (``z``) stored value node; CorruptNode when it does not unpack."""
+    try:
+        return _compression.unpack(stored)
+    except ValueError as e:
+        raise CorruptNode(str(e)) from None
 
 
 def stored_children(stored: bytes) -> list[bytes]:
     """Ids a stored node refers to."""
+    if stored[:1] == b"z":  # a compressed value: no references
+        if len(stored) < 1 + _compression.ID_SIZE:
+            raise CorruptNode("compressed node length mismatch")
+        return []
     out: list[bytes] = []
     _swap_refs(stored, ID_SIZE, ID_SIZE, lambda r: out.append(r) or r)
     return out
@@ -568,6 +588,8 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
     tag = record[HASH_SIZE]
     if tag == TAG_VALUE:
         return record[HASH_SIZE + 1:]
+    if tag == TAG_PACKED:
+        return _unpacked(record[HASH_SIZE:])
     if tag == TAG_CHUNKED:
         base = HASH_SIZE + 13
         total = int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")

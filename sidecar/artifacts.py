@@ -333,8 +333,8 @@ async def download(ctx: Ctx, req: apb.DownloadArtifactRequest):
             raise ApiError("ARTIFACT_NOT_FOUND", f"artifact {name!r} version {v} is being deleted", field="name")
         root = bytes(root)
     yield apb.DownloadArtifactResponse(artifact=to_proto(ns, thread_id, name, v, rec, nrec.official == v))
-    if root[H] == hp.TAG_VALUE:
-        enc = root[H + 1:]
+    if root[H] != hp.TAG_CHUNKED:  # one value node (maybe stored compressed)
+        enc = hp.stored_encoding(root, None)
         data = enc[_bin_header_len(enc):]
         for i in range(0, len(data), DOWNLOAD_MESSAGE_BYTES):
             yield apb.DownloadArtifactResponse(data=data[i:i + DOWNLOAD_MESSAGE_BYTES])

@@ -34,6 +34,7 @@ TAG_LEAF = _impl.TAG_LEAF
 TAG_INNER = _impl.TAG_INNER
 TAG_MAP = _impl.TAG_MAP
 TAG_MAP_INNER = _impl.TAG_MAP_INNER
+TAG_PACKED = _impl.TAG_PACKED
 CorruptNode = _impl.CorruptNode
 UnsupportedValue = _impl.UnsupportedValue
 

@@ -4,7 +4,8 @@ Trees are built in canonical form (children named by hash; see _hotpath_py).
 In LMDB each node is a record ``hash + stored node`` under an 8-byte id that
 increases as nodes are written, and ``hashes`` maps hash -> id so a node is
 stored once. Reads follow ids (one lookup per node, records of one write
-adjacent on disk); writes look hashes up to deduplicate.
+adjacent on disk); writes look hashes up to deduplicate. A value node may
+be stored compressed (compression.py); its hash is that of the node itself.
 
 The index is keyed by the first 16 bytes of the hash (half the index size);
 a hit is confirmed against the full hash kept in the record. Should two
@@ -21,6 +22,7 @@ from . import hotpath as hp
 from .store import RetryJob, Store
 
 H = hp.HASH_SIZE
+TAG_VALUE = hp.TAG_VALUE
 
 
 def fetcher(txn, store: Store) -> Callable[[bytes], bytes | None]:
@@ -121,6 +123,7 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> d
     built = dict(nodes)
     records = store.db["nodes"]
     put = txn.put
+    pack = store.packer.pack
 
     def resolve(h: bytes) -> bytes:
         node_id = ids.get(h)
@@ -132,6 +135,8 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> d
             if node is None:
                 raise RetryJob()
             stored = hp.stored_node(node, resolve)  # children first: they get smaller ids
+            if stored[0] == TAG_VALUE:
+                stored = pack(stored)  # compression.py: maybe ``z`` + dictionary id + zstd frame
             node_id = store.new_node_id()
             put(node_id, h + stored, db=records, append=True)
             index_put(txn, store, h, node_id)

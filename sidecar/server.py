@@ -53,6 +53,7 @@ class Config:
     durability: str = "sync"  # "sync" or "process" (see store.py)
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
     max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
+    compress: bool = True  # value nodes stored zstd-compressed (compression.py)
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -92,7 +93,7 @@ class Sidecar:
         self._lock_data_dir()
         self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
                            commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
-                           loop=asyncio.get_running_loop())
+                           loop=asyncio.get_running_loop(), compress=self.config.compress)
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),

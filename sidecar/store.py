@@ -65,7 +65,7 @@ from typing import Any, Callable, Iterator
 
 import lmdb
 
-from . import layout, wal
+from . import compression, layout, wal
 from .errors import ApiError
 
 log = logging.getLogger("sidecar.store")
@@ -212,7 +212,7 @@ class Store:
 
     def __init__(self, path: str, *, map_size: int | None = None, sync: bool = True, durability: str = "sync",
                  commit_interval: float = COMMIT_INTERVAL, max_queue: int = MAX_QUEUE, max_lag: float = MAX_LAG,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, compress: bool = True) -> None:
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
         os.makedirs(path, mode=0o700, exist_ok=True)
@@ -239,6 +239,7 @@ class Store:
         self.replayed = self._replay()
         self._next_node = self._last_node_id() + 1
         self._drop_wal_files()  # every intact record is in LMDB now (a new log starts after them)
+        self.packer = compression.Packer(self._load_dicts, self._save_dict, enabled=compress)
         self._log: wal.Log | None = wal.Log(path, self._applied + 1) if durability == "process" else None
         # owner-thread state
         self._txn = None  # the open write transaction
@@ -323,6 +324,30 @@ class Store:
         for _, name in wal.wal_files(self.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
+
+    def _load_dicts(self) -> tuple[bytes | None, list[bytes]]:
+        """The current compression dictionary's id and every stored dictionary (compression.py)."""
+        meta = self.db["meta"]
+        with self.env.begin(db=meta) as txn:
+            current = txn.get(compression.META_CURRENT)
+            cursor = txn.cursor()
+            found = []
+            if cursor.set_range(compression.META_PREFIX):
+                for key, value in cursor:
+                    if not key.startswith(compression.META_PREFIX):
+                        break
+                    found.append(bytes(value))
+        return (bytes(current) if current is not None else None), found
+
+    def _save_dict(self, did: bytes, data: bytes) -> None:
+        """Store a compression dictionary (from the trainer thread); returns once it is committed."""
+        meta = self.db["meta"]
+
+        def put(txn) -> None:
+            txn.put(compression.META_PREFIX + did, data, db=meta)
+            txn.put(compression.META_CURRENT, did, db=meta)
+
+        self.submit(put, durability="sync").result(60)
 
     def _last_node_id(self) -> int:
         with self.env.begin(db=self.db["nodes"]) as txn:

@@ -21,8 +21,10 @@ def test_bench_core_quick(tmp_path):
     assert res["sidecar"]["checkpoints"] == 60 and res["sqlite"]["checkpoints"] == 60
     assert res["sidecar"]["integrity_missing"] == 0
     assert res["get_server"]["items"] == 40
-    # 20 turns: 40 message values, 40 list roots and the leaves of 40 items are stored once
+    # 20 turns: 40 message values (compressed: 400 characters each), 40 list roots and the leaves of 40 items
+    # are stored once
     kinds = res["sidecar"]["lmdb"]["blob_kinds"]
-    assert kinds["v"]["count"] == 40 and kinds["L"]["count"] == 41 and kinds["l"]["count"] == 5
+    assert kinds["z"]["count"] == 40 and "v" not in kinds
+    assert kinds["L"]["count"] == 41 and kinds["l"]["count"] == 5
     assert res["sidecar"]["dir"]["allocated"] > 0 and res["sqlite"]["closed"]["apparent"] > 0
     assert res["flat"]["put_early"]["n"] == 10 and res["flat"]["put_late"]["n"] == 10

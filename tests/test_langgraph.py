@@ -852,7 +852,8 @@ def test_a_list_write_shares_its_items_with_the_channel_list(tmp_path, ns):
     earlier versions did) still reads back."""
     from langgraph.checkpoint.base import empty_checkpoint
 
-    proc = SidecarProcess(tmp_path / "data").start()  # its own store: blob_bytes counts this test's nodes only
+    # its own store, so blob_bytes counts this test's nodes only; uncompressed, so they count as their size
+    proc = SidecarProcess(tmp_path / "data", "--no-compress").start()
     try:
         with Client(proc.address, namespace=ns) as c, SidecarSaver(c) as saver:
             human, ai = HumanMessage("h" * 500, id="h-1"), AIMessage("a" * 500, id="a-1")

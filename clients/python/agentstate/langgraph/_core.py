@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from operator import is_
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -276,9 +277,7 @@ class Core:
         items = list(items)  # our own copy: the caller's list may change later
         old = base.lists.get(ch) if base is not None and self.cache_size else None
         if old:
-            k, n = 0, min(len(old), len(items))
-            while k < n and items[k] is old[k]:
-                k += 1
+            k = _common_prefix(items, old)
             if k:
                 return Append([self._item(x) for x in items[k:]], keep_first=None if k == len(old) else k,
                               base_root=base.roots.get(ch) or b""), items
@@ -506,6 +505,18 @@ class Core:
         snapshot per channel in its metadata (a channel snapshotted at this checkpoint is not listed)."""
         counters = metadata.get("counters_since_delta_snapshot")
         return set(counters) if isinstance(counters, dict) else set()
+
+
+def _common_prefix(items: list, old: list) -> int:
+    """How many leading items ``items`` shares (by identity) with ``old``. The usual case, ``items``
+    extending ``old``, is checked at C speed (``map(is_)``): a 2,000-message history costs microseconds."""
+    n = min(len(old), len(items))
+    if n and items[n - 1] is old[n - 1] and all(map(is_, items, old)):
+        return n
+    k = 0
+    while k < n and items[k] is old[k]:
+        k += 1
+    return k
 
 
 def _sorted_str_dict(value: Any) -> bool:
