@@ -1930,7 +1930,10 @@ cdef bytes _stored_enc(bytes rec, object fetch):
     if tag == C_TAG_VALUE:
         return PyBytes_FromStringAndSize(<char*>p + C_HASH + 1, n - C_HASH - 1)
     if tag == C_TAG_PACKED:
-        return _unpacked(rec[C_HASH:])
+        try:
+            return _compression.unpack_record(rec)
+        except ValueError as e:
+            raise _Corrupt(str(e)) from None
     if tag == C_TAG_CHUNKED:
         total = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
         count = _be_slice(p, n, C_HASH + 9, C_HASH + 13)

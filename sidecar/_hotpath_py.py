@@ -589,7 +589,10 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
     if tag == TAG_VALUE:
         return record[HASH_SIZE + 1:]
     if tag == TAG_PACKED:
-        return _unpacked(record[HASH_SIZE:])
+        try:
+            return _compression.unpack_record(record)
+        except ValueError as e:
+            raise CorruptNode(str(e)) from None
     if tag == TAG_CHUNKED:
         base = HASH_SIZE + 13
         total = int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")

@@ -43,6 +43,15 @@ Dictionary life cycle (decision):
 
 ``Store(compress=False)`` (``sidecar serve --no-compress``) stores every node
 as it is; reading compressed records always works.
+
+Read cache (decision): unpacking costs ~1 us per node (zstd with a
+dictionary; most of it zstd's fixed cost per frame), which a read of a
+1,600-message history would pay 1,600 times. So the encodings of compressed
+nodes are kept in a process-wide cache of ``CACHE_BYTES``, keyed by node
+hash (content-addressed, so shared safely by every store of the process and
+never stale), filled when a node is written (recent values are the ones
+read next) and when one is unpacked, oldest entry out first. The integrity
+check never uses it: it unpacks every record from disk.
 """
 from __future__ import annotations
 
@@ -56,6 +65,7 @@ from blake3 import blake3
 log = logging.getLogger("sidecar.compression")
 
 TAG_PACKED = 0x7A  # z
+HASH_SIZE = 32
 ID_SIZE = 8
 NO_DICT = bytes(ID_SIZE)
 #: Nodes shorter than this are stored as they are (a frame's header would eat most of the gain).
@@ -68,6 +78,10 @@ SAMPLE_BYTES = 64 * 1024
 MIN_SAMPLES = 64
 META_CURRENT = b"zdict"
 META_PREFIX = b"zdict:"
+
+#: Bytes of encodings the read cache holds (plus ~100 bytes of bookkeeping per entry).
+CACHE_BYTES = 32 * 1024 * 1024
+_ENTRY_COST = 100
 
 _dicts: dict[bytes, zstandard.ZstdCompressionDict] = {}
 _registry_lock = threading.Lock()
@@ -119,6 +133,41 @@ def unpack(stored: bytes) -> bytes:
         raise ValueError(f"compressed node does not unpack: {e}") from None
 
 
+_cache: dict[bytes, bytes] = {}
+_cache_bytes = 0
+_cache_lock = threading.Lock()
+
+
+def remember(h: bytes, encoding: bytes) -> None:
+    """Keep a compressed node's encoding in the read cache (oldest entries out when it is full)."""
+    global _cache_bytes
+    with _cache_lock:
+        if h in _cache:
+            return
+        _cache[h] = encoding
+        _cache_bytes += len(encoding) + _ENTRY_COST
+        while _cache_bytes > CACHE_BYTES and _cache:
+            _cache_bytes -= len(_cache.pop(next(iter(_cache)))) + _ENTRY_COST
+
+
+def forget_cache() -> None:
+    """Empty the read cache (tests, tools: as a new process starts)."""
+    global _cache_bytes
+    with _cache_lock:
+        _cache.clear()
+        _cache_bytes = 0
+
+
+def unpack_record(record: bytes) -> bytes:
+    """The encoding held by a record (hash + ``z`` node), from the read cache when it is there."""
+    h = bytes(record[:HASH_SIZE])
+    encoding = _cache.get(h)
+    if encoding is None:
+        encoding = unpack(record[HASH_SIZE:])
+        remember(h, encoding)
+    return encoding
+
+
 class Packer:
     """Compresses one store's value nodes as they are written (owner thread), and trains its dictionary."""
 
@@ -143,8 +192,9 @@ class Packer:
     def _compressor(zd: zstandard.ZstdCompressionDict) -> zstandard.ZstdCompressor:
         return zstandard.ZstdCompressor(level=LEVEL, dict_data=zd, write_checksum=False, write_dict_id=False)
 
-    def pack(self, stored: bytes) -> bytes:
-        """The form to store a value node in (``stored`` = ``v`` + encoding): compressed when smaller."""
+    def pack(self, h: bytes, stored: bytes) -> bytes:
+        """The form to store a value node in (``stored`` = ``v`` + encoding, ``h`` its hash): compressed
+        when smaller (and then its encoding goes into the read cache)."""
         n = len(stored)
         if not self.enabled or n < MIN_SIZE:
             return stored
@@ -155,6 +205,7 @@ class Packer:
         frame = cctx.compress(encoding)
         if 1 + ID_SIZE + len(frame) >= n:
             return stored
+        remember(h, encoding)
         return b"z" + did + frame
 
     def _sample(self, encoding: bytes) -> None:

@@ -136,7 +136,7 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> d
                 raise RetryJob()
             stored = hp.stored_node(node, resolve)  # children first: they get smaller ids
             if stored[0] == TAG_VALUE:
-                stored = pack(stored)  # compression.py: maybe ``z`` + dictionary id + zstd frame
+                stored = pack(h, stored)  # compression.py: maybe ``z`` + dictionary id + zstd frame
             node_id = store.new_node_id()
             put(node_id, h + stored, db=records, append=True)
             index_put(txn, store, h, node_id)

@@ -77,9 +77,10 @@ def tags(store: Store) -> dict[str, int]:
 
 
 def forget_dictionaries() -> None:
-    """As a new process would start: no dictionary registered, no decompressor cached."""
+    """As a new process would start: no dictionary registered, no decompressor, an empty read cache."""
     compression._dicts.clear()
     compression._local.__dict__.clear()
+    compression.forget_cache()
 
 
 @pytest.fixture
@@ -224,10 +225,30 @@ def test_a_damaged_compressed_node_is_corrupt_and_the_integrity_check_names_it(s
     (node_id, rec), = [(k, r) for k, r in records(store) if r[H] == compression.TAG_PACKED]
     damaged = rec[:-5]  # a torn frame
     store.write(lambda txn: txn.put(node_id, damaged, db=store.db["nodes"]))
+    assert read(store, "t")["m"]["id"] == "msg-000000"  # the read cache still holds what was written
+    compression.forget_cache()  # as after a restart: the damage shows
     with pytest.raises(hp.CorruptNode):
         read(store, "t")
     problems = gc.check_integrity(store)["problems"]
     assert len(problems) == 1 and node_id.hex() in problems[0]
+
+
+def test_the_read_cache_is_filled_on_write_and_read_and_stays_within_its_budget(store, monkeypatch):
+    rnd = random.Random(6)
+    msgs = [message(rnd, i) for i in range(30)]
+    compression.forget_cache()
+    put(store, "t", {"messages": msgs})
+    packed = [rec for _, rec in records(store) if rec[H] == compression.TAG_PACKED]
+    assert len(packed) == 30 and all(compression._cache.get(rec[:H]) is not None for rec in packed)
+    compression.forget_cache()
+    assert read(store, "t")["messages"] == msgs  # unpacked from disk, and remembered
+    assert all(compression.unpack(rec[H:]) == compression._cache[rec[:H]] for rec in packed)
+    monkeypatch.setattr(compression, "CACHE_BYTES", 5 * (700 + compression._ENTRY_COST))
+    compression.forget_cache()
+    assert read(store, "t")["messages"] == msgs
+    assert 0 < len(compression._cache) <= 5 and compression._cache_bytes <= compression.CACHE_BYTES
+    # the newest entries stay: the last items read
+    assert set(compression._cache) == {rec[:H] for rec in packed[-len(compression._cache):]}
 
 
 def test_packed_records_in_both_twins(impl):
@@ -252,9 +273,10 @@ def test_packed_records_in_both_twins(impl):
     item_hash = hp.hash_bytes(b"v" + enc)
     stored_root = impl.stored_node(built[root], lambda h: b"%08d" % 0 if h == item_hash else None)
     assert impl.stored_list_encodings(root + stored_root, ids.get) == [enc] * 3
-    unknown = b"z" + b"\x01" * compression.ID_SIZE + cctx.compress(enc)
+    other = codec.encode("another value, never cached " * 4)
+    unknown = b"z" + b"\x01" * compression.ID_SIZE + cctx.compress(other)
     with pytest.raises(hp.CorruptNode, match="unknown dictionary"):
-        impl.stored_encoding(hp.hash_bytes(b"v" + enc) + unknown, None)
+        impl.stored_encoding(hp.hash_bytes(b"v" + other) + unknown, None)
     with pytest.raises(hp.CorruptNode, match="does not unpack"):
         impl.canonical_node(stored[:-4], None)
     # a header claiming more than a value node can hold is refused before anything is allocated
