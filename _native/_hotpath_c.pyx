@@ -1882,14 +1882,14 @@ def canonical_node(stored, hash_of):
     """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
     cdef bytes b = _b(stored)
     if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_PACKED:
-        return b"v" + _unpacked(b)
+        return b"v" + _unpacked(_compression.unpack, b)  # from the record itself, never the read cache
     return _swap_refs(b, C_ID, C_HASH, hash_of)
 
 
-cdef bytes _unpacked(bytes stored):
-    """The encoding of a compressed (``z``) stored value node; CorruptNode when it does not unpack."""
+cdef bytes _unpacked(object unpack, bytes data):
+    """``unpack(data)``: the encoding of a compressed (``z``) value node; CorruptNode when it does not unpack."""
     try:
-        return _compression.unpack(stored)
+        return unpack(data)
     except ValueError as e:
         raise _Corrupt(str(e)) from None
 
@@ -1930,10 +1930,7 @@ cdef bytes _stored_enc(bytes rec, object fetch):
     if tag == C_TAG_VALUE:
         return PyBytes_FromStringAndSize(<char*>p + C_HASH + 1, n - C_HASH - 1)
     if tag == C_TAG_PACKED:
-        try:
-            return _compression.unpack_record(rec)
-        except ValueError as e:
-            raise _Corrupt(str(e)) from None
+        return _unpacked(_compression.unpack_record, rec)
     if tag == C_TAG_CHUNKED:
         total = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
         count = _be_slice(p, n, C_HASH + 9, C_HASH + 13)

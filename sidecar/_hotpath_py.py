@@ -560,14 +560,14 @@ def stored_node(node: bytes, id_of: Callable[[bytes], bytes]) -> bytes:
 def canonical_node(stored: bytes, hash_of: Callable[[bytes], bytes]) -> bytes:
     """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
     if stored[:1] == b"z":
-        return b"v" + _unpacked(stored)
+        return b"v" + _unpacked(_compression.unpack, stored)  # from the record itself, never the read cache
     return _swap_refs(stored, ID_SIZE, HASH_SIZE, hash_of)
 
 
-def _unpacked(stored: bytes) -> bytes:
-    """The encoding of a compressed (``z``) stored value node; CorruptNode when it does not unpack."""
+def _unpacked(unpack: Callable[[bytes], bytes], data: bytes) -> bytes:
+    """``unpack(data)``: the encoding of a compressed (``z``) value node; CorruptNode when it does not unpack."""
     try:
-        return _compression.unpack(stored)
+        return unpack(data)
     except ValueError as e:
         raise CorruptNode(str(e)) from None
 
@@ -589,10 +589,7 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
     if tag == TAG_VALUE:
         return record[HASH_SIZE + 1:]
     if tag == TAG_PACKED:
-        try:
-            return _compression.unpack_record(record)
-        except ValueError as e:
-            raise CorruptNode(str(e)) from None
+        return _unpacked(_compression.unpack_record, record)
     if tag == TAG_CHUNKED:
         base = HASH_SIZE + 13
         total = int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")
