@@ -159,6 +159,27 @@ def expect_error(code, reason: str, field: str | None = None, **metadata: str):
         assert err.metadata.get(key) == value, f"metadata[{key!r}] = {err.metadata.get(key)!r} != {value!r}"
 
 
+def store_values(store, thread_id: str, checkpoint_id: str = "") -> dict:
+    """The channel values of a checkpoint read straight from a Store (GetCheckpoint's handler), decoded."""
+    import asyncio
+
+    from agentstate import codec
+    from sidecar import checkpoints
+
+    cp = asyncio.run(checkpoints.get(store, pb.GetCheckpointRequest(thread_id=thread_id,
+                                                                     checkpoint_id=checkpoint_id))).checkpoint
+    out = {}
+    for name, cv in cp.channels.items():
+        v = cv.value
+        if v.WhichOneof("kind") == "list":
+            out[name] = [codec.decode(i.msgpack) for i in v.list.items]
+        elif v.WhichOneof("kind") == "map":
+            out[name] = {k: codec.decode(e.msgpack) for k, e in v.map.entries.items()}
+        else:
+            out[name] = codec.decode(v.msgpack)
+    return out
+
+
 def store_state(client: Client, *thread_ids: str) -> dict:
     """Everything a failed call must leave alone: store counts, and each thread with all its
     checkpoints (every checkpoint namespace, values and pending writes)."""

@@ -10,10 +10,11 @@ import zstandard
 
 from agentstate import codec
 from agentstate.v1 import threads_pb2 as pb
-from agentstate.v1 import values_pb2
 from sidecar import checkpoints, compression, gc
 from sidecar import hotpath as hp
 from sidecar.store import Store
+
+from conftest import store_values as read
 
 H = hp.HASH_SIZE
 WORDS = ("agent tool call result the of and message state graph checkpoint thread user assistant reply price "
@@ -46,21 +47,6 @@ def put(store: Store, thread_id: str, channels: dict, **kw) -> pb.PutCheckpointR
         else:
             req.channels[name].value.msgpack = codec.encode(v)
     return run(checkpoints.put(store, req))
-
-
-def read(store: Store, thread_id: str, checkpoint_id: str = "") -> dict:
-    cp = run(checkpoints.get(store, pb.GetCheckpointRequest(thread_id=thread_id,
-                                                             checkpoint_id=checkpoint_id))).checkpoint
-    out = {}
-    for name, cv in cp.channels.items():
-        v = cv.value
-        if v.WhichOneof("kind") == "list":
-            out[name] = [codec.decode(i.msgpack) for i in v.list.items]
-        elif v.WhichOneof("kind") == "map":
-            out[name] = {k: codec.decode(e.msgpack) for k, e in v.map.entries.items()}
-        else:
-            out[name] = codec.decode(v.msgpack)
-    return out
 
 
 def records(store: Store) -> list[tuple[bytes, bytes]]:

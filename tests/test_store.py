@@ -15,6 +15,8 @@ from sidecar import checkpoints, gc, layout, threads
 from sidecar.errors import ApiError
 from sidecar.store import Store
 
+from conftest import store_values
+
 
 def run(coro):
     return asyncio.run(coro)
@@ -39,20 +41,6 @@ def put(store, thread_id, channels, **kw):
         else:
             req.channels[name].value.CopyFrom(value(v))
     return run(checkpoints.put(store, req))
-
-
-def get_values(store, thread_id, checkpoint_id=""):
-    cp = run(checkpoints.get(store, pb.GetCheckpointRequest(thread_id=thread_id, checkpoint_id=checkpoint_id))).checkpoint
-    out = {}
-    for name, cv in cp.channels.items():
-        v = cv.value
-        if v.WhichOneof("kind") == "list":
-            out[name] = [codec.decode(i.msgpack) for i in v.list.items]
-        elif v.WhichOneof("kind") == "map":
-            out[name] = {k: codec.decode(e.msgpack) for k, e in v.map.entries.items()}
-        else:
-            out[name] = codec.decode(v.msgpack)
-    return out
 
 
 def blob_count(store) -> int:
@@ -98,7 +86,7 @@ def test_map_grows_by_itself(tmp_path):
             put(s, f"t{i}", {"blob": data})
         assert s.map_size > start
         for tid_, data in payloads.items():
-            assert get_values(s, tid_)["blob"] == data
+            assert store_values(s, tid_)["blob"] == data
     finally:
         s.close()
 
@@ -110,7 +98,7 @@ def test_map_growth_survives_reopen(tmp_path):
     s.close()
     s = Store(path, map_size=128 * 1024)  # smaller than the file: opening must still work
     try:
-        assert get_values(s, "t")["blob"] == b"x" * 600_000
+        assert store_values(s, "t")["blob"] == b"x" * 600_000
         put(s, "t2", {"blob": b"y" * 300_000})
     finally:
         s.close()
@@ -125,7 +113,7 @@ def test_gc_frees_only_unshared_blobs(store):
     stats = gc.GarbageCollector(store).collect()
     assert stats.freed_blobs >= 2  # a's list root and its "own" value at least
     assert blob_count(store) == before - stats.freed_blobs
-    assert get_values(store, "b")["messages"] == shared + ["b's own"]
+    assert store_values(store, "b")["messages"] == shared + ["b's own"]
     assert gc.check_integrity(store)["missing_blobs"] == 0
     # a second collection finds nothing more
     assert gc.GarbageCollector(store).collect().freed_blobs == 0
@@ -151,8 +139,8 @@ def test_gc_keeps_everything_written_during_collection(store, monkeypatch):
     monkeypatch.setattr(gc, "mark", mark_then_write)
     collector.collect()
     assert marked_snapshot.is_set()
-    assert get_values(store, "new")["messages"] == items
-    assert get_values(store, "copy")["messages"] == items
+    assert store_values(store, "new")["messages"] == items
+    assert store_values(store, "copy")["messages"] == items
     assert gc.check_integrity(store)["missing_blobs"] == 0
 
 
@@ -205,7 +193,7 @@ def test_gc_concurrent_random_workload(store):
         t.join(30)
     assert not errors, errors
     for tid_, msgs in expected.items():
-        assert get_values(store, tid_)["messages"] == msgs, tid_
+        assert store_values(store, tid_)["messages"] == msgs, tid_
     assert gc.check_integrity(store)["missing_blobs"] == 0
 
 
@@ -246,7 +234,7 @@ def test_gc_sweep_never_leaves_a_node_without_its_children(store, monkeypatch):
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
-            got = get_values(store, "new")["messages"]
+            got = store_values(store, "new")["messages"]
             break
         except Exception:  # noqa: BLE001 - not written yet
             time.sleep(0.05)
@@ -267,14 +255,14 @@ def test_hash_index_survives_short_key_collisions(store, monkeypatch):
         put(store, tid_, {"messages": items, "shared": ["same everywhere"] * 3})
     assert blob_count(store) == before
     for tid_, items in lists.items():
-        assert get_values(store, tid_)["messages"] == items
+        assert store_values(store, tid_)["messages"] == items
     for tid_ in list(lists)[:6]:
         run(threads.delete(store, pb.DeleteThreadRequest(thread_id=tid_)))
     gc.GarbageCollector(store).collect()
     report = gc.check_integrity(store)
     assert report["missing_blobs"] == 0 and report["problems"] == [], report
     for tid_ in list(lists)[6:]:
-        assert get_values(store, tid_)["messages"] == lists[tid_]
+        assert store_values(store, tid_)["messages"] == lists[tid_]
     with store.read() as txn:  # every remaining node is indexed exactly once
         assert txn.stat(store.db["hashes"])["entries"] == txn.stat(store.db["nodes"])["entries"]
 
@@ -356,7 +344,7 @@ def test_durability_modes_read_their_writes(tmp_path, durability):
         put(s, tid_, {"messages": ["a"]}, checkpoint_id="c1")
         put(s, tid_, {"messages": pb.ChannelWrite(delta=values_pb2.ValueDelta(append=[value("b")]))},
             checkpoint_id="c2", parent_checkpoint_id="c1")
-        assert get_values(s, tid_)["messages"] == ["a", "b"]  # read from another thread than the owner
+        assert store_values(s, tid_)["messages"] == ["a", "b"]  # read from another thread than the owner
         with pytest.raises(ApiError):
             put(s, tid_, {"x": 1}, checkpoint_id="c3", expected_head_etag="stale")
         if durability == "process":
@@ -365,7 +353,7 @@ def test_durability_modes_read_their_writes(tmp_path, durability):
         s.close()
     reopened = Store(str(tmp_path / durability))
     try:
-        assert get_values(reopened, tid_)["messages"] == ["a", "b"]
+        assert store_values(reopened, tid_)["messages"] == ["a", "b"]
     finally:
         reopened.close()
 
@@ -400,7 +388,7 @@ def test_process_mode_replays_the_log_after_a_crash(tmp_path):
     reopened = Store(path)
     try:
         assert reopened.replayed == 1
-        assert get_values(reopened, "t")["v"] == "only in the log"
+        assert store_values(reopened, "t")["v"] == "only in the log"
         assert not glob.glob(os.path.join(path, "wal-*.log"))  # applied and committed: the log is gone
     finally:
         reopened.close()
