@@ -41,6 +41,11 @@ Dictionary life cycle (decision):
 * Nodes are never rewritten: those written before the dictionary stay as
   they are.
 
+Incompressible values (random or already-compressed bytes) are stored as
+they are. After ``GIVE_UP_AFTER`` of them in a row, only every
+``TRY_EVERY``-th value is tried until one compresses again, so a store of
+such values does not pay for a compression attempt on every write.
+
 ``Store(compress=False)`` (``sidecar serve --no-compress``) stores every node
 as it is; reading compressed records always works.
 
@@ -74,6 +79,10 @@ MIN_SIZE = 64
 MAX_ENCODING = 32 * 1024
 LEVEL = 3
 DICT_SIZE = 16 * 1024
+#: After this many value nodes in a row did not get smaller, only every TRY_EVERY-th one is tried until one
+#: does (random or already-compressed bytes cost ~6 us per KiB to try, for nothing).
+GIVE_UP_AFTER = 32
+TRY_EVERY = 16
 SAMPLE_BYTES = 64 * 1024
 MIN_SAMPLES = 64
 META_CURRENT = b"zdict"
@@ -186,6 +195,7 @@ class Packer:
             self.current = (current, self._compressor(_dicts[current]))
         self._samples: list[bytes] | None = [] if enabled and self.current[0] == NO_DICT else None
         self._sampled = 0
+        self._misses = 0  # value nodes in a row that did not get smaller
         self.trainer: threading.Thread | None = None
 
     @staticmethod
@@ -201,10 +211,16 @@ class Packer:
         encoding = stored[1:]
         if self._samples is not None:
             self._sample(encoding)
+        misses = self._misses
+        if misses >= GIVE_UP_AFTER and misses % TRY_EVERY:
+            self._misses = misses + 1
+            return stored
         did, cctx = self.current
         frame = cctx.compress(encoding)
         if 1 + ID_SIZE + len(frame) >= n:
+            self._misses = misses + 1
             return stored
+        self._misses = 0
         remember(h, encoding)
         return b"z" + did + frame
 

@@ -219,6 +219,19 @@ def test_a_damaged_compressed_node_is_corrupt_and_the_integrity_check_names_it(s
     assert len(problems) == 1 and node_id.hex() in problems[0]
 
 
+def test_after_a_run_of_incompressible_values_compression_is_tried_now_and_then_until_it_pays_again():
+    packer = compression.Packer(lambda: (None, []), lambda did, data: None)
+    noise = [b"v" + codec.encode(os.urandom(1000)) for _ in range(compression.GIVE_UP_AFTER + 1)]
+    text = [b"v" + codec.encode(sentence(random.Random(i), 800)) for i in range(2 * compression.TRY_EVERY)]
+    assert all(packer.pack(bytes(32), v) == v for v in noise)  # the last one was still tried (and missed)
+    out = [packer.pack(bytes(32), v) for v in text]
+    # not tried until the next TRY_EVERY-th value; from the first that compresses on, all are tried again
+    first = next(i for i, o in enumerate(out) if o[:1] == b"z")
+    assert 0 < first < compression.TRY_EVERY
+    assert all(o == v for o, v in zip(out[:first], text)) and all(o[:1] == b"z" for o in out[first:])
+    assert all(compression.unpack(o) == v[1:] for o, v in zip(out[first:], text[first:]))
+
+
 def test_the_read_cache_is_filled_on_write_and_read_and_stays_within_its_budget(store, monkeypatch):
     rnd = random.Random(6)
     msgs = [message(rnd, i) for i in range(30)]
