@@ -110,7 +110,7 @@ TAG_INNER = 0x6E  # n
 TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
 #: Stored form only: a value node kept compressed (sidecar/compression.py).
-TAG_PACKED = 0x7A  # z
+TAG_PACKED = _compression.TAG_PACKED  # z (sidecar/compression.py owns the format)
 
 #: Stored records (see the twin's section "stored records"): record = hash + stored node.
 ID_SIZE = 8
@@ -147,7 +147,10 @@ cdef enum:
     C_TAG_INNER = 0x6E
     C_TAG_MAP = 0x4D
     C_TAG_MAP_INNER = 0x4E
-    C_TAG_PACKED = 0x7A
+    C_TAG_PACKED = 0x7A  # == TAG_PACKED (checked at import)
+
+if TAG_PACKED != C_TAG_PACKED:  # the C mirror must follow compression.py's tag
+    raise ImportError(f"compressed node tag {TAG_PACKED:#x} != compiled {C_TAG_PACKED:#x}: rebuild the extension")
 
 cdef uint64_t C_MASK_SMALL = ((<uint64_t>1 << 16) - 1) << 48
 cdef uint64_t C_MASK_LARGE = ((<uint64_t>1 << 12) - 1) << 52

@@ -65,8 +65,9 @@ TAG_LEAF = 0x6C  # l
 TAG_INNER = 0x6E  # n
 TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
-#: Stored form only: a value node kept compressed (sidecar/compression.py).
-TAG_PACKED = 0x7A  # z
+#: Stored form only: a value node kept compressed (sidecar/compression.py owns the format).
+TAG_PACKED = _compression.TAG_PACKED  # z
+_PACKED = bytes((TAG_PACKED,))
 
 GEAR = tuple(
     int.from_bytes(blake3(b"agentstate.v1 gear" + bytes((i,))).digest()[:8], "little") for i in range(256)
@@ -559,7 +560,7 @@ def stored_node(node: bytes, id_of: Callable[[bytes], bytes]) -> bytes:
 
 def canonical_node(stored: bytes, hash_of: Callable[[bytes], bytes]) -> bytes:
     """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
-    if stored[:1] == b"z":
+    if stored[:1] == _PACKED:
         return b"v" + _unpacked(_compression.unpack, stored)  # from the record itself, never the read cache
     return _swap_refs(stored, ID_SIZE, HASH_SIZE, hash_of)
 
@@ -574,7 +575,7 @@ def _unpacked(unpack: Callable[[bytes], bytes], data: bytes) -> bytes:
 
 def stored_children(stored: bytes) -> list[bytes]:
     """Ids a stored node refers to."""
-    if stored[:1] == b"z":  # a compressed value: no references
+    if stored[:1] == _PACKED:  # a compressed value: no references
         if len(stored) < 1 + _compression.ID_SIZE:
             raise CorruptNode("compressed node length mismatch")
         return []

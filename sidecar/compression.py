@@ -70,6 +70,7 @@ from blake3 import blake3
 log = logging.getLogger("sidecar.compression")
 
 TAG_PACKED = 0x7A  # z
+_PACKED = bytes((TAG_PACKED,))
 HASH_SIZE = 32
 ID_SIZE = 8
 NO_DICT = bytes(ID_SIZE)
@@ -222,7 +223,7 @@ class Packer:
             return stored
         self._misses = 0
         remember(h, encoding)
-        return b"z" + did + frame
+        return _PACKED + did + frame
 
     def _sample(self, encoding: bytes) -> None:
         samples = self._samples
