@@ -36,9 +36,11 @@ test: $(STAMP) check-generated check-breaking test-native test-pure test-ts test
 test-native: $(STAMP)
 	$(PY) -m pytest -q
 
-# The server-level suites again with the pure-Python twin (twin equality itself is in test_hotpath.py).
+# The server-level suites and the LangGraph savers' exactness suite again with the pure-Python twins
+# (twin equality itself is in test_hotpath.py and test_mirror.py).
 test-pure: $(STAMP)
-	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py tests/test_compression.py
+	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py tests/test_compression.py \
+	  tests/test_mirror.py tests/test_langgraph_exact.py
 
 # The TypeScript client: unit tests, API tests, stream tests, LangGraph.js validation and graph tests.
 test-ts: $(STAMP) $(NODE_STAMP)
@@ -67,4 +69,4 @@ check-breaking: $(STAMP) $(NODE_STAMP)
 	$(PY) scripts/check_breaking.py --self-test
 
 clean:
-	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/*.so $(NODE_DIR)/node_modules $(NODE_DIR)/dist .tools
+	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/*.so clients/python/agentstate/langgraph/*.so $(NODE_DIR)/node_modules $(NODE_DIR)/dist .tools

@@ -1,8 +1,10 @@
 """Build script: packages plus the compiled hot path.
 
 ``_native/_hotpath_c.pyx`` is compiled (Cython) into the extension module
-``sidecar._hotpath_c``. If it cannot be built (no compiler), the install
-still succeeds and ``sidecar.hotpath`` uses the pure-Python twin; set
+``sidecar._hotpath_c``, and ``_native/_mirror_c.pyx`` (the LangGraph savers'
+value mirrors) into ``agentstate.langgraph._mirror_c``. If they cannot be built
+(no compiler), the install still succeeds and the selectors (``sidecar.hotpath``,
+``agentstate.langgraph._mirror``) use the pure-Python twins; set
 ``SIDECAR_REQUIRE_EXTENSIONS=1`` to make a failed build an error instead.
 The ``agentstate`` client package (clients/python) ships in the same
 distribution, since the server uses its generated stubs and codec.
@@ -41,7 +43,8 @@ class OptionalBuildExt(build_ext):
 ext_modules = []
 if cythonize is not None and not os.environ.get("SIDECAR_NO_EXTENSIONS"):
     ext_modules = cythonize(
-        [Extension("sidecar._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"])],
+        [Extension("sidecar._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"]),
+         Extension("agentstate.langgraph._mirror_c", ["_native/_mirror_c.pyx"], extra_compile_args=["-O3"])],
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},
         quiet=True,

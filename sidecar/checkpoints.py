@@ -458,7 +458,9 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
 
 def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: str, tkey: int, cns: str,
                     checkpoint_id: str, m: Manifest, fetch, *, values: bool, channels=None,
-                    known_roots=None, pending_writes: bool = False, known_lists: dict | None = None) -> None:
+                    known_roots=None, pending_writes: bool = False, known_lists: dict | None = None,
+                    extra: bool | None = None) -> None:
+    """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = m.schema_version
@@ -476,7 +478,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
                      known_lists)
-    if values and m.extra is not None:
+    if (values if extra is None else extra) and m.extra is not None:
         wire.set_value(out.extra, hp.stored_encoding(nodes.record(fetch, m.extra), fetch))
     if pending_writes:
         read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
@@ -558,7 +560,8 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
         rec, checkpoint_id, m = resolve(txn, store, ns, thread_id, cns, checkpoint_id)
         fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, checkpoint_id, m,
                         nodes.fetcher(txn, store), values=not req.omit_values, channels=channels,
-                        known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes)
+                        known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes,
+                        extra=True)
     return resp
 
 

@@ -810,19 +810,31 @@ def point_graph(saver):
     return b.compile(checkpointer=saver)
 
 
-def test_unlisted_classes_are_not_rebuilt(lg_sidecar, ns):
-    with SidecarSaver(lg_sidecar.address, namespace=ns) as saver:
+def test_strict_mode_rebuilds_only_listed_classes(lg_sidecar, ns, caplog):
+    """strict=True (what LANGGRAPH_STRICT_MSGPACK=true selects by default): a class outside LangGraph's safe
+    set and the saver's allowed_modules comes back as its fields, nothing is called to load it, and
+    LangGraph's warning names it. (The default, LangGraph's permissive mode: tests/test_langgraph_exact.py.)"""
+    with SidecarSaver(lg_sidecar.address, namespace=ns, strict=True) as saver:
         point_graph(saver).invoke({"p": None}, cfg("pt"))
         saver._core.forget()
         before = CONSTRUCTED["point"]
-        value = saver.get_tuple(cfg("pt")).checkpoint["channel_values"]["p"]
+        _blocked_warned().discard(("test_langgraph", "Point"))  # LangGraph warns once per type and process
+        with caplog.at_level("WARNING"):
+            value = saver.get_tuple(cfg("pt")).checkpoint["channel_values"]["p"]
         assert value == {"x": 1, "y": 2} and not isinstance(value, Point)
         assert CONSTRUCTED["point"] == before  # nothing was called to load it
-    allowed = SidecarSaver(lg_sidecar.address, namespace=ns, allowed_modules=[Point])
+        assert "Blocked deserialization of test_langgraph.Point" in caplog.text
+    allowed = SidecarSaver(lg_sidecar.address, namespace=ns, allowed_modules=[Point], strict=True)
     try:
         assert allowed.get_tuple(cfg("pt")).checkpoint["channel_values"]["p"] == Point(1, 2)
     finally:
         allowed.close()
+
+
+def _blocked_warned() -> set:
+    """Types LangGraph already warned about as blocked in this process (it warns once per type)."""
+    from langgraph.checkpoint.serde import jsonplus
+    return jsonplus._warned_blocked_types
 
 
 def test_pickles_are_never_loaded(lg_sidecar, ns):

@@ -30,29 +30,36 @@ What the adapter knows the sidecar has
 --------------------------------------
 The saver remembers, for the checkpoints it recently stored or read (an LRU
 of ``cache_size`` entries), each channel's version, its root hash (returned
-by the sidecar) and, for list channels, the Python items of the list. A put
-then sends, relative to its parent checkpoint (LangGraph's ``new_versions``
-say which channels changed):
+by the sidecar) and, for list channels, one record per item (``_mirror.Rec``):
+the serialized bytes the sidecar holds, a private *mirror* proving them (an
+object whose serialization gives those bytes) and a private source for
+reads. A put then sends, relative to its parent checkpoint:
 
-* an unchanged channel (same version as in the parent) as ``keep``: nothing
-  is serialized or sent;
-* a list that extends the parent's list as ``append`` of the new items only,
-  with ``base_root`` = the parent's root for that channel (the sidecar checks
-  it and refuses a stale base with BASE_MISMATCH, on which the saver forgets
-  what it knew of the thread and sends whole values). Items are compared by
-  identity: LangGraph's reducers build new lists from the same message
-  objects, so the common prefix is found without serializing anything; a
-  list that changed inside (a message replaced or removed) is sent as
-  ``keep_first`` + the rest;
-* anything else whole.
+* a channel not in ``new_versions`` whose version the parent holds as
+  ``keep``: the parent's stored value, exactly as LangGraph's own savers keep
+  the value stored with that version, whatever the caller did to the object
+  since. When the parent is not in the cache (``cache_size=0``, evicted,
+  another process wrote it, a BASE_MISMATCH replan), the saver asks the
+  sidecar for the parent's versions first (roots only), so what is stored
+  never depends on the cache. A channel whose version the parent does not
+  hold (a ``__copy__`` fork, say) is stored as given;
+* a list in ``new_versions``: its leading items that still match their
+  records' mirrors (compiled walk, ``_mirror.common_prefix``; about 0.4 us a
+  message) are the parent's, the rest is serialized and sent as ``append``
+  (``keep_first`` when the list changed inside) with ``base_root`` = the
+  parent's root for that channel (the sidecar checks it and refuses a stale
+  base with BASE_MISMATCH, on which the saver forgets what it knew of the
+  thread and sends the put again against what the sidecar really holds,
+  from the bytes it serialized at put time). Identity is never the proof:
+  an item changed in place no longer matches its mirror and is sent again;
+* anything else whole, serialized when ``put`` is called.
 
 Reads send the roots of the cached lists (``known_roots``): an unchanged list
-comes back empty, a grown one as the new items only. So a chat turn sends and
-receives one or two messages, not the history.
-
-List items are treated as immutable: an item mutated in place after it was
-checkpointed is not seen as a change (replace it, as LangGraph's
-``add_messages`` does by id). ``cache_size=0`` turns all of this off: whole
+comes back empty, a grown one as the new items only. Every read hands out
+new objects (mirrors of the records' sources; an item read for the first
+time is deserialized), so no two reads share an object with each other, with
+the caller's earlier puts, or with the cache: changing a returned object in
+place changes nothing stored or cached. ``cache_size=0`` keeps nothing: whole
 values each time (storage stays linear, since the sidecar deduplicates items,
 but the wire does not).
 """
@@ -75,12 +82,14 @@ from .._requests import channel_history_request, get_checkpoint_request, list_ch
 from ..codec import Opaque
 from ..values import Append, Encoded, Keep, from_value
 from ..v1 import threads_pb2 as pb
+from ._mirror import UNMIRRORABLE, Rec, Unmirrorable, common_prefix, hand_out, matches, mirror
 from ._serde import check_type
 
 #: Marks a stored list that is a DeltaChannel snapshot (its first item).
 SNAPSHOT_MARK_TYPE = "agentstate.langgraph.delta-snapshot"
-_MARK = object()  # the marker item among cached Python items
+_MARK = object()  # the marker item among a snapshot's items
 _MARK_VALUE = Opaque(SNAPSHOT_MARK_TYPE, b"")
+_MARK_REC = Rec(_MARK_VALUE, _MARK, UNMIRRORABLE)  # its record (the mirror walk sees _MARK only by identity)
 SCHEMA_VERSION = 1  # of this mapping; stored with every checkpoint
 
 
@@ -90,8 +99,27 @@ class Known:
 
     versions: dict  # channel_versions
     roots: dict[str, bytes]  # channel -> root hash (b"" until the put is stored) of every channel it holds
-    lists: dict[str, list] = field(default_factory=dict)  # channel -> Python items of list channels
+    lists: dict[str, list[Rec]] = field(default_factory=dict)  # channel -> item records of list channels
     covered: set[str] | None = None  # when set, roots are known only for these channels (not cached)
+
+
+@dataclass
+class PutPlan:
+    """A LangGraph put, independent of what is known of the parent: ids, versions, the encoded metadata and
+    extra, and each channel's content once serialized (``written``: kept, so that a put planned again after
+    BASE_MISMATCH sends the bytes of the moment ``put`` was called, not what the caller's objects hold by
+    then)."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    parent_id: str
+    versions: dict
+    new: frozenset
+    values: dict  # the caller's channel values (read for a channel once, when it must be written)
+    metadata: dict
+    extra: Any
+    written: dict = field(default_factory=dict)  # channel -> (item records, None) | (None, whole value)
 
 
 @dataclass
@@ -100,6 +128,7 @@ class PendingPut:
 
     key: tuple[str, str, str]
     known: Known
+    plan: PutPlan
 
 
 class Core:
@@ -145,13 +174,41 @@ class Core:
             return [_MARK, *value.value]
         return None
 
-    def _item(self, item: Any) -> Opaque:
-        return _MARK_VALUE if item is _MARK else self.dumps(item)
+    def _record(self, item: Any) -> Rec:
+        """A new item's record: its bytes and (when the saver caches) a mirror proving them."""
+        if item is _MARK:
+            return _MARK_REC
+        opaque = self.dumps(item)
+        if not self.cache_size:
+            return Rec(opaque)
+        try:
+            return Rec(opaque, mirror(item))
+        except Unmirrorable:
+            return Rec(opaque)  # never claimed unchanged: serialized again by every put that has it
 
-    def _decode_item(self, v: Any) -> Any:
+    @staticmethod
+    def _stored_record(v: Any) -> Rec:
+        """The record of an item read from the sidecar (its object is made when first handed out)."""
         if type(v) is Opaque and v.type == SNAPSHOT_MARK_TYPE:
-            return _MARK
-        return self.loads(v)
+            return _MARK_REC
+        return Rec(v)
+
+    def _fresh(self, rec: Rec) -> Any:
+        """A new object for ``rec``, deserialized from its bytes. When caching, the record keeps a mirror of
+        it as the source of later reads, and as the proof of its bytes when serializing it gives them again
+        (a value whose round trip changes it keeps the proof it had, or none)."""
+        obj = self.loads(rec.opaque)
+        if self.cache_size and rec.source is None:
+            try:
+                src = mirror(obj)
+            except Unmirrorable:
+                rec.source = UNMIRRORABLE
+            else:
+                if rec.proof is None or not matches(src, rec.proof):
+                    if self.dumps(obj) == rec.opaque:
+                        rec.proof = src
+                rec.source = src
+        return obj
 
     def write_value(self, value: Any) -> Any:
         """A pending write's value: a list item by item (the sidecar stores it as a list tree, so its items are
@@ -172,12 +229,11 @@ class Core:
             return {k: self.loads(x) for k, x in v.items()}
         return self.loads(v)
 
-    @staticmethod
-    def _python(items: list) -> Any:
-        """The channel value of stored items (a fresh list each time)."""
-        if items and items[0] is _MARK:
-            return _DeltaSnapshot(items[1:])
-        return list(items)
+    def _python(self, recs: list[Rec]) -> Any:
+        """The channel value of stored item records: new objects each time (see ``_mirror``)."""
+        if recs and recs[0] is _MARK_REC:
+            return _DeltaSnapshot(hand_out(recs[1:], self._fresh))
+        return hand_out(recs, self._fresh)
 
     # ------------------------------------------------------------ cache
 
@@ -223,65 +279,83 @@ class Core:
 
     # ------------------------------------------------------------ put
 
-    def put_request(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-                    new_versions: ChannelVersions, base: Known | None,
-                    ) -> tuple[pb.PutCheckpointRequest | None, PendingPut | None, list[str]]:
-        """The PutCheckpoint request for a LangGraph put, relative to ``base`` (what is known of the
-        parent). When the parent is not known and some unchanged channels need it, returns
-        (None, None, those channels): the caller learns the parent (:meth:`parent_request`) first."""
+    def plan_put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                 new_versions: ChannelVersions) -> PutPlan:
+        """A LangGraph put's ids, versions and encoded metadata; channels are serialized by request_for."""
         conf = config["configurable"]
-        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "")
-        parent_id = conf.get("checkpoint_id") or ""
-        values = checkpoint["channel_values"]
-        versions = checkpoint["channel_versions"]
-        channels: dict[str, Any] = {}
-        lists: dict[str, list] = {}
-        unknown: list[str] = []
-        for ch, ver in versions.items():
-            changed = ch in new_versions
-            if not changed and parent_id:
-                if base is not None and (base.covered is None or ch in base.covered):
-                    if base.versions.get(ch) == ver:
-                        if ch in base.roots:  # the same value as in the parent: keep it
-                            channels[ch] = Keep()
-                            if ch in base.lists:
-                                lists[ch] = base.lists[ch]
-                        continue  # absent from the parent: absent here too
-                elif base is None and ch not in values:
-                    unknown.append(ch)  # only the parent can tell (a DeltaChannel between snapshots, say)
-                    continue
-            if ch in values:
-                channels[ch], items = self._channel_write(values[ch], base, ch)
-                if items is not None:
-                    lists[ch] = items
-        if unknown:
-            return None, None, unknown
         extra = {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
         md = get_serializable_checkpoint_metadata(config, metadata)
-        req = put_checkpoint_request(
-            self.namespace, thread_id, channels, checkpoint_id=checkpoint["id"], parent_id=parent_id, base_id="",
-            checkpoint_ns=ns, metadata={k: self.structured_or_opaque(v) for k, v in md.items()},
-            extra=self.structured_or_opaque(extra), expected_head_etag=None, schema_version=SCHEMA_VERSION,
-            require_thread=False, request_id="")
-        roots = {ch: (base.roots.get(ch, b"") if type(w) is Keep else b"") for ch, w in channels.items()}
-        return req, PendingPut((thread_id, ns, checkpoint["id"]), Known(dict(versions), roots, lists)), []
+        return PutPlan(str(conf["thread_id"]), conf.get("checkpoint_ns", ""), checkpoint["id"],
+                       conf.get("checkpoint_id") or "", dict(checkpoint["channel_versions"]),
+                       frozenset(new_versions or ()), dict(checkpoint["channel_values"]),
+                       {k: self.structured_or_opaque(v) for k, v in md.items()}, self.structured_or_opaque(extra))
 
-    def _channel_write(self, value: Any, base: Known | None, ch: str) -> tuple[Any, list | None]:
+    def request_for(self, plan: PutPlan, base: Known | None,
+                    ) -> tuple[pb.PutCheckpointRequest | None, PendingPut | None, list[str]]:
+        """The PutCheckpoint request for ``plan`` relative to ``base`` (what is known of the parent). When the
+        parent is not known and some channels not in ``new_versions`` need it, returns (None, None, those
+        channels): the caller learns the parent (:meth:`parent_request`, :meth:`parent_from`) and asks again."""
+        channels: dict[str, Any] = {}
+        lists: dict[str, list[Rec]] = {}
+        unknown: list[str] = []
+        for ch, ver in plan.versions.items():
+            if ch not in plan.new and plan.parent_id:
+                if base is None:
+                    unknown.append(ch)  # only the parent can tell whether it holds this version
+                    continue
+                if (base.covered is None or ch in base.covered) and base.versions.get(ch) == ver:
+                    if ch in base.roots:  # the value stored with this version: keep it
+                        channels[ch] = Keep()
+                        if ch in base.lists:
+                            lists[ch] = base.lists[ch]
+                    continue  # absent from the parent at this version: absent here too
+            if ch in plan.values or ch in plan.written:
+                channels[ch], recs = self._channel_write(plan, ch, base)
+                if recs is not None:
+                    lists[ch] = recs
+        if unknown:
+            return None, None, unknown
+        req = put_checkpoint_request(
+            self.namespace, plan.thread_id, channels, checkpoint_id=plan.checkpoint_id, parent_id=plan.parent_id,
+            base_id="", checkpoint_ns=plan.ns, metadata=plan.metadata, extra=plan.extra, expected_head_etag=None,
+            schema_version=SCHEMA_VERSION, require_thread=False, request_id="")
+        roots = {ch: (base.roots.get(ch, b"") if type(w) is Keep else b"") for ch, w in channels.items()}
+        key = (plan.thread_id, plan.ns, plan.checkpoint_id)
+        return req, PendingPut(key, Known(dict(plan.versions), roots, lists), plan), []
+
+    def _channel_write(self, plan: PutPlan, ch: str, base: Known | None) -> tuple[Any, list[Rec] | None]:
+        """A channel's content (serialized once per plan) as a write relative to ``base``."""
+        written = plan.written.get(ch)
+        if written is None:
+            written = plan.written[ch] = self._serialize(plan.values[ch], base, ch)
+        recs, whole = written
+        if recs is None:
+            return whole, None
+        old = base.lists.get(ch) if base is not None and self.cache_size else None
+        if old:
+            # the records this list took over from the parent's are the very same objects (records never
+            # change their bytes, so identity is the proof here)
+            k = _same_records(recs, old)
+            if k:
+                return Append([r.opaque for r in recs[k:]], keep_first=None if k == len(old) else k,
+                              base_root=base.roots.get(ch) or b""), recs
+        return [r.opaque for r in recs], recs
+
+    def _serialize(self, value: Any, base: Known | None, ch: str) -> tuple[list[Rec] | None, Any]:
+        """(item records, None) for a list, (None, the value as sent) for anything else."""
         items = self._items_of(value)
         if items is None:
             if _sorted_str_dict(value):
                 # key by key: each entry is stored (and deduplicated) on its own, e.g. a graph input
                 # {"messages": [m]} shares its entry with the pending write ("messages", [m]) that follows
-                return {k: self.dumps(v) for k, v in value.items()}, None
-            return self.dumps(value), None
-        items = list(items)  # our own copy: the caller's list may change later
+                return None, {k: self.dumps(v) for k, v in value.items()}
+            return None, self.dumps(value)
+        items = list(items)
         old = base.lists.get(ch) if base is not None and self.cache_size else None
-        if old:
-            k = _common_prefix(items, old)
-            if k:
-                return Append([self._item(x) for x in items[k:]], keep_first=None if k == len(old) else k,
-                              base_root=base.roots.get(ch) or b""), items
-        return [self._item(x) for x in items], items
+        if not old:
+            return [self._record(x) for x in items], None
+        k = common_prefix(items, old)  # the leading items still equal to the parent's
+        return old[:k] + [self._record(x) for x in items[k:]], None
 
     def accept(self, pending: PendingPut) -> RunnableConfig:
         """A put was queued: later puts may use it as their base (its roots follow with the reply)."""
@@ -296,9 +370,10 @@ class Core:
         return resp
 
     def parent_request(self, config: RunnableConfig, channels: Sequence[str]) -> pb.GetCheckpointRequest:
+        """Asks for the parent's versions and the roots of ``channels`` (no values)."""
         conf = config["configurable"]
         return get_checkpoint_request(self.namespace, str(conf["thread_id"]), conf["checkpoint_id"],
-                                      conf.get("checkpoint_ns", ""), channels, False, None, False)
+                                      conf.get("checkpoint_ns", ""), channels, True, None, False)
 
     def parent_from(self, cp: pb.Checkpoint, channels: Sequence[str]) -> Known:
         """What a parent fetched for ``channels`` (parent_request) tells about them."""
@@ -345,30 +420,20 @@ class Core:
         """A Checkpoint message (read with ``k``'s roots as known roots) as a CheckpointTuple, and what it
         tells about that checkpoint."""
         values: dict[str, Any] = {}
-        lists: dict[str, list] = {}
+        lists: dict[str, list[Rec]] = {}
         roots: dict[str, bytes] = {}
         for ch, cv in cp.channels.items():
             roots[ch] = cv.root
-            kind = cv.WhichOneof("content")
-            if kind == "value":
+            if cv.WhichOneof("content") == "value":
                 v = from_value(cv.value)
-                if type(v) is list:
-                    items = [self._decode_item(x) for x in v]
-                    lists[ch] = items
-                    values[ch] = self._python(items)
-                else:
+                if type(v) is not list:
                     values[ch] = self._decode_whole(v)
-                continue
-            held = k.lists.get(ch) if k is not None else None
-            if held is None:
-                raise ValueError(f"channel {ch!r} came back relative to a list the saver does not hold")
-            if kind is None:
-                items = held
+                    continue
+                recs = [self._stored_record(x) for x in v]
             else:
-                keep = cv.delta.keep_first if cv.delta.HasField("keep_first") else len(held)
-                items = held[:keep] + [self._decode_item(from_value(x)) for x in cv.delta.append]
-            lists[ch] = items
-            values[ch] = self._python(items)
+                recs = self._relative(cv, k.lists.get(ch) if k is not None else None, ch)
+            lists[ch] = recs
+            values[ch] = self._python(recs)
         extra = self.from_structured(from_value(cp.extra)) if cp.HasField("extra") else {}
         checkpoint = {**extra, "id": cp.checkpoint_id, "channel_values": values}
         checkpoint.setdefault("channel_versions", {})
@@ -382,6 +447,15 @@ class Core:
         return (CheckpointTuple({"configurable": {**conf, "checkpoint_id": cp.checkpoint_id}}, checkpoint,
                                 metadata, parent, pending),
                 Known(dict(checkpoint["channel_versions"]), roots, lists))
+
+    def _relative(self, cv: pb.ChannelValue, held: list[Rec] | None, ch: str) -> list[Rec]:
+        """The records of a list that came back relative to ``held`` (unchanged, or as a delta)."""
+        if held is None:
+            raise ValueError(f"channel {ch!r} came back relative to a list the saver does not hold")
+        if cv.WhichOneof("content") is None:
+            return held
+        keep = cv.delta.keep_first if cv.delta.HasField("keep_first") else len(held)
+        return held[:keep] + [self._stored_record(from_value(x)) for x in cv.delta.append]
 
     def list_start(self, config: RunnableConfig | None) -> Known | None:
         """What a listing can send as known roots to begin with: the latest known state of the thread."""
@@ -458,34 +532,30 @@ class Core:
             if h.HasField("seed"):
                 key = (req.thread_id, req.checkpoint_ns, h.channel)
                 cv = h.seed
-                kind = cv.WhichOneof("content")
-                if kind == "value":
+                held = None
+                if cv.WhichOneof("content") == "value":
                     v = from_value(cv.value)
-                    if type(v) is list:
-                        items = [self._decode_item(x) for x in v]
-                        entry["seed"] = self._python(items)
-                        self._remember_seed(key, cv.root, items)
-                    else:
+                    if type(v) is not list:
                         entry["seed"] = self._decode_whole(v)
+                        out[h.channel] = entry
+                        continue
+                    recs = [self._stored_record(x) for x in v]
                 else:
                     with self._lock:
-                        held = self._seeds.get(key)
-                    if held is None:
-                        raise ValueError(f"seed of {h.channel!r} came back relative to a list the saver lacks")
-                    items = held[1]
-                    if kind == "delta":
-                        keep = cv.delta.keep_first if cv.delta.HasField("keep_first") else len(items)
-                        items = items[:keep] + [self._decode_item(from_value(x)) for x in cv.delta.append]
-                        self._remember_seed(key, cv.root, items)
-                    entry["seed"] = self._python(items)
+                        seed = self._seeds.get(key)
+                    held = seed[1] if seed is not None else None
+                    recs = self._relative(cv, held, h.channel)
+                if recs is not held:
+                    self._remember_seed(key, cv.root, recs)
+                entry["seed"] = self._python(recs)
             out[h.channel] = entry
         return out
 
-    def _remember_seed(self, key, root: bytes, items: list) -> None:
+    def _remember_seed(self, key, root: bytes, recs: list[Rec]) -> None:
         if not self.cache_size:
             return
         with self._lock:
-            self._seeds[key] = (root, items)
+            self._seeds[key] = (root, recs)
             self._seeds.move_to_end(key)
             while len(self._seeds) > self.cache_size:
                 self._seeds.popitem(last=False)
@@ -507,14 +577,14 @@ class Core:
         return set(counters) if isinstance(counters, dict) else set()
 
 
-def _common_prefix(items: list, old: list) -> int:
-    """How many leading items ``items`` shares (by identity) with ``old``. The usual case, ``items``
-    extending ``old``, is checked at C speed (``map(is_)``): a 2,000-message history costs microseconds."""
-    n = min(len(old), len(items))
-    if n and items[n - 1] is old[n - 1] and all(map(is_, items, old)):
+def _same_records(recs: list[Rec], old: list[Rec]) -> int:
+    """How many leading records ``recs`` took over from ``old`` (the same record objects). The usual case,
+    ``recs`` extending ``old``, is checked at C speed (``map(is_)``)."""
+    n = min(len(old), len(recs))
+    if n and recs[n - 1] is old[n - 1] and all(map(is_, recs, old)):
         return n
     k = 0
-    while k < n and items[k] is old[k]:
+    while k < n and recs[k] is old[k]:
         k += 1
     return k
 

@@ -1,16 +1,21 @@
-"""_serde: the serializer the savers use by default — LangGraph's, locked down.
+"""_serde: the serializer the savers use by default — LangGraph's own, without pickle.
 
-Values go through LangGraph's own :class:`JsonPlusSerializer` (MessagePack
-with its extension types), so what is stored is what LangGraph's other
-savers store for the same value. Reading is restricted:
+Values go through LangGraph's :class:`JsonPlusSerializer` (MessagePack with
+its extension types), so what is stored is what LangGraph's other savers
+store for the same value, and reading behaves as theirs does under the same
+settings:
 
-* **strict allow-list.** A stored object is rebuilt only when its class is in
-  LangGraph's built-in safe set (messages, documents, Send, Interrupt,
-  Command, datetimes, UUIDs, ...), in ``allowed_modules``, or in the list
-  LangGraph adds for a compiled graph's state schema (``with_allowlist``,
-  active when ``LANGGRAPH_STRICT_MSGPACK=true``). Anything else comes back
-  as its serialized fields (LangGraph's behaviour for a blocked type), never
-  by importing and calling arbitrary code;
+* **LangGraph's default** (``LANGGRAPH_STRICT_MSGPACK`` unset): stored
+  objects are rebuilt as their classes — pydantic models, dataclasses, enums
+  of the graph's state — and LangGraph logs its deprecation warning, once
+  per type, for a class outside its safe set;
+* **strict** (``LANGGRAPH_STRICT_MSGPACK=true``, or ``strict=True``): a class
+  is rebuilt only when it is in LangGraph's safe set (messages, documents,
+  Send, Interrupt, Command, datetimes, UUIDs, ...), in the allow-list
+  LangGraph builds from a compiled graph's schemas (``with_allowlist``), or
+  in the savers' ``allowed_modules``; anything else comes back as its
+  serialized fields and LangGraph logs "Blocked deserialization of
+  module.Class" (once per type), never silently;
 * **no pickle, ever.** Values are never written as pickle, and stored data
   whose type is "pickle" is refused on read (:class:`UnsafeValueError`),
   whatever serializer is configured.
@@ -20,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 
@@ -32,16 +38,20 @@ FORBIDDEN_TYPES = frozenset({"pickle"})
 
 
 class SafeSerializer(JsonPlusSerializer):
-    """JsonPlusSerializer in strict mode, without pickle.
+    """JsonPlusSerializer as LangGraph configures it by default, without pickle.
 
-    ``allowed_modules`` are extra ``(module, class name)`` pairs (or classes)
-    that may be rebuilt from stored data, on top of LangGraph's safe set.
+    ``strict`` (default: LangGraph's ``LANGGRAPH_STRICT_MSGPACK`` setting)
+    restricts rebuilding to LangGraph's safe set, the graph's schemas and
+    ``allowed_modules`` — extra ``(module, class name)`` pairs or classes.
+    Without it every class is rebuilt, as by LangGraph's own savers.
     """
 
-    def __init__(self, *, allowed_modules: Iterable[tuple[str, ...] | type] = ()) -> None:
+    def __init__(self, *, allowed_modules: Iterable[tuple[str, ...] | type] = (), strict: bool | None = None) -> None:
         allowed = tuple(allowed_modules)
+        if strict is None:
+            strict = _lg_msgpack.STRICT_MSGPACK_ENABLED
         super().__init__(pickle_fallback=False, allowed_json_modules=None,
-                         allowed_msgpack_modules=allowed or None)
+                         allowed_msgpack_modules=(allowed or None) if strict else True)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_, data = super().dumps_typed(obj)

@@ -32,12 +32,12 @@ import threading
 import time
 import weakref
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..client import Client
-from ..errors import AgentStateError, FailedPrecondition
+from ..errors import FailedPrecondition
 from ..v1 import threads_pb2 as pb
 
 log = logging.getLogger("agentstate.langgraph")
@@ -124,7 +124,7 @@ class Writer:
             done.set_result(None)
             return done
         out: Future = Future()
-        last.add_done_callback(lambda _: out.set_result(None))
+        last.add_done_callback(lambda _: _release(out))
         return out
 
     def flush(self, timeout: float | None = None) -> None:
@@ -241,6 +241,15 @@ class Writer:
         item.future.set_exception(err)
         if not item.waited:
             item.future.exception()  # mark retrieved: the failure is reported through check()
+
+
+def _release(waiter: Future) -> None:
+    """Resolve a barrier's future, unless its waiter gave up (an asyncio task awaiting it was cancelled, which
+    cancels the future)."""
+    try:
+        waiter.set_result(None)
+    except InvalidStateError:
+        pass
 
 
 _live: weakref.WeakSet[Writer] = weakref.WeakSet()

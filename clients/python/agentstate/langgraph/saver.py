@@ -102,20 +102,14 @@ def _pregel_loop():
     return None
 
 
-def _snapshot_values(checkpoint: Checkpoint) -> Checkpoint:
-    """A copy whose channel values (lists copied) stay as they are while the put waits in the outbox."""
-    values = {k: (list(v) if type(v) is list else v) for k, v in checkpoint["channel_values"].items()}
-    return {**checkpoint, "channel_values": values}
-
-
 class _SaverBase(BaseCheckpointSaver[str]):
     """What both savers share: serializer, core (mapping and cache), outbox, and the sync methods."""
 
-    def __init__(self, *, namespace: str, serde, allowed_modules, cache_size: int, timeout: float,
+    def __init__(self, *, namespace: str, serde, allowed_modules, strict, cache_size: int, timeout: float,
                  retry_for: float, write_behind: bool) -> None:
         if serde is not None:
             check_serde(serde)
-        super().__init__(serde=serde or SafeSerializer(allowed_modules=allowed_modules))
+        super().__init__(serde=serde or SafeSerializer(allowed_modules=allowed_modules, strict=strict))
         self.namespace = namespace
         self.timeout = timeout
         self.retry_for = retry_for
@@ -142,14 +136,14 @@ class _SaverBase(BaseCheckpointSaver[str]):
         """Wait until every put and write accepted so far is stored (raises WriteBehindError if one failed)."""
         self._writer.flush(timeout)
 
-    def _put_item(self, config, checkpoint, metadata, new_versions, req, pending: PendingPut) -> Item:
+    def _put_item(self, config, req, pending: PendingPut) -> Item:
         core = self._core
-        inputs = [config, checkpoint, metadata, new_versions]
 
         def replan(client: Client):
-            # the sidecar's parent is not what we believed: forget the thread, learn the parent anew
+            # the sidecar's parent is not what we believed: forget the thread, learn the parent anew and send
+            # the put against what it really holds (the channels' bytes as serialized when put was called)
             core.forget([pending.key[0]])
-            req2, pending2 = self._plan_put_blocking(client, *inputs, base=None)
+            req2, pending2 = self._plan_put_blocking(client, config, pending.plan, None)
             pending.known = pending2.known
             core.accept(pending2)
             return req2
@@ -157,17 +151,15 @@ class _SaverBase(BaseCheckpointSaver[str]):
         item = Item(req, on_done=lambda resp: core.stored(pending, resp), replan=replan,
                     waited=self._waits(config))
         item.direct = self._direct(item)
-        if not item.direct:  # it may wait in the outbox while the caller's values move on
-            inputs[1] = _snapshot_values(checkpoint)
         return item
 
-    def _plan_put_blocking(self, client: Client, config, checkpoint, metadata, new_versions, base):
-        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+    def _plan_put_blocking(self, client: Client, config, plan, base):
+        req, pending, unknown = self._core.request_for(plan, base)
         if req is None:
             parent = _get_or_none(lambda: client._call(client.threads.GetCheckpoint, self._core.parent_request(
                 config, unknown), self.timeout).checkpoint)
             base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
-            req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+            req, pending, _ = self._core.request_for(plan, base)
         return req, pending
 
     def _base_of(self, config: RunnableConfig) -> Known | None:
@@ -276,13 +268,12 @@ class _SaverBase(BaseCheckpointSaver[str]):
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
         self._writer.check()
-        base = self._base_of(config)
-        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        plan = self._core.plan_put(config, checkpoint, metadata, new_versions)
+        req, pending, unknown = self._core.request_for(plan, self._base_of(config))
         if req is None:  # the parent is not known here: ask the sidecar (after what is queued)
             self.flush()
-            req, pending = self._plan_put_blocking(self._blocking(), config, checkpoint, metadata, new_versions,
-                                                   None)
-        item = self._put_item(config, checkpoint, metadata, new_versions, req, pending)
+            req, pending = self._plan_put_blocking(self._blocking(), config, plan, None)
+        item = self._put_item(config, req, pending)
         out = self._core.accept(pending)
         self._send(item, pending.key[0])
         return out
@@ -353,10 +344,12 @@ class SidecarSaver(_SaverBase):
 
     ``target`` is an address (``unix:PATH`` or ``HOST:PORT``) or an existing
     :class:`agentstate.Client` (its namespace is used). ``namespace`` is the
-    sidecar tenant namespace. ``serde`` replaces the default strict
-    serializer (pickle is refused either way); ``allowed_modules`` extends the
-    default one's allow-list with ``(module, class)`` pairs or classes.
-    ``cache_size`` bounds what the saver remembers of recent checkpoints (0:
+    sidecar tenant namespace. ``serde`` replaces the default serializer,
+    LangGraph's JsonPlusSerializer as LangGraph's own savers configure it
+    (pickle is refused either way); ``strict`` (default: LangGraph's
+    ``LANGGRAPH_STRICT_MSGPACK`` setting) makes it rebuild only LangGraph's
+    safe types, the compiled graph's schema types and ``allowed_modules``
+    (``(module, class)`` pairs or classes). ``cache_size`` bounds what the saver remembers of recent checkpoints (0:
     nothing; every value is sent whole). ``timeout`` is each call's
     deadline, retries included; ``retry_for`` how long queued writes are
     retried while the sidecar is unreachable. ``write_behind=False`` makes
@@ -364,8 +357,8 @@ class SidecarSaver(_SaverBase):
     """
 
     def __init__(self, target: str | Client = "unix:sidecar-data/sidecar.sock", *, namespace: str | None = None,
-                 serde=None, allowed_modules=(), cache_size: int = 512, timeout: float = 30.0,
-                 retry_for: float = 120.0, write_behind: bool = False) -> None:
+                 serde=None, allowed_modules=(), strict: bool | None = None, cache_size: int = 512,
+                 timeout: float = 30.0, retry_for: float = 120.0, write_behind: bool = False) -> None:
         if isinstance(target, Client):
             self.client, self._own = target, False
         else:
@@ -373,7 +366,7 @@ class SidecarSaver(_SaverBase):
                                  wait_for_ready=True)
             self._own = True
         super().__init__(namespace=namespace or self.client.namespace, serde=serde,
-                         allowed_modules=allowed_modules, cache_size=cache_size, timeout=timeout,
+                         allowed_modules=allowed_modules, strict=strict, cache_size=cache_size, timeout=timeout,
                          retry_for=retry_for, write_behind=write_behind)
 
     def _blocking(self) -> Client:
@@ -440,8 +433,9 @@ class AsyncSidecarSaver(_SaverBase):
     ``target`` may also be an :class:`agentstate.AsyncClient`)."""
 
     def __init__(self, target: str | AsyncClient | Client = "unix:sidecar-data/sidecar.sock", *,
-                 namespace: str | None = None, serde=None, allowed_modules=(), cache_size: int = 512,
-                 timeout: float = 30.0, retry_for: float = 120.0, write_behind: bool = False) -> None:
+                 namespace: str | None = None, serde=None, allowed_modules=(), strict: bool | None = None,
+                 cache_size: int = 512, timeout: float = 30.0, retry_for: float = 120.0,
+                 write_behind: bool = False) -> None:
         self._given_async = target if isinstance(target, AsyncClient) else None
         self._given_sync = target if isinstance(target, Client) else None
         given = self._given_async or self._given_sync
@@ -450,8 +444,8 @@ class AsyncSidecarSaver(_SaverBase):
         self._aclient: tuple[asyncio.AbstractEventLoop, AsyncClient] | None = None
         self._sclient: Client | None = self._given_sync
         super().__init__(namespace=namespace or (given.namespace if given is not None else "default"),
-                         serde=serde, allowed_modules=allowed_modules, cache_size=cache_size, timeout=timeout,
-                         retry_for=retry_for, write_behind=write_behind)
+                         serde=serde, allowed_modules=allowed_modules, strict=strict, cache_size=cache_size,
+                         timeout=timeout, retry_for=retry_for, write_behind=write_behind)
 
     # A grpc.aio channel belongs to the event loop it was made in: one per loop, made on first use.
     def _async_client(self) -> AsyncClient:
@@ -527,17 +521,12 @@ class AsyncSidecarSaver(_SaverBase):
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
         self._writer.check()
-        base = self._base_of(config)
-        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+        plan = self._core.plan_put(config, checkpoint, metadata, new_versions)
+        req, pending, unknown = self._core.request_for(plan, self._base_of(config))
         if req is None:  # the parent is not known here: ask the sidecar (after what is queued)
             await self.aflush()
-            try:
-                parent = (await self._acall("GetCheckpoint", self._core.parent_request(config, unknown))).checkpoint
-            except NotFound:
-                parent = None
-            base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
-            req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
-        item = self._put_item(config, checkpoint, metadata, new_versions, req, pending)
+            req, pending = await self._aplan_put(config, plan)
+        item = self._put_item(config, req, pending)
         out = self._core.accept(pending)
         if not item.direct:
             fut = self._writer.submit(item)
@@ -552,7 +541,7 @@ class AsyncSidecarSaver(_SaverBase):
                     raise
                 # the sidecar's parent is not what we believed: forget the thread, learn the parent anew
                 self._core.forget([pending.key[0]])
-                req, pending = await self._aplan_put(config, checkpoint, metadata, new_versions)
+                req, pending = await self._aplan_put(config, plan)
                 self._core.accept(pending)
                 resp = await self._acall("PutCheckpoint", req)
         except BaseException:
@@ -561,15 +550,16 @@ class AsyncSidecarSaver(_SaverBase):
         self._core.stored(pending, resp)
         return out
 
-    async def _aplan_put(self, config, checkpoint, metadata, new_versions):
-        req, pending, unknown = self._core.put_request(config, checkpoint, metadata, new_versions, None)
+    async def _aplan_put(self, config, plan):
+        """The request for ``plan`` against the parent the sidecar holds (learnt when needed)."""
+        req, pending, unknown = self._core.request_for(plan, None)
         if req is None:
             try:
                 parent = (await self._acall("GetCheckpoint", self._core.parent_request(config, unknown))).checkpoint
             except NotFound:
                 parent = None
             base = self._core.parent_from(parent, unknown) if parent is not None else _NO_PARENT
-            req, pending, _ = self._core.put_request(config, checkpoint, metadata, new_versions, base)
+            req, pending, _ = self._core.request_for(plan, base)
         return req, pending
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,

@@ -2000,7 +2000,8 @@ type GetCheckpointRequest struct {
 	CheckpointId string `protobuf:"bytes,4,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	// channels selects channels; empty means all.
 	Channels []string `protobuf:"bytes,5,rep,name=channels,proto3" json:"channels,omitempty"`
-	// omit_values returns roots only.
+	// omit_values returns the channels' roots without their values (metadata
+	// and extra still come back).
 	OmitValues bool `protobuf:"varint,6,opt,name=omit_values,json=omitValues,proto3" json:"omit_values,omitempty"`
 	// known_roots maps channels to a root the client has: unchanged channels
 	// come back without content, grown lists as a delta.

@@ -967,7 +967,8 @@ export type GetCheckpointRequest = Message<"agentstate.v1.GetCheckpointRequest">
   channels: string[];
 
   /**
-   * omit_values returns roots only.
+   * omit_values returns the channels' roots without their values (metadata
+   * and extra still come back).
    *
    * @generated from field: bool omit_values = 6;
    */
