@@ -15,7 +15,8 @@ type by the twin's ``kind_of`` (one table, ``_KINDS``, shared by both);
 from cpython.dict cimport PyDict_Next, PyDict_SetItem, PyDict_GetItem, PyDict_Size
 from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE, PyList_GET_ITEM
 from cpython.object cimport PyObject, PyObject_GenericGetAttr, PyObject_GenericSetAttr
-from cpython.ref cimport Py_INCREF, Py_REFCNT
+from cpython.long cimport PyLong_FromVoidPtr
+from cpython.ref cimport Py_INCREF, Py_REFCNT, Py_XDECREF
 from cpython.set cimport PySet_New
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from libc.string cimport memcmp
@@ -25,6 +26,8 @@ from agentstate.langgraph import _mirror_py as _py
 cdef extern from "Python.h":
     object PyObject_GenericGetDict(object o, void* context)
     int PyObject_GenericSetDict(object o, object value, void* context) except -1
+    int PyObject_GC_IsTracked(object o)
+    void PyObject_GC_UnTrack(object o)
 
 cdef extern from *:
     """
@@ -90,10 +93,27 @@ cdef inline int _kind(type t) except -1:
 
 def mirror(obj):
     """A private copy of ``obj``; raises Unmirrorable."""
-    return _copy(obj, 0, {})
+    cdef PyObject* memo = NULL
+    try:
+        return _copy(obj, 0, &memo, Py_REFCNT(obj))
+    finally:
+        Py_XDECREF(memo)
 
 
-cdef object _copy(object obj, int depth, dict memo):
+cdef inline void _remember(PyObject** memo, object ident, object copy) except *:
+    if memo[0] is NULL:
+        d = {}
+        Py_INCREF(d)
+        memo[0] = <PyObject*>d
+    PyDict_SetItem(<object>memo[0], ident, copy)
+
+
+cdef object _copy(object obj, int depth, PyObject** memo, Py_ssize_t refs):
+    """The mirror of ``obj``. ``refs`` counts the references to ``obj`` the walk itself accounts for (its
+    container's, plus a temporary one); an object with more may be reached again by another path, so its
+    copy is remembered (``memo``, made on first use) and reused: aliasing inside a value is kept, and most
+    containers of a message (one reference each) cost no memo entry. The root is never remembered: a path
+    back to it, a cycle no serializer stores, is copied with the cycle one level down (as in the twin)."""
     cdef type t = type(obj)
     cdef int k = _kind(t)
     cdef Py_ssize_t i, n
@@ -101,30 +121,29 @@ cdef object _copy(object obj, int depth, dict memo):
     cdef PyObject* key
     cdef PyObject* value
     cdef PyObject* done
-    cdef object out, item, new, extra, private, name, v
+    cdef object out, item, new, extra, private, name, v, state
+    cdef object ident = None
     if k <= K_SHARED:
         return obj
     if k == K_UNKNOWN:
         raise Unmirrorable(f"cannot mirror a {t.__module__}.{t.__qualname__}")
     if depth >= MAX_DEPTH:
         raise Unmirrorable("value nested too deep to mirror")
-    # Aliasing is kept through the memo; an object with one reference is reached by one path only, so it
-    # need not be remembered (most containers of a message are such).
-    cdef bint shared = Py_REFCNT(obj) > 1
-    cdef object ident = None
+    cdef bint shared = Py_REFCNT(obj) > refs
     if shared:
-        ident = id(obj)
-        done = PyDict_GetItem(memo, ident)
-        if done is not NULL:
-            return <object>done
+        ident = PyLong_FromVoidPtr(<void*>obj)
+        if memo[0] is not NULL:
+            done = PyDict_GetItem(<object>memo[0], ident)
+            if done is not NULL:
+                return <object>done
     depth += 1
     if k == K_LIST:
         n = PyList_GET_SIZE(obj)
         out = PyList_New(n)
         if shared:
-            memo[ident] = out
+            _remember(memo, ident, out)
         for i in range(n):
-            item = _copy(<object>PyList_GET_ITEM(obj, i), depth, memo)
+            item = _copy(<object>PyList_GET_ITEM(obj, i), depth, memo, 1)
             Py_INCREF(item)
             PyList_SET_ITEM(out, i, item)
         return out
@@ -132,37 +151,38 @@ cdef object _copy(object obj, int depth, dict memo):
         n = PyTuple_GET_SIZE(obj)
         out = PyTuple_New(n)
         for i in range(n):
-            item = _copy(<object>PyTuple_GET_ITEM(obj, i), depth, memo)
+            item = _copy(<object>PyTuple_GET_ITEM(obj, i), depth, memo, 1)
             Py_INCREF(item)
             PyTuple_SET_ITEM(out, i, item)
         if shared:
-            memo[ident] = out
+            _remember(memo, ident, out)
         return out
     if k == K_DICT:
         out = {}
         if shared:
-            memo[ident] = out
+            _remember(memo, ident, out)
         while PyDict_Next(obj, &pos, &key, &value):
-            PyDict_SetItem(out, _copy(<object>key, depth, memo), _copy(<object>value, depth, memo))
+            PyDict_SetItem(out, _copy(<object>key, depth, memo, 1), _copy(<object>value, depth, memo, 1))
         return out
     new = mirror_new_instance(t, _NO_ARGS)
     if shared:
-        memo[ident] = new
+        _remember(memo, ident, new)
     if k == K_MODEL:
-        PyObject_GenericSetDict(new, _copy(PyObject_GenericGetDict(obj, NULL), depth, memo), NULL)
+        # each attribute below is held once by the object and once by the temporary reference here
+        PyObject_GenericSetDict(new, _copy(PyObject_GenericGetDict(obj, NULL), depth, memo, 2), NULL)
         extra = PyObject_GenericGetAttr(obj, S_EXTRA)
-        PyObject_GenericSetAttr(new, S_EXTRA, None if extra is None else _copy(extra, depth, memo))
+        PyObject_GenericSetAttr(new, S_EXTRA, None if extra is None else _copy(extra, depth, memo, 2))
         PyObject_GenericSetAttr(new, S_FIELDS, PySet_New(PyObject_GenericGetAttr(obj, S_FIELDS)))
         private = PyObject_GenericGetAttr(obj, S_PRIVATE)
-        PyObject_GenericSetAttr(new, S_PRIVATE, None if private is None else _copy(private, depth, memo))
+        PyObject_GenericSetAttr(new, S_PRIVATE, None if private is None else _copy(private, depth, memo, 2))
         return new
     state = getattr(obj, S_DICT, None)
     if state is not None:
-        PyObject_GenericSetDict(new, _copy(state, depth, memo), NULL)
+        PyObject_GenericSetDict(new, _copy(state, depth, memo, 2), NULL)
     for name in <tuple>_SLOTS[t]:
         v = getattr(obj, name, _MISSING)
         if v is not _MISSING:
-            PyObject_GenericSetAttr(new, name, _copy(v, depth, memo))
+            PyObject_GenericSetAttr(new, name, _copy(v, depth, memo, 2))
     return new
 
 
@@ -266,13 +286,28 @@ def hand_out(list recs, fresh):
     cdef list out = PyList_New(n)
     cdef Rec rec
     cdef object item, src
+    cdef PyObject* memo = NULL
     for i in range(n):
         rec = <Rec?>PyList_GET_ITEM(recs, i)
         src = rec.source
         if src is None or src is _UNMIRRORABLE:
             item = fresh(rec)
         else:
-            item = _copy(src, 0, {})
+            try:
+                item = _copy(src, 0, &memo, Py_REFCNT(src))
+            finally:
+                Py_XDECREF(memo)
+                memo = NULL
         Py_INCREF(item)
         PyList_SET_ITEM(out, i, item)
     return out
+
+
+def seal(list recs):
+    """Takes a list of records out of the cyclic garbage collector's sight (its records stay tracked). A
+    saver's cache holds one such list per cached checkpoint, each as long as the history; every full
+    collection would walk them all. Safe because a records list is never changed after it is made and
+    holds only records, which never refer back to a list: it cannot be part of a reference cycle."""
+    if PyObject_GC_IsTracked(recs):
+        PyObject_GC_UnTrack(recs)
+    return recs

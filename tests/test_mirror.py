@@ -185,6 +185,14 @@ def test_aliasing_inside_a_value_is_kept(m):
     value = [shared, shared, {"again": shared}]
     mir = m.mirror(value)
     assert mir[0] is mir[1] is mir[2]["again"] and mir[0] is not shared
+    inner: list = [1]
+    inner.append(inner)  # a cycle below the root is kept as a cycle
+    mir = m.mirror([inner])
+    assert mir[0][1] is mir[0] and mir[0] is not inner
+    root: list = [1]
+    root.append(root)  # a cycle back to the root (no serializer stores it) ends one level down, in both twins
+    mir = m.mirror(root)
+    assert mir[1][1] is mir[1] and mir[1] is not mir and mir is not root
 
 
 def test_what_the_walk_does_not_know_is_refused(m):

@@ -82,7 +82,7 @@ from .._requests import channel_history_request, get_checkpoint_request, list_ch
 from ..codec import Opaque
 from ..values import Append, Encoded, Keep, from_value
 from ..v1 import threads_pb2 as pb
-from ._mirror import UNMIRRORABLE, Rec, Unmirrorable, common_prefix, hand_out, matches, mirror
+from ._mirror import UNMIRRORABLE, Rec, Unmirrorable, common_prefix, hand_out, matches, mirror, seal
 from ._serde import check_type
 
 #: Marks a stored list that is a DeltaChannel snapshot (its first item).
@@ -254,6 +254,8 @@ class Core:
     def remember(self, key: tuple[str, str, str], k: Known, latest: bool) -> None:
         if not self.cache_size or k.covered is not None:
             return
+        for recs in k.lists.values():
+            seal(recs)
         with self._lock:
             self._cache[key] = k
             self._cache.move_to_end(key)
@@ -554,6 +556,7 @@ class Core:
     def _remember_seed(self, key, root: bytes, recs: list[Rec]) -> None:
         if not self.cache_size:
             return
+        seal(recs)
         with self._lock:
             self._seeds[key] = (root, recs)
             self._seeds.move_to_end(key)

@@ -27,3 +27,4 @@ mirror = _impl.mirror
 matches = _impl.matches
 common_prefix = _impl.common_prefix
 hand_out = _impl.hand_out
+seal = _impl.seal

@@ -31,6 +31,8 @@ an item is unchanged. A *mirror* does:
   an identical object then can only be a shared immutable leaf.
 * ``common_prefix(items, recs)``: how many leading ``items`` match their
   record's ``proof``.
+* ``seal(recs)``: a cached list of records, hidden from the cyclic garbage
+  collector where the compiled twin can (time only, no behaviour).
 * ``hand_out(recs, fresh)``: one new object per record — a mirror of its
   ``source``, or ``fresh(rec)`` when it has none — so no two reads ever
   share an object with each other or with the saver.
@@ -130,12 +132,19 @@ def kind_of(t: type) -> int:
 _MISSING = object()
 
 
+def _forget(ident, copy) -> None:
+    """The root's copy is not remembered (see _copy)."""
+
+
 def mirror(obj):
     """A private copy of ``obj`` (see the module docstring); raises Unmirrorable."""
     return _copy(obj, 0, {})
 
 
 def _copy(obj, depth, memo):
+    """The mirror of ``obj``; copies are remembered by the original's id (``memo``), so aliasing inside a
+    value is kept. The root is not remembered (as in the compiled twin, which cannot tell whether it is
+    shared): a path back to it, a cycle no serializer stores, is copied with the cycle one level down."""
     t = type(obj)
     k = _KINDS.get(t)
     if k is None:
@@ -150,23 +159,24 @@ def _copy(obj, depth, memo):
     if done is not None:
         return done
     d = depth + 1
+    remember = memo.__setitem__ if depth else _forget
     if k == _LIST:
         out = []
-        memo[id(obj)] = out
+        remember(id(obj), out)
         out.extend([_copy(x, d, memo) for x in obj])
         return out
     if k == _TUPLE:
         out = tuple([_copy(x, d, memo) for x in obj])
-        memo[id(obj)] = out
+        remember(id(obj), out)
         return out
     if k == _DICT:
         out = {}
-        memo[id(obj)] = out
+        remember(id(obj), out)
         for key, value in obj.items():
             out[_copy(key, d, memo)] = _copy(value, d, memo)
         return out
     new = object.__new__(t)
-    memo[id(obj)] = new
+    remember(id(obj), new)
     if k == _MODEL:
         object.__setattr__(new, "__dict__", _copy(obj.__dict__, d, memo))
         extra, fields_set, private = (object.__getattribute__(obj, n) for n in _MODEL_STATE)
@@ -254,3 +264,9 @@ def hand_out(recs: list, fresh) -> list:
         src = rec.source
         out.append(fresh(rec) if src is None or src is UNMIRRORABLE else mirror(src))
     return out
+
+
+def seal(recs: list) -> list:
+    """The compiled twin takes a cached list of records out of the cyclic garbage collector's sight (a
+    saving of time, not a change of behaviour); Python code cannot, so this returns the list as it is."""
+    return recs
