@@ -22,9 +22,23 @@ export class SetKeys {
   ) {}
 }
 
-/** Take the channel's value from the base checkpoint unchanged. */
-export class Keep {}
+/**
+ * Take the channel's value from the base checkpoint unchanged. With `baseRoot` the server first checks
+ * that the base holds that root (FAILED_PRECONDITION / BASE_MISMATCH otherwise): sent as an empty delta.
+ */
+export class Keep {
+  constructor(readonly opts: { baseRoot?: Uint8Array } = {}) {}
+}
 export const KEEP = new Keep();
+
+/**
+ * A structured value already in the agentstate encoding (`encode`'s bytes), sent as is (the server checks
+ * it): a value encoded once is not encoded again, and later changes to the object it came from do not
+ * reach the request.
+ */
+export class Encoded {
+  constructor(readonly data: Uint8Array) {}
+}
 
 /** Encode a JavaScript value as a Value (an Opaque becomes the `opaque` form). */
 export function toValue(v: unknown): Value {
@@ -32,6 +46,7 @@ export function toValue(v: unknown): Value {
     opaquePayload(v.type, v.data); // the same checks the server makes
     return create(ValueSchema, { kind: { case: "opaque", value: { type: v.type, data: v.data } } });
   }
+  if (v instanceof Encoded) return create(ValueSchema, { kind: { case: "msgpack", value: v.data } });
   return create(ValueSchema, { kind: { case: "msgpack", value: encode(v) } });
 }
 
@@ -93,10 +108,14 @@ export function encodeMap(values: Record<string, unknown> | undefined, field: st
   return out;
 }
 
-/** A ChannelWrite from a value, Append, SetKeys or Keep. */
+/** A ChannelWrite from a value, Encoded, Append, SetKeys or Keep. */
 export function channelWrite(v: unknown, field: string): ChannelWrite {
   return guarded(field, () => {
-    if (v instanceof Keep) return create(ChannelWriteSchema, { op: { case: "keep", value: true } });
+    if (v instanceof Keep) {
+      if (v.opts.baseRoot === undefined) return create(ChannelWriteSchema, { op: { case: "keep", value: true } });
+      const check = create(ValueDeltaSchema, { baseRoot: v.opts.baseRoot });
+      return create(ChannelWriteSchema, { op: { case: "delta", value: check } });
+    }
     if (v instanceof Append) {
       const delta: ValueDelta = create(ValueDeltaSchema, {
         baseRoot: v.opts.baseRoot ?? new Uint8Array(0),

@@ -11,7 +11,9 @@ import {
   FailedPrecondition,
   Float,
   InvalidArgument,
+  Encoded,
   KEEP,
+  Keep,
   NotFound,
   Opaque,
   SetKeys,
@@ -19,6 +21,8 @@ import {
   Unavailable,
   Uuid,
   decodeMap,
+  encode,
+  fromValue,
 } from "../src/index.js";
 import { Sidecar, freePort } from "./sidecar.js";
 
@@ -156,6 +160,22 @@ describe("checkpoints", () => {
     await expectError(
       c.putCheckpoint(id, { messages: new Append(["b"], { baseRoot: new Uint8Array(32) }) }, { checkpointId: "2", parentId: "1" }),
       FailedPrecondition, Status.FAILED_PRECONDITION, "BASE_MISMATCH");
+  });
+
+  it("a keep with a base root is checked against the base; Encoded values are sent as they are", async () => {
+    const id = tid();
+    const first = await c.putCheckpoint(id, { messages: ["a"], doc: new Opaque("json", new TextEncoder().encode("{}")) }, { checkpointId: "1" });
+    const roots = first.checkpoint!.channels;
+    const kept = await c.putCheckpoint(id, { messages: new Keep({ baseRoot: roots.messages.root }), doc: new Keep({ baseRoot: roots.doc.root }) },
+      { checkpointId: "2", parentId: "1", metadata: { step: new Encoded(encode(1)) }, extra: new Encoded(encode({ v: 4 })) });
+    expect(kept.checkpoint!.channels.messages.root).toEqual(roots.messages.root);
+    expect(kept.checkpoint!.channels.doc.root).toEqual(roots.doc.root);
+    const cp = await c.getCheckpoint(id, "2");
+    expect([decodeMap(cp.metadata), fromValue(cp.extra)]).toEqual([{ step: 1 }, { v: 4 }]);
+    await expectError(
+      c.putCheckpoint(id, { messages: new Keep({ baseRoot: roots.doc.root }) }, { checkpointId: "3", parentId: "1" }),
+      FailedPrecondition, Status.FAILED_PRECONDITION, "BASE_MISMATCH", "channels['messages'].delta.base_root");
+    await expectError(c.getCheckpoint(id, "3"), NotFound, Status.NOT_FOUND, "CHECKPOINT_NOT_FOUND");
   });
 
   it("pending writes are stored once per (task, idx) and come back with the checkpoint", async () => {

@@ -85,10 +85,16 @@ describe("LangGraph.js graph on SidecarSaver", () => {
     const graph = buildGraph(saver);
     const config = { configurable: { thread_id: "t" } };
     await graph.invoke({ messages: [new HumanMessage("one")] }, config);
-    // Corrupt every cached root: the next append deltas name a base the server does not have.
-    for (const channels of (saver as unknown as { cache: Map<string, Map<string, { root: Uint8Array }>> }).cache.values()) {
-      for (const ch of channels.values()) ch.root = new Uint8Array(32).fill(7);
-    }
+    // Corrupt every cached root once the run has read its checkpoint (a read refreshes what the saver knows
+    // of it): the next keeps and append deltas name a base root the server does not have.
+    const read = saver.getTuple.bind(saver);
+    saver.getTuple = async (c) => {
+      const tuple = await read(c);
+      for (const channels of (saver as unknown as { cache: Map<string, Map<string, { root: Uint8Array }>> }).cache.values()) {
+        for (const ch of channels.values()) ch.root = new Uint8Array(32).fill(7);
+      }
+      return tuple;
+    };
     const out = await graph.invoke(new Command({ resume: "ok" }), config);
     expect(texts(out.messages)).toEqual(["one", "echo: one", "review: ok"]);
     expect(saver.stats.baseMismatchRetries).toBeGreaterThan(0);

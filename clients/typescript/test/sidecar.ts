@@ -5,7 +5,13 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 
-export const REPO = resolve(import.meta.dirname, "../../..");
+/** The repo (the folder with the sidecar package), from test/ or from its build under dist/test/. */
+export const REPO = ((): string => {
+  for (let dir = import.meta.dirname; ; dir = resolve(dir, "..")) {
+    if (existsSync(join(dir, "sidecar", "__main__.py"))) return dir;
+    if (dir === resolve(dir, "..")) return resolve(import.meta.dirname, "../../..");
+  }
+})();
 
 /** The Python that runs the sidecar: $SIDECAR_PYTHON, the repo's .venv, or python3. */
 export function sidecarPython(): string {
