@@ -412,12 +412,12 @@ class Store:
 
     # ---------------------------------------------------------- writes
 
-    def _admit(self) -> None:
+    def _admit(self, refusable: bool = True) -> None:
         if self._closed:
             raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
         inflight = self._inflight
         lag = self.loop_lag
-        if inflight >= self.max_queue or lag >= self.max_lag:
+        if refusable and (inflight >= self.max_queue or lag >= self.max_lag):
             retry = max(50, min(5000, int(2000 * lag) if lag >= self.max_lag else 50 + inflight // 10))
             raise ApiError("OVERLOADED", f"the sidecar is overloaded ({inflight} writes waiting, "
                            f"{lag * 1000:.0f} ms behind); retry after {retry} ms", retry_after_ms=retry)
@@ -447,9 +447,14 @@ class Store:
             return await asyncio.wrap_future(self.submit(fn, durability))
         return await self.start(fn, durability)
 
-    def start(self, fn: Callable[[Any], Any], durability: str | None = None) -> asyncio.Future:
-        """(Owner loop only) run ``fn(txn)`` now; the asyncio future resolves when it is acknowledged."""
-        self._admit()
+    def start(self, fn: Callable[[Any], Any], durability: str | None = None, *,
+              flow_controlled: bool = False) -> asyncio.Future:
+        """(Owner loop only) run ``fn(txn)`` now; the asyncio future resolves when it is acknowledged.
+
+        ``flow_controlled``: the caller bounds its own writes in flight (a StreamWrites stream reads at most
+        its window of requests ahead of its acknowledgements), so this write is never refused with
+        OVERLOADED: a busy sidecar slows the stream down instead."""
+        self._admit(refusable=not flow_controlled)
         job = _Job(fn, self._is_sync(durability), self._loop.create_future(), False)
         self._run(job)
         return job.future

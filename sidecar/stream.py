@@ -13,7 +13,10 @@ metadata as the unary call's status and ErrorInfo) and changes nothing; the
 stream goes on. A message that does not parse ends the stream with
 INVALID_ARGUMENT after the acks of what came before it. The server reads at
 most ``WINDOW`` requests ahead of the acks it sent (flow control: the client
-then waits, as the HTTP/2 window fills).
+then waits, as the HTTP/2 window fills). So a streamed write is never refused
+with OVERLOADED, as a unary one is when the sidecar runs behind: the stream
+slows down instead (its requests may depend on each other, so one refused in
+the middle could not simply be sent again later).
 """
 from __future__ import annotations
 
@@ -45,11 +48,12 @@ def _start(store: Store, item: pb.StreamedWrite, ctx: runstate.Ctx | None):
     try:
         if op == "put_checkpoint":  # prepared inside the write, in stream order (also when large)
             req = item.put_checkpoint
-            fut = store.start(checkpoints.put_job(store, req), wire.durability(req.durability))
+            fut = store.start(checkpoints.put_job(store, req), wire.durability(req.durability), flow_controlled=True)
         elif op == "put_writes":
             req = item.put_writes
             plan = checkpoints.prepare_writes(req)
-            fut = store.start(checkpoints.writes_job(store, req, plan), wire.durability(req.durability))
+            fut = store.start(checkpoints.writes_job(store, req, plan), wire.durability(req.durability),
+                              flow_controlled=True)
         else:
             raise invalid("op", "one of put_checkpoint or put_writes is required")
     except Exception as e:  # noqa: BLE001 - the request's own failure

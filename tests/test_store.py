@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import random
 import threading
 import time
@@ -330,6 +331,35 @@ def test_the_write_queue_is_bounded_with_a_retry_hint(tmp_path):
         with s.read() as txn:
             assert txn.get(b"refused", db=db) is None and txn.get(b"q6", db=db) == b"x"
         assert s.write(lambda txn: 7) == 7  # room again
+    finally:
+        s.close()
+
+
+def test_flow_controlled_writes_are_never_refused(tmp_path):
+    """A write whose caller bounds its own writes in flight (a StreamWrites stream) waits its turn when the
+    sidecar runs behind; a unary one is refused with OVERLOADED (which a stream could not resend in order)."""
+    s = Store(str(tmp_path / "flow"))
+    db = s.db["meta"]
+    done = concurrent.futures.Future()
+
+    def on_owner():
+        s.loop_lag = 10 * s.max_lag  # as after a stall of the owner loop
+        try:
+            streamed = s.start(lambda txn: txn.put(b"streamed", b"x", db=db), flow_controlled=True)
+            with pytest.raises(ApiError) as refused:
+                s.start(lambda txn: txn.put(b"unary", b"x", db=db))
+            done.set_result((streamed, refused.value.reason))
+        except BaseException as e:  # noqa: BLE001
+            done.set_exception(e)
+
+    try:
+        s._loop.call_soon_threadsafe(on_owner)
+        streamed, reason = done.result(5)
+        assert reason == "OVERLOADED"
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(streamed), 5), s._loop).result(10)
+        s.flush()
+        with s.read() as txn:
+            assert txn.get(b"streamed", db=db) == b"x" and txn.get(b"unary", db=db) is None
     finally:
         s.close()
 
