@@ -11,6 +11,8 @@ SIGKILLed and restarted on the same data directory.
 * One restart longer than the lease: the agent's keep_alive reports the run lost (its lease expired),
   the agent stops, and another holder takes the run over once the sidecar lets the lease expire; it
   reconciles the effects the first holder had begun (UNKNOWN) and every effect is applied exactly once.
+* The asyncio client's keep_alive: three restarts ridden out, then a sidecar that stays away is reported
+  as an expired lease.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from agentstate import Client, LeaseExpired, effect_done, event, from_value, sta
 from agentstate.effects import DONE, PENDING, UNKNOWN
 
 THREAD = "catalog"
-LEASE = 2.0  # seconds; a restart here takes about 0.5 s
+LEASE = 3.0  # seconds, for the runs that ride restarts out; a restart here takes about 0.5 s (1 s under load)
+SHORT_LEASE = 2.0  # for the run whose sidecar stays away longer
 INTERVAL = 0.2  # keep_alive's heartbeat interval
 BATCH = 8
 
@@ -165,7 +168,7 @@ def test_a_restart_longer_than_the_lease_loses_the_run_to_another_holder(tmp_pat
 
     try:
         with Client(sidecar.address) as c:
-            held = c.runs.start(THREAD, create_thread=True, lease_timeout=LEASE)
+            held = c.runs.start(THREAD, create_thread=True, lease_timeout=SHORT_LEASE)
             lost = held.keep_alive(INTERVAL)
 
             def restart_after_the_run_is_lost() -> None:
@@ -186,7 +189,7 @@ def test_a_restart_longer_than_the_lease_loses_the_run_to_another_holder(tmp_pat
                 kept_going = False
             restarter.join(30)
             assert not kept_going and isinstance(held.lost, LeaseExpired), held.lost
-            assert outage and outage[0] > LEASE, outage
+            assert outage and outage[0] > SHORT_LEASE, outage
 
             with Client(sidecar.address) as c2:  # another agent: takes the run over when the sidecar lets go
                 again = c2.runs.claim(run_id=held.run_id, wait=30)
@@ -204,5 +207,35 @@ def test_a_restart_longer_than_the_lease_loses_the_run_to_another_holder(tmp_pat
                 run = c2.runs.get(held.run_id)
                 assert (status_name(run.status), run.attempt) == ("success", 2)
                 check_exactly_once(c2, prices, 4)
+    finally:
+        sidecar.stop()
+
+
+def test_the_asyncio_keep_alive_rides_out_restarts_and_reports_an_expired_lease(tmp_path):
+    import asyncio
+
+    from agentstate import AsyncClient
+
+    sidecar = SidecarProcess(tmp_path / "data", "--watchdog-interval", "0.05").start()
+
+    async def main():
+        async with AsyncClient(sidecar.address) as c:
+            held = await c.runs.start(THREAD, create_thread=True, lease_timeout=LEASE)
+            lost = held.keep_alive(INTERVAL)
+            for _ in range(3):
+                await asyncio.sleep(0.3)
+                await asyncio.to_thread(sidecar.kill)
+                await asyncio.to_thread(sidecar.start)
+            began = await held.begin_effect("price:0")  # safe to repeat: no request id, retried if need be
+            await asyncio.sleep(2 * INTERVAL)
+            assert held.lost is None and not lost.is_set(), held.lost
+            assert held.lease_remaining() > LEASE / 2  # heartbeats get through again (2.4 s of restarts went by)
+            await c.effects.complete("price:0", began.token, 1)
+            await asyncio.to_thread(sidecar.kill)  # and now for good
+            await asyncio.wait_for(lost.wait(), LEASE + 5)
+            assert isinstance(held.lost, LeaseExpired), held.lost
+
+    try:
+        asyncio.run(main())
     finally:
         sidecar.stop()
