@@ -162,6 +162,9 @@ class FakeRuns:
         if item == "hang":
             time.sleep(timeout)
             raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED)
+        if item == "slowly gone":
+            time.sleep(0.3)
+            raise FakeRpcError(ApiError("RUN_NOT_ACTIVE", "it ended"))
         raise FakeRpcError(item)
 
 
@@ -198,3 +201,13 @@ def test_keep_alive_reports_the_lease_expired_when_nothing_gets_through_for_a_le
     assert isinstance(held.lost, LeaseExpired) and isinstance(held.lost, DeadlineExceeded), held.lost
     assert isinstance(held.lost.__cause__, (DeadlineExceeded, Unavailable))
     assert 0.4 <= took < 2, took  # the lease (0.4 s from the claim's answer), not the call's 5 s deadline
+
+
+def test_a_heartbeat_that_fails_after_keep_alive_was_stopped_does_not_make_the_run_lost():
+    """complete() stops keep_alive; a heartbeat still in flight then hears RUN_NOT_ACTIVE (the run ended)."""
+    c, held = held_with(["slowly gone"], lease=2.0)
+    stop = held.keep_alive(0.01)
+    time.sleep(0.1)
+    stop.set()  # what complete() and fail() do
+    time.sleep(0.5)
+    assert c.runs.stub.calls == 1 and held.lost is None

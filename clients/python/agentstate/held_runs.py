@@ -211,7 +211,7 @@ class HeldRun(HeldRunCalls, SyncFacet):
                     self.heartbeat(timeout=max(self.lease_remaining(), 0.001))
                     return None
                 except Exception as e:  # noqa: BLE001 - reported through self.lost
-                    lost = self._after_failed_heartbeat(e)
+                    lost = None if stop.is_set() else self._after_failed_heartbeat(e)  # stopped: not lost
                     if lost is not None:
                         return lost
                 stop.wait(min(RETRY_PAUSE, max(self.lease_remaining(), 0)))
@@ -247,7 +247,7 @@ class AsyncHeldRun(HeldRunCalls, AsyncFacet):
                     await self.heartbeat(timeout=max(self.lease_remaining(), 0.001))
                     return None
                 except Exception as e:  # noqa: BLE001 - reported through self.lost
-                    lost = self._after_failed_heartbeat(e)
+                    lost = None if stop.is_set() else self._after_failed_heartbeat(e)  # stopped: not lost
                     if lost is not None:
                         return lost
                 await _wait(stop, min(RETRY_PAUSE, max(self.lease_remaining(), 0)))
