@@ -162,6 +162,9 @@ class FakeRuns:
         if item == "hang":
             time.sleep(timeout)
             raise FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED)
+        if item == "slowly ok":  # waited through an outage, then went through
+            time.sleep(0.5)
+            return rpb.HeartbeatResponse(run=self.run)
         if item == "slowly gone":
             time.sleep(0.3)
             raise FakeRpcError(ApiError("RUN_NOT_ACTIVE", "it ended"))
@@ -211,3 +214,11 @@ def test_a_heartbeat_that_fails_after_keep_alive_was_stopped_does_not_make_the_r
     stop.set()  # what complete() and fail() do
     time.sleep(0.5)
     assert c.runs.stub.calls == 1 and held.lost is None
+
+
+def test_the_lease_counts_from_the_heartbeat_s_answer_not_from_when_it_was_sent():
+    """A heartbeat that waited through a restart renewed the lease when it went through, just before its
+    answer: counting from when it was first sent would take that wait off the next lease."""
+    c, held = held_with(["slowly ok"], lease=1.0)
+    held.heartbeat()
+    assert held.lease_remaining() > 0.9

@@ -21,9 +21,10 @@ import (
 // not decide) as transient and keeps trying until the lease itself would have expired. It reports
 // the run lost (Lost, Done) only when it is: the server says so (RUN_NOT_ACTIVE, LEASE_LOST for a
 // newer holder, RUN_NOT_FOUND), or no renewal got through for a whole lease timeout
-// (*LeaseExpiredError; counted on this process's clock from when the last accepted heartbeat was
-// sent, or from the claim's answer). Stop working on a run that is lost: the sidecar will give it
-// to another holder.
+// (*LeaseExpiredError; counted on this process's clock from when the last heartbeat's or the claim's
+// answer came: the sidecar renewed the lease just before it sent that answer, whereas a heartbeat
+// that waited through a restart was sent long before). Stop working on a run that is lost: the
+// sidecar will give it to another holder.
 type HeldRun struct {
 	c     *Client
 	Lease *pb.Lease
@@ -131,7 +132,6 @@ func (h *HeldRun) LeaseRemaining() time.Duration {
 
 // Heartbeat renews the lease (safe to repeat: retried through a sidecar restart within ctx's deadline).
 func (h *HeldRun) Heartbeat(ctx context.Context) (*pb.Run, error) {
-	sent := time.Now()
 	resp, err := h.c.Runs.Heartbeat(ctx, &pb.HeartbeatRequest{Namespace: h.c.Namespace, RunId: h.RunID(), LeaseId: h.LeaseID()})
 	if err != nil {
 		return nil, err
@@ -139,7 +139,8 @@ func (h *HeldRun) Heartbeat(ctx context.Context) (*pb.Run, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.run = resp.GetRun()
-	if until := sent.Add(h.run.GetLeaseTimeout().AsDuration()); until.After(h.leaseUntil) {
+	// renewed just before the answer was sent (the call may have waited through a restart before that)
+	if until := time.Now().Add(h.run.GetLeaseTimeout().AsDuration()); until.After(h.leaseUntil) {
 		h.leaseUntil = until
 	}
 	return h.run, nil

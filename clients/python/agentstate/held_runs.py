@@ -16,8 +16,10 @@ run lost (``lost`` set, the returned event set) only when it is: the server
 says so (``RUN_NOT_ACTIVE``, ``LEASE_LOST`` for a newer holder,
 ``RUN_NOT_FOUND``), or no renewal got through for a whole lease timeout
 (:class:`~agentstate.errors.LeaseExpired`; counted on this process's clock
-from when the last accepted heartbeat was sent, or from the claim's answer),
-after which the sidecar is free to give the run to another holder.
+from when the last heartbeat's or the claim's answer came: the sidecar
+renewed the lease just before it sent that answer, whereas a heartbeat
+that waited through a restart was sent long before), after which the
+sidecar is free to give the run to another holder.
 """
 from __future__ import annotations
 
@@ -71,11 +73,11 @@ class HeldRunCalls:
 
     def lease_remaining(self) -> float:
         """Seconds until the lease expires unless renewed, as this process sees it (from when the last
-        accepted heartbeat was sent)."""
+        heartbeat was answered)."""
         return self._lease_until - time.monotonic()
 
-    def _renewed(self, sent: float) -> None:
-        self._lease_until = max(self._lease_until, sent + self.lease_seconds)
+    def _renewed(self) -> None:
+        self._lease_until = max(self._lease_until, time.monotonic() + self.lease_seconds)
 
     def _after_failed_heartbeat(self, err: Exception) -> Exception | None:
         """The error that makes the run lost after a failed heartbeat, or None: try again."""
@@ -97,9 +99,8 @@ class HeldRunCalls:
     def heartbeat(self, *, timeout: float | None = None) -> rpb.Run:
         """Renew the lease (safe to repeat: retried through a sidecar restart until ``timeout``)."""
         req = rpb.HeartbeatRequest(namespace=self._ns, run_id=self.run_id, lease_id=self.lease_id)
-        sent = time.monotonic()
         self.run = (yield Call(self.client.runs.stub.Heartbeat, req, timeout)).run
-        self._renewed(sent)
+        self._renewed()
         return self.run
 
     @unary

@@ -14,8 +14,10 @@
  * would have expired. It reports the run lost (`held.lost`, `ka.lost`) only when it is:
  * the server says so (RUN_NOT_ACTIVE, LEASE_LOST for a newer holder, RUN_NOT_FOUND), or no
  * renewal got through for a whole lease timeout (LeaseExpired; counted on this process's
- * clock from when the last accepted heartbeat was sent, or from the claim's answer). Stop
- * working on a run that is lost: the sidecar will give it to another holder.
+ * clock from when the last heartbeat's or the claim's answer came: the sidecar renewed the
+ * lease just before it sent that answer, whereas a heartbeat that waited through a restart
+ * was sent long before). Stop working on a run that is lost: the sidecar will give it to
+ * another holder.
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { AgentStateError, fromServiceError, LeaseExpired } from "./errors.js";
@@ -96,13 +98,12 @@ export class HeldRun {
 
   /** Renew the lease (safe to repeat: retried through a sidecar restart until the call's deadline). */
   async heartbeat(opts: CallOptions = {}): Promise<Run> {
-    const sent = performance.now();
     const resp = await this.client.runs.heartbeat(
       { namespace: this.client.namespace, runId: this.runId, leaseId: this.leaseId },
       opts,
     );
     this.run = resp.run!;
-    this.leaseUntil = Math.max(this.leaseUntil, sent + this.leaseMs);
+    this.leaseUntil = Math.max(this.leaseUntil, performance.now() + this.leaseMs); // renewed just before the answer
     return this.run;
   }
 
