@@ -8,6 +8,12 @@ BeginEffect on an UNKNOWN effect takes it over for the caller's lease with a
 new token; the caller reconciles and then completes or fails it. Tokens make
 a late answer of a dead attempt harmless: only the current token finishes an
 effect.
+
+Every call is safe to repeat as sent: the holder that began an effect
+beginning it again gets the same token and the same answer (PENDING, or
+UNKNOWN when its begin took the effect over: ``taken_over``), and finishing
+a finished effect with its token returns it unchanged. So a client may retry
+them after a lost reply (a sidecar restart) without a request_id.
 """
 from __future__ import annotations
 
@@ -88,8 +94,9 @@ async def begin(ctx: Ctx, req: fpb.BeginEffectRequest) -> fpb.BeginEffectRespons
         if e.state == DONE or (e.state == FAILED and not e.retryable):
             return fpb.BeginEffectResponse(effect=to_proto(ns, ikey, e, e.state))
         if e.state == PENDING:
-            if e.run_id == req.run_id and e.lease_id == req.lease_id:  # the same holder asking again
-                return fpb.BeginEffectResponse(effect=to_proto(ns, ikey, e, PENDING), token=e.token)
+            if e.run_id == req.run_id and e.lease_id == req.lease_id:  # the same holder asking again:
+                again = UNKNOWN if e.taken_over else PENDING             # the same answer as its first begin
+                return fpb.BeginEffectResponse(effect=to_proto(ns, ikey, e, again), token=e.token)
             owner = tx.run(ns, e.run_id)
             if _live(owner, e, tx.now):
                 raise ApiError("EFFECT_IN_PROGRESS", f"effect {ikey!r} is pending under run {e.run_id!r}, which is "
@@ -107,6 +114,7 @@ async def begin(ctx: Ctx, req: fpb.BeginEffectRequest) -> fpb.BeginEffectRespons
         e.description = description or e.description
         e.request_digest = digest or e.request_digest
         e.token = runstate.new_token()
+        e.taken_over = answer == UNKNOWN
         e.begins += 1
         _save(tx, ns, ikey, e)
         return fpb.BeginEffectResponse(effect=to_proto(ns, ikey, e, answer), token=e.token)

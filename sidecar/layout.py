@@ -223,6 +223,9 @@ class EffectRec(msgspec.Struct, array_like=True):
     created_us: int
     updated_us: int
     completed_us: int
+    # the current token was given by taking the effect over (answered UNKNOWN): the same holder beginning it
+    # again is answered UNKNOWN again (records written before this field read as False)
+    taken_over: bool = False
 
 
 class BranchRec(msgspec.Struct, array_like=True):

@@ -46,8 +46,9 @@ class SidecarProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"sidecar exited with {self.proc.returncode}:\n{self.log()}")
-            if self.socket.exists():
-                ch = grpc.insecure_channel(self.address)
+            if self.socket.exists():  # (a killed sidecar's socket stays until the new one replaces it)
+                ch = grpc.insecure_channel(self.address, options=[("grpc.initial_reconnect_backoff_ms", 50),
+                                                                  ("grpc.max_reconnect_backoff_ms", 200)])
                 try:
                     grpc.channel_ready_future(ch).result(timeout=1)
                     return self

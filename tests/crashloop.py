@@ -58,7 +58,7 @@ import grpc
 import msgspec
 from blake3 import blake3
 
-from agentstate import Append, Client, Keep, SetKeys, codec
+from agentstate import Append, Client, Keep, RetryPolicy, SetKeys, codec
 from agentstate.errors import AgentStateError, NotFound
 
 HERE = Path(__file__).resolve().parent
@@ -330,7 +330,11 @@ class Writer:
             self._wait_if_paused()
             try:
                 if self.client is None:
-                    self.client = Client(self.address, timeout=15.0)
+                    # a few quick attempts and no waiting for the channel (the client's defaults before it
+                    # learnt to wait through a restart): a writer must notice the kill, so that it pauses
+                    # when the loop asks and its own retry-or-abandon (below) is exercised
+                    self.client = Client(self.address, timeout=15.0, retry=RetryPolicy(max_attempts=5),
+                                         wait_for_ready=False)
                 return fn(self.client)
             except AgentStateError as e:
                 if e.reason or e.code not in TRANSPORT_CODES:

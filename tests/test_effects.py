@@ -93,6 +93,29 @@ def test_unknown_after_the_run_died_and_takeover(c):
     assert [e.idempotency_key for e in c.effects.list(thread_id="t", states=["unknown"])] == ["ship:2"]
 
 
+def test_every_effect_call_answers_a_repeat_as_it_answered_the_first(c):
+    """BeginEffect, CompleteEffect and FailEffect are safe to repeat as sent (the clients retry them after a lost
+    reply without a request_id): the same holder beginning a key again gets the same token and the same state."""
+    held = c.runs.start("t", create_thread=True, lease_timeout=0.5)
+    held.begin_effect("ship:1")
+    wait_for(lambda: c.runs.get(held.run_id).attempt == 2)  # the holder died: ship:1 is UNKNOWN
+    again = c.runs.claim(thread_id="t")
+    again.keep_alive(0.1)
+    took = again.begin_effect("ship:1")
+    repeat = again.begin_effect("ship:1")  # e.g. a retry after the answer was lost: still "reconcile first"
+    assert (took.effect.state, repeat.effect.state) == (UNKNOWN, UNKNOWN) and repeat.token == took.token
+    assert repeat.effect.begins == 2
+    fresh = again.begin_effect("ship:2")
+    assert again.begin_effect("ship:2").effect.state == PENDING == fresh.effect.state
+    c.effects.fail("ship:2", fresh.token, "no stock", retryable=True)
+    assert c.effects.fail("ship:2", fresh.token, "no stock", retryable=True).state == FAILED  # repeated
+    retried = again.begin_effect("ship:2")  # a retryable failure begun again: PENDING, and so is its repeat
+    assert (retried.effect.state, again.begin_effect("ship:2").effect.state) == (PENDING, PENDING)
+    c.effects.complete("ship:1", took.token, "reconciled")
+    assert c.effects.complete("ship:1", took.token, "reconciled").state == DONE
+    assert again.begin_effect("ship:1").effect.state == DONE
+
+
 def test_ledger_checks(c):
     held = c.runs.start("t", create_thread=True)
     with expect_error(CODES.NOT_FOUND, "EFFECT_NOT_FOUND"):
@@ -136,3 +159,13 @@ def test_put_commits_effects_steps_and_events_atomically(c):
     req = tpb.PutCheckpointRequest(namespace=c.namespace, thread_id="t2", events=[event("e")])
     with expect_error(CODES.INVALID_ARGUMENT, "INVALID_FIELD", field="run_id"):
         c._call(c.threads.PutCheckpoint, req, None)
+
+
+def test_effect_records_written_before_taken_over_existed_still_read():
+    import msgspec
+
+    from sidecar import layout
+
+    old = msgspec.msgpack.encode([1, PENDING, "t", 7, "r", "l", "", "", "", "tok", None, "", False, 1, 10, 10, 0])
+    rec = layout.effect_decoder.decode(old)
+    assert (rec.token, rec.taken_over) == ("tok", False)

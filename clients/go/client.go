@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -24,26 +25,43 @@ const maxMessage = 64 << 20
 // Options configure a Client.
 type Options struct {
 	Namespace    string                           // tenant namespace of every call (default "default")
-	Timeout      time.Duration                    // default deadline of a call without one, retries included (default 30s)
-	Retry        *RetryPolicy                     // default DefaultRetry
+	Timeout      time.Duration                    // default deadline of a call without one, retries included (default DefaultTimeout, 30s)
+	Retry        *RetryPolicy                     // default DefaultRetry (until the deadline)
 	NoRequestIDs bool                             // do not fill in request_id on mutating calls (which makes them unretried)
+	FailFast     bool                             // calls that may be retried do not wait for the connection to be ready
 	Credentials  credentials.TransportCredentials // default plaintext (unix sockets rely on file permissions)
 	DialOptions  []grpc.DialOption
 }
 
-// Client is a thin client of agentstate.v1. Threads and Admin are the generated stubs on the
-// same connection (with the client's deadlines, retries and typed errors).
+// Client is a thin client of agentstate.v1. Threads, Admin, Runs, Events, Effects and Artifacts
+// are the generated stubs on the same connection (with the client's deadlines, retries and typed
+// errors); StartRun and ClaimRun hold a run (HeldRun).
 //
-// Reads are retried on transient errors (UNAVAILABLE, OVERLOADED, CONFLICT); mutating calls
-// only when they carry a request_id, which the client fills in (a random UUID) unless told
-// otherwise, so a retried write is applied once.
+// Calls that are safe to repeat (Rules: reads, and writes idempotent by key, lease or token) are
+// retried on transient errors (UNAVAILABLE, OVERLOADED, CONFLICT) until their deadline, waiting
+// for the connection to be ready, so they ride out a sidecar restart; other mutating calls are
+// retried only with a request_id, which the client fills in (a random UUID) unless told otherwise,
+// so a retried write is applied once.
 type Client struct {
 	Conn      *grpc.ClientConn
 	Threads   pb.ThreadServiceClient
 	Admin     pb.AdminServiceClient
+	Runs      pb.RunServiceClient
+	Events    pb.EventServiceClient
+	Effects   pb.EffectServiceClient
+	Artifacts pb.ArtifactServiceClient
 	Namespace string
 	Retry     RetryPolicy
 	autoRID   bool
+}
+
+// reconnect makes the connection try again soon after the sidecar comes back: gRPC's default waits
+// 1s after the first failed connect, then longer and longer, up to 2 minutes, so a client could stay
+// away for seconds after a restart that took half of one; at most 250ms between attempts keeps that
+// gap short of a lease.
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond},
+	MinConnectTimeout: 20 * time.Second,
 }
 
 // Dial connects to "unix:PATH" or "HOST:PORT" (lazily: the first call connects).
@@ -57,7 +75,7 @@ func Dial(address string, opts *Options) (*Client, error) {
 	}
 	timeout := opts.Timeout
 	if timeout == 0 {
-		timeout = 30 * time.Second
+		timeout = DefaultTimeout
 	}
 	creds := opts.Credentials
 	if creds == nil {
@@ -66,7 +84,8 @@ func Dial(address string, opts *Options) (*Client, error) {
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
-		grpc.WithChainUnaryInterceptor(unaryInterceptor(timeout, policy)),
+		grpc.WithConnectParams(reconnect),
+		grpc.WithChainUnaryInterceptor(unaryInterceptor(timeout, policy, opts.NoRequestIDs, opts.FailFast)),
 		grpc.WithChainStreamInterceptor(streamInterceptor()),
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(address, dial...)
@@ -78,6 +97,8 @@ func Dial(address string, opts *Options) (*Client, error) {
 		ns = "default"
 	}
 	return &Client{Conn: conn, Threads: pb.NewThreadServiceClient(conn), Admin: pb.NewAdminServiceClient(conn),
+		Runs: pb.NewRunServiceClient(conn), Events: pb.NewEventServiceClient(conn),
+		Effects: pb.NewEffectServiceClient(conn), Artifacts: pb.NewArtifactServiceClient(conn),
 		Namespace: ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 
@@ -236,6 +257,13 @@ type PutOptions struct {
 	SchemaVersion    uint32
 	RequireThread    bool
 	RequestID        string
+	// A run's put (HeldRun.PutCheckpoint fills these in): its run id and lease id, and the steps,
+	// events and effect completions committed with the checkpoint.
+	RunID   string
+	LeaseID string
+	Steps   []*pb.StepRecord
+	Events  []*pb.EventInput
+	Effects []*pb.EffectCompletion
 }
 
 // PutCheckpoint stores a checkpoint. Channel values are Go values or Append / SetKeys / Keep deltas.
@@ -253,7 +281,8 @@ func (c *Client) PutCheckpoint(ctx context.Context, threadID string, channels ma
 	req := &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: threadID, CheckpointNs: o.CheckpointNs,
 		CheckpointId: checkpointID, ParentCheckpointId: o.ParentID, BaseCheckpointId: o.BaseID,
 		Channels: map[string]*pb.ChannelWrite{}, ExpectedHeadEtag: o.ExpectedHeadEtag, SchemaVersion: o.SchemaVersion,
-		RequireThread: o.RequireThread, RequestId: o.RequestID}
+		RequireThread: o.RequireThread, RequestId: o.RequestID, RunId: o.RunID, LeaseId: o.LeaseID, Steps: o.Steps,
+		Events: o.Events, Effects: o.Effects}
 	for name, v := range channels {
 		w, err := ChannelWrite(v, fmt.Sprintf("channels['%s']", name))
 		if err != nil {

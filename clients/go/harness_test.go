@@ -27,6 +27,7 @@ type sidecarProc struct {
 	socket  string
 	address string
 	extra   []string // extra --listen addresses
+	args    []string // extra `sidecar serve` arguments
 	cmd     *exec.Cmd
 }
 
@@ -59,6 +60,7 @@ func (s *sidecarProc) spawn() error {
 	for _, a := range s.extra {
 		args = append(args, "--listen", a)
 	}
+	args = append(args, s.args...)
 	s.cmd = exec.Command(sidecarPython(), args...)
 	s.cmd.Dir = repoRoot()
 	// If the test binary dies (a panic, a timeout), the sidecar goes with it.
@@ -89,6 +91,14 @@ func (s *sidecarProc) start() error {
 	}
 	log, _ := os.ReadFile(filepath.Join(s.dir, "sidecar.log"))
 	return fmt.Errorf("sidecar did not start:\n%s", log)
+}
+
+// kill is a crash: SIGKILL, no cleanup.
+func (s *sidecarProc) kill() {
+	if s.cmd != nil && s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
 }
 
 func (s *sidecarProc) stop() {

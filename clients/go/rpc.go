@@ -7,24 +7,31 @@ import (
 	"iter"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-
-	pb "github.com/agentstate/sidecar/clients/go/gen/agentstate/v1"
 )
 
 // RetryPolicy says how transient failures are retried.
 type RetryPolicy struct {
-	MaxAttempts    int           // attempts in total, the first included (default 5)
+	MaxAttempts    int           // attempts in total, the first included; 0 (the default): until the deadline
 	InitialBackoff time.Duration // default 50ms, doubling up to MaxBackoff
-	MaxBackoff     time.Duration // default 2s
+	MaxBackoff     time.Duration // default 1s
 }
 
-// DefaultRetry is the policy a Client uses unless told otherwise.
-var DefaultRetry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 2 * time.Second}
+// DefaultRetry is the policy a Client uses unless told otherwise: calls that are safe to repeat are
+// retried until their deadline (DefaultTimeout when the context has none), so they outlive a sidecar
+// restart.
+var DefaultRetry = RetryPolicy{MaxAttempts: 0, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second}
+
+// DefaultTimeout is the deadline of a call whose context has none, retries included.
+const DefaultTimeout = 30 * time.Second
+
+// ResumeFor is how long Watch with MaxAttempts 0 keeps reopening a stream that fails in a row.
+const ResumeFor = 60 * time.Second
+
+func (p RetryPolicy) spent(attempts int) bool { return p.MaxAttempts > 0 && attempts >= p.MaxAttempts }
 
 // IsTransient reports whether an error may go away on retry: UNAVAILABLE, RESOURCE_EXHAUSTED
 // with reason OVERLOADED, ABORTED with reason CONFLICT.
@@ -59,28 +66,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// idempotent says whether a call may be retried: reads always; writes with a request_id (the
-// server returns the first result) or idempotent by themselves.
-func idempotent(method string, req any) bool {
-	name := method[strings.LastIndex(method, "/")+1:]
-	if strings.HasPrefix(name, "Get") || strings.HasPrefix(name, "List") || strings.HasPrefix(name, "Watch") ||
-		name == "DiffCheckpoints" || name == "CheckIntegrity" || name == "Check" {
-		return true
-	}
-	if r, ok := req.(interface{ GetRequestId() string }); ok && r.GetRequestId() != "" {
-		return true
-	}
-	// Idempotent by themselves: pending writes are stored once per (task id, idx); an identical
-	// re-put of a checkpoint with an id succeeds without change (unless it expects a head etag).
-	switch r := req.(type) {
-	case *pb.PutWritesRequest:
-		return true
-	case *pb.PutCheckpointRequest:
-		return r.CheckpointId != "" && r.ExpectedHeadEtag == nil
-	}
-	return false
-}
-
 type retryKey struct{}
 
 // WithoutRetry returns a context whose calls are never retried.
@@ -88,23 +73,33 @@ func WithoutRetry(ctx context.Context) context.Context {
 	return context.WithValue(ctx, retryKey{}, false)
 }
 
-// unaryInterceptor gives every unary call a default deadline (when ctx has none), retries idempotent
-// calls on transient errors within that deadline, and turns errors into *Error.
-func unaryInterceptor(timeout time.Duration, policy RetryPolicy) grpc.UnaryClientInterceptor {
+// unaryInterceptor gives every unary call a default deadline (when ctx has none), retries the calls
+// that are safe to repeat (Rules; a request that needs a request_id gets one unless noRequestIDs) on
+// transient errors within that deadline, waiting for the connection to be ready (unless failFast or
+// the call says otherwise), and turns errors into *Error.
+func unaryInterceptor(timeout time.Duration, policy RetryPolicy, noRequestIDs, failFast bool) grpc.UnaryClientInterceptor {
+	newID := newUUID
+	if noRequestIDs {
+		newID = nil
+	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if _, ok := ctx.Deadline(); !ok && timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		retry := idempotent(method, req)
+		req, retry := prepare(method, req, newID)
 		if v, ok := ctx.Value(retryKey{}).(bool); ok {
 			retry = v
+		}
+		if retry && !failFast && policy.MaxAttempts != 1 {
+			// first, so that a WaitForReady the caller gave wins
+			opts = append([]grpc.CallOption{grpc.WaitForReady(true)}, opts...)
 		}
 		backoff := policy.InitialBackoff
 		for attempt := 1; ; attempt++ {
 			err := FromError(invoker(ctx, method, req, reply, cc, opts...))
-			if err == nil || !retry || attempt >= policy.MaxAttempts || !IsTransient(err) {
+			if err == nil || !retry || policy.spent(attempt) || !IsTransient(err) {
 				return err
 			}
 			wait := jitter(backoff)
@@ -168,8 +163,9 @@ func Receive[T any](stream grpc.ServerStreamingClient[T]) iter.Seq2[*T, error] {
 
 // Watch is a resumable server stream: open(ctx, last) starts the stream after the last
 // item seen (nil at first); when it fails with a transient error it is reopened from
-// that item with back-off. It ends when the server ends the stream, ctx is done, the
-// loop stops, or a non-transient error is yielded. This is the shape of WatchEvents
+// that item with back-off (after policy.MaxAttempts failures in a row, or with MaxAttempts 0
+// after ResumeFor of them, the error is yielded). It ends when the server ends the stream,
+// ctx is done, the loop stops, or a non-transient error is yielded. This is the shape of WatchEvents
 // (resume from a sequence number) and works for any server-streaming method.
 func Watch[T any](ctx context.Context, policy RetryPolicy, open func(ctx context.Context, last *T) (grpc.ServerStreamingClient[T], error)) iter.Seq2[*T, error] {
 	return func(yield func(*T, error) bool) {
@@ -177,6 +173,7 @@ func Watch[T any](ctx context.Context, policy RetryPolicy, open func(ctx context
 		defer cancel()
 		var last *T
 		failures := 0
+		var failingSince time.Time
 		backoff := policy.InitialBackoff
 		for {
 			stream, err := open(ctx, last)
@@ -197,8 +194,12 @@ func Watch[T any](ctx context.Context, policy RetryPolicy, open func(ctx context
 				}
 			}
 			err = FromError(err)
+			if failures == 0 {
+				failingSince = time.Now()
+			}
 			failures++
-			if ctx.Err() != nil || !IsTransient(err) || failures >= policy.MaxAttempts {
+			spent := policy.spent(failures) || (policy.MaxAttempts <= 0 && time.Since(failingSince) > ResumeFor)
+			if ctx.Err() != nil || !IsTransient(err) || spent {
 				yield(nil, err)
 				return
 			}

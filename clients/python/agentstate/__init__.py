@@ -6,12 +6,12 @@ the value encoding (:mod:`agentstate.codec`), typed exceptions
 (:mod:`agentstate.errors`) and, with the ``langgraph`` extra installed, a
 LangGraph checkpointer (:mod:`agentstate.langgraph`).
 """
-from ._requests import NO_RETRY, RetryPolicy, register_idempotent
+from .retries import NO_RETRY, RULES, RetryPolicy, register_idempotent
 from .aio import AsyncClient
 from .client import Client, checkpoint_values, decode_map
 from .codec import Opaque, UnsupportedValue
 from .errors import (AgentStateError, Aborted, AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal,
-                     InvalidArgument, NotFound, ResourceExhausted, Unavailable)
+                     InvalidArgument, LeaseExpired, NotFound, ResourceExhausted, Unavailable)
 from .values import Append, Encoded, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
 from .held_runs import AsyncHeldRun, HeldRun
 from .run_records import effect_done, effect_failed, event, status_name, step
@@ -19,9 +19,10 @@ from .run_records import effect_done, effect_failed, event, status_name, step
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "AsyncClient", "RetryPolicy", "NO_RETRY", "register_idempotent", "checkpoint_values", "decode_map",
+    "Client", "AsyncClient", "RetryPolicy", "NO_RETRY", "RULES", "register_idempotent", "checkpoint_values",
+    "decode_map",
     "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_value",
     "apply_list_delta", "AgentStateError", "InvalidArgument", "NotFound", "AlreadyExists", "FailedPrecondition",
-    "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal",
+    "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal", "LeaseExpired",
     "HeldRun", "AsyncHeldRun", "step", "event", "effect_done", "effect_failed", "status_name",
 ]

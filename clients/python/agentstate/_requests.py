@@ -1,21 +1,19 @@
-"""_requests: request builders shared by the sync and the asyncio client, and the retry rules.
+"""_requests: request builders shared by the sync and the asyncio client.
 
 Each ``*_request`` function turns Python arguments into one agentstate.v1
 request message (values encoded and checked on the way, raising
-InvalidArgument that names the field). :class:`RetryPolicy` and
-:func:`retryable` decide when a failed call may be sent again.
+InvalidArgument that names the field). The retry rules (:class:`RetryPolicy`,
+:func:`prepare`, the table of what is safe to repeat) are in
+:mod:`agentstate.retries`, re-exported here.
 """
 from __future__ import annotations
 
 import datetime as _dt
-import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
-
-import grpc
+from typing import Any, Iterable, Mapping
 
 from . import ids
-from .errors import AgentStateError
+from .retries import (IDEMPOTENT, NO_RETRY, RECONNECT_OPTIONS, TRANSIENT, RetryPolicy, prepare,  # noqa: F401
+                      register_idempotent, retry_after, transient)
 from .v1 import threads_pb2 as pb
 from .values import channel_write, check_key, encode_into
 
@@ -26,101 +24,7 @@ IF_EXISTS = {"error": pb.IF_EXISTS_ERROR, "return": pb.IF_EXISTS_RETURN, "merge"
 
 def channel_options(extra: Iterable[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
     return [("grpc.max_receive_message_length", MAX_MESSAGE), ("grpc.max_send_message_length", MAX_MESSAGE),
-            *extra]
-
-
-# ------------------------------------------------------------------ retries
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """When and how often a failed call is sent again.
-
-    Only calls that are safe to repeat are retried (see :func:`retryable`),
-    only on transient failures (UNAVAILABLE, an OVERLOADED server, an ABORTED
-    conflict), and never past the call's deadline. ``max_attempts`` counts
-    the first try; 0 means "until the deadline". Backoff is exponential with
-    full jitter, capped at ``max_backoff`` seconds.
-    """
-
-    max_attempts: int = 5
-    initial_backoff: float = 0.05
-    max_backoff: float = 1.0
-    multiplier: float = 2.0
-
-    def backoff(self, attempt: int, jitter: float) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based); ``jitter`` in [0, 1)."""
-        cap = min(self.max_backoff, self.initial_backoff * self.multiplier ** (attempt - 1))
-        return cap * (0.5 + jitter / 2)
-
-    def more(self, attempt: int) -> bool:
-        return self.max_attempts <= 0 or attempt < self.max_attempts
-
-
-NO_RETRY = RetryPolicy(max_attempts=1)
-
-#: (status code, ErrorInfo reason or "" for any) of failures that may go away on their own.
-TRANSIENT = {
-    (grpc.StatusCode.UNAVAILABLE, ""),
-    (grpc.StatusCode.RESOURCE_EXHAUSTED, "OVERLOADED"),
-    (grpc.StatusCode.ABORTED, "CONFLICT"),
-}
-
-
-def transient(err: AgentStateError) -> bool:
-    return (err.code, "") in TRANSIENT or (err.code, err.reason) in TRANSIENT
-
-
-#: Mutating requests that are safe to repeat without a request_id, by message name. Reads
-#: (Get*, List*, Diff*, Check*, Watch*) always are; anything else only with a request_id.
-IDEMPOTENT: dict[str, Callable[[Any], bool]] = {
-    # the same id and content again is a no-op ("created" false)
-    "PutCheckpointRequest": lambda r: bool(r.checkpoint_id),
-    # writes are keyed by (task_id, idx): stored ones are kept, replaced ones get the same value
-    "PutWritesRequest": lambda r: True,
-    "DeleteThreadRequest": lambda r: r.allow_missing and not r.etag,
-    "PruneCheckpointsRequest": lambda r: True,
-    "DeleteCheckpointsForRunsRequest": lambda r: True,
-    "CreateThreadRequest": lambda r: r.if_exists == pb.IF_EXISTS_RETURN,
-    "CollectGarbageRequest": lambda r: True,
-    # a batch is as safe to repeat as every request in it
-    "BatchWriteRequest": lambda r: all(w.WhichOneof("op") and _idempotent(getattr(w, w.WhichOneof("op")))
-                                       for w in r.writes),
-}
-_READ_PREFIXES = ("Get", "List", "Diff", "Check", "Watch")
-
-
-def register_idempotent(message_name: str, predicate: Callable[[Any], bool]) -> None:
-    """Declare requests of ``message_name`` for which ``predicate(request)`` is true safe to repeat."""
-    IDEMPOTENT[message_name] = predicate
-
-
-def _idempotent(request) -> bool:
-    predicate = IDEMPOTENT.get(request.DESCRIPTOR.name)
-    return predicate is not None and predicate(request)
-
-
-def _has_request_id(request) -> bool:
-    return "request_id" in request.DESCRIPTOR.fields_by_name
-
-
-def prepare(request, auto_request_ids: bool) -> bool:
-    """Decide whether ``request`` may be retried; give it a request_id first when it needs one
-    (and ``auto_request_ids`` is on) so that a retry after a lost reply is answered, not re-applied.
-    A stream of requests (client-streaming calls such as UploadArtifact) cannot be replayed: never retried."""
-    descriptor = getattr(request, "DESCRIPTOR", None)
-    if descriptor is None:
-        return False
-    name = descriptor.name
-    if name.startswith(_READ_PREFIXES):
-        return True
-    predicate = IDEMPOTENT.get(name)
-    if predicate is not None and predicate(request):
-        return True
-    if _has_request_id(request):
-        if not request.request_id and auto_request_ids:
-            request.request_id = f"auto-{uuid.uuid4().hex}"
-        return bool(request.request_id)
-    return False
+            *RECONNECT_OPTIONS, *extra]
 
 
 # ------------------------------------------------------------------ builders

@@ -26,6 +26,7 @@ import grpc
 
 from . import _requests as rq
 from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
+from .retries import DEFAULT_TIMEOUT
 from .client import checkpoint_values
 from .errors import DeadlineExceeded, from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc
@@ -34,9 +35,10 @@ from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc
 class AsyncClient:
     """asyncio client. ``address`` is ``unix:PATH`` or ``HOST:PORT``; see :class:`agentstate.Client`."""
 
-    def __init__(self, address: str = DEFAULT_ADDRESS, *, namespace: str = "default", timeout: float = 30.0,
+    def __init__(self, address: str = DEFAULT_ADDRESS, *, namespace: str = "default",
+                 timeout: float = DEFAULT_TIMEOUT,
                  channel: grpc.aio.Channel | None = None, retry: RetryPolicy | None = None,
-                 auto_request_ids: bool = True, wait_for_ready: bool = False,
+                 auto_request_ids: bool = True, wait_for_ready: bool | None = None,
                  options: Iterable[tuple[str, Any]] = ()) -> None:
         self.address = address
         self.namespace = namespace
@@ -69,6 +71,7 @@ class AsyncClient:
         budget = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         retryable = rq.prepare(request, self.auto_request_ids)
+        wait = self.wait_for_ready if self.wait_for_ready is not None else retryable and self.retry.retries
         attempt = 0
         while True:
             attempt += 1
@@ -77,12 +80,12 @@ class AsyncClient:
                 raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, f"deadline of {budget}s exceeded "
                                        f"after {attempt - 1} attempts")
             try:
-                return await method(request, timeout=remaining, wait_for_ready=self.wait_for_ready or None)
+                return await method(request, timeout=remaining, wait_for_ready=wait or None)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             if not (retryable and rq.transient(err) and self.retry.more(attempt)):
                 raise err
-            pause = self.retry.backoff(attempt, random.random())
+            pause = max(self.retry.backoff(attempt, random.random()), rq.retry_after(err))
             if time.monotonic() + pause >= deadline:
                 raise err
             await asyncio.sleep(pause)

@@ -6,15 +6,18 @@
         c.put_checkpoint("t1", {"messages": Append(["hello"])}, parent_id=put.checkpoint.checkpoint_id)
         print(c.get_values("t1"))
 
-Every call takes ``timeout`` (seconds, default the client's): the deadline of
-the whole call, retries included. A call that is safe to repeat (reads,
-requests with a request_id, and mutations that are idempotent by nature,
-such as a put with a checkpoint id) is retried on transient failures
-(UNAVAILABLE, OVERLOADED, CONFLICT) with exponential backoff; mutations that
-are not get a fresh request_id first (``auto_request_ids``), so a retry after
-a lost reply returns the first result instead of applying twice. Failures
-raise an :class:`agentstate.errors.AgentStateError` subclass. List calls
-return iterators that fetch pages as needed.
+Every call takes ``timeout`` (seconds, default the client's, 30 s): the
+deadline of the whole call, retries included. A call that is safe to repeat
+(reads, requests with a request_id, and mutations that are idempotent by key,
+lease or token, such as a put with a checkpoint id, a heartbeat or a begun
+effect: the table is :data:`agentstate.retries.RULES`) is retried on
+transient failures (UNAVAILABLE, OVERLOADED, CONFLICT) with exponential
+backoff until its deadline, waiting for the channel to be ready in between,
+so it rides out a sidecar restart; mutations that are not get a fresh
+request_id first (``auto_request_ids``), so a retry after a lost reply
+returns the first result instead of applying twice. Failures raise an
+:class:`agentstate.errors.AgentStateError` subclass. List calls return
+iterators that fetch pages as needed.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import grpc
 
 from . import _requests as rq
 from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
+from .retries import DEFAULT_TIMEOUT
 from .errors import DeadlineExceeded, from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc, values_pb2
 from .values import from_value
@@ -49,15 +53,18 @@ def checkpoint_values(checkpoint: pb.Checkpoint) -> dict[str, Any]:
 class Client:
     """Synchronous client. ``address`` is ``unix:PATH`` or ``HOST:PORT``.
 
-    ``retry`` says how transient failures are retried (see RetryPolicy;
-    ``agentstate.NO_RETRY`` turns it off), ``wait_for_ready`` makes calls wait
-    for the server to be reachable (up to their deadline) instead of failing
-    at once with UNAVAILABLE.
+    ``retry`` says how transient failures are retried (see RetryPolicy: by
+    default until the deadline; ``agentstate.NO_RETRY`` turns it off).
+    ``wait_for_ready`` says whether calls wait for the server to be reachable
+    (up to their deadline) instead of failing at once with UNAVAILABLE: by
+    default (None) the calls that may be retried wait and the others do not;
+    True makes every call wait, False none.
     """
 
-    def __init__(self, address: str = DEFAULT_ADDRESS, *, namespace: str = "default", timeout: float = 30.0,
+    def __init__(self, address: str = DEFAULT_ADDRESS, *, namespace: str = "default",
+                 timeout: float = DEFAULT_TIMEOUT,
                  channel: grpc.Channel | None = None, retry: RetryPolicy | None = None,
-                 auto_request_ids: bool = True, wait_for_ready: bool = False,
+                 auto_request_ids: bool = True, wait_for_ready: bool | None = None,
                  options: Iterable[tuple[str, Any]] = ()) -> None:
         self.address = address
         self.namespace = namespace
@@ -90,6 +97,7 @@ class Client:
         budget = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + budget
         retryable = rq.prepare(request, self.auto_request_ids)
+        wait = self.wait_for_ready if self.wait_for_ready is not None else retryable and self.retry.retries
         attempt = 0
         while True:
             attempt += 1
@@ -98,12 +106,12 @@ class Client:
                 raise DeadlineExceeded(grpc.StatusCode.DEADLINE_EXCEEDED, f"deadline of {budget}s exceeded "
                                        f"after {attempt - 1} attempts")
             try:
-                return method(request, timeout=remaining, wait_for_ready=self.wait_for_ready or None)
+                return method(request, timeout=remaining, wait_for_ready=wait or None)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             if not (retryable and rq.transient(err) and self.retry.more(attempt)):
                 raise err
-            pause = self.retry.backoff(attempt, random.random())
+            pause = max(self.retry.backoff(attempt, random.random()), rq.retry_after(err))
             if time.monotonic() + pause >= deadline:
                 raise err
             time.sleep(pause)

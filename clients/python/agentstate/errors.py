@@ -36,6 +36,15 @@ class DeadlineExceeded(AgentStateError): ...
 class Internal(AgentStateError): ...
 
 
+class LeaseExpired(DeadlineExceeded):
+    """A held run's lease ran out on the holder's clock before a heartbeat got through (the sidecar was
+    unreachable for a whole lease timeout): the run is lost to this holder. Raised by the client, not sent
+    by the server; ``__cause__`` is the last failure."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(grpc.StatusCode.DEADLINE_EXCEEDED, message)
+
+
 _BY_CODE = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,

@@ -7,18 +7,39 @@ lease expired, they raise ``FailedPrecondition`` with reason
 ``RUN_NOT_ACTIVE`` or ``LEASE_LOST``: stop working on it. ``keep_alive``
 heartbeats in the background: a daemon thread for :class:`HeldRun`, an
 asyncio task for :class:`AsyncHeldRun`.
+
+A sidecar restart does not lose a held run: the restarted sidecar gives
+running leases one more lease timeout, so ``keep_alive`` treats UNAVAILABLE
+and DEADLINE_EXCEEDED (any failure the server did not decide) as transient
+and keeps trying until the lease itself would have expired. It reports the
+run lost (``lost`` set, the returned event set) only when it is: the server
+says so (``RUN_NOT_ACTIVE``, ``LEASE_LOST`` for a newer holder,
+``RUN_NOT_FOUND``), or no renewal got through for a whole lease timeout
+(:class:`~agentstate.errors.LeaseExpired`; counted on this process's clock
+from when the last heartbeat's or the claim's answer came: the sidecar
+renewed the lease just before it sent that answer, whereas a heartbeat
+that waited through a restart was sent long before), after which the
+sidecar is free to give the run to another holder.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any, Iterable, Mapping
 
 from . import _requests as rq
 from ._facet import AsyncFacet, Call, SyncFacet, unary
+from .errors import AgentStateError, LeaseExpired
 from .run_records import step
 from .v1 import effects_pb2, events_pb2, runs_pb2 as rpb, threads_pb2
 from .values import encode_into
+
+
+#: ErrorInfo reasons after which a heartbeat will never succeed: the run is lost.
+RUN_GONE = frozenset({"RUN_NOT_ACTIVE", "LEASE_LOST", "RUN_NOT_FOUND"})
+#: Seconds between heartbeat attempts after a failure the call itself does not retry (e.g. INTERNAL).
+RETRY_PAUSE = 0.1
 
 
 class HeldRunCalls:
@@ -31,6 +52,7 @@ class HeldRunCalls:
         self.lease = lease
         self.lost: Exception | None = None
         self._heartbeat_stop: threading.Event | asyncio.Event | None = None
+        self._lease_until = time.monotonic() + self.lease_seconds
 
     run_id = property(lambda self: self.lease.run_id)
     lease_id = property(lambda self: self.lease.lease_id)
@@ -43,14 +65,42 @@ class HeldRunCalls:
     def _ns(self) -> str:
         return self.client.namespace
 
+    @property
+    def lease_seconds(self) -> float:
+        """The run's lease timeout (what each renewal is good for)."""
+        d = self.run.lease_timeout
+        return d.seconds + d.nanos / 1e9
+
+    def lease_remaining(self) -> float:
+        """Seconds until the lease expires unless renewed, as this process sees it (from when the last
+        heartbeat was answered)."""
+        return self._lease_until - time.monotonic()
+
+    def _renewed(self) -> None:
+        self._lease_until = max(self._lease_until, time.monotonic() + self.lease_seconds)
+
+    def _after_failed_heartbeat(self, err: Exception) -> Exception | None:
+        """The error that makes the run lost after a failed heartbeat, or None: try again."""
+        if not isinstance(err, AgentStateError) or err.reason in RUN_GONE:
+            return err
+        if self.lease_remaining() > 0:
+            return None
+        expired = LeaseExpired(f"no heartbeat of run {self.run_id!r} got through for its lease timeout of "
+                               f"{self.lease_seconds:g} s: its lease has expired, stop working on it "
+                               f"(last failure: {err})")
+        expired.__cause__ = err
+        return expired
+
     def _stop_keep_alive(self) -> None:
         if self._heartbeat_stop is not None:
             self._heartbeat_stop.set()
 
     @unary
     def heartbeat(self, *, timeout: float | None = None) -> rpb.Run:
+        """Renew the lease (safe to repeat: retried through a sidecar restart until ``timeout``)."""
         req = rpb.HeartbeatRequest(namespace=self._ns, run_id=self.run_id, lease_id=self.lease_id)
         self.run = (yield Call(self.client.runs.stub.Heartbeat, req, timeout)).run
+        self._renewed()
         return self.run
 
     @unary
@@ -150,17 +200,29 @@ class HeldRun(HeldRunCalls, SyncFacet):
     """A claimed run of the sync client (see module doc)."""
 
     def keep_alive(self, interval: float) -> threading.Event:
-        """Heartbeat every ``interval`` seconds in a daemon thread until the returned event is set
-        (or a heartbeat fails: then the event is set and ``self.lost`` holds the error)."""
+        """Heartbeat every ``interval`` seconds in a daemon thread until the returned event is set, or the
+        run is lost: then the event is set and ``self.lost`` holds why (see module doc; a sidecar restart
+        within the lease is ridden out)."""
         stop = threading.Event()
         self.lost = None
 
+        def beat() -> Exception | None:
+            while not stop.is_set():
+                try:
+                    self.heartbeat(timeout=max(self.lease_remaining(), 0.001))
+                    return None
+                except Exception as e:  # noqa: BLE001 - reported through self.lost
+                    lost = None if stop.is_set() else self._after_failed_heartbeat(e)  # stopped: not lost
+                    if lost is not None:
+                        return lost
+                stop.wait(min(RETRY_PAUSE, max(self.lease_remaining(), 0)))
+            return None
+
         def loop():
             while not stop.wait(interval):
-                try:
-                    self.client.runs.heartbeat(self.run_id, self.lease_id)
-                except Exception as e:  # noqa: BLE001 - reported through self.lost
-                    self.lost = e
+                lost = beat()
+                if lost is not None:
+                    self.lost = lost
                     stop.set()
 
         threading.Thread(target=loop, name=f"heartbeat-{self.run_id}", daemon=True).start()
@@ -175,16 +237,28 @@ class AsyncHeldRun(HeldRunCalls, AsyncFacet):
 
     def keep_alive(self, interval: float) -> asyncio.Event:
         """Heartbeat every ``interval`` seconds in an asyncio task (of the running loop) until the returned
-        event is set (or a heartbeat fails: then the event is set and ``self.lost`` holds the error)."""
+        event is set, or the run is lost: then the event is set and ``self.lost`` holds why (as
+        :meth:`HeldRun.keep_alive`)."""
         stop = asyncio.Event()
         self.lost = None
 
+        async def beat() -> Exception | None:
+            while not stop.is_set():
+                try:
+                    await self.heartbeat(timeout=max(self.lease_remaining(), 0.001))
+                    return None
+                except Exception as e:  # noqa: BLE001 - reported through self.lost
+                    lost = None if stop.is_set() else self._after_failed_heartbeat(e)  # stopped: not lost
+                    if lost is not None:
+                        return lost
+                await _wait(stop, min(RETRY_PAUSE, max(self.lease_remaining(), 0)))
+            return None
+
         async def loop():
             while not await _wait(stop, interval):
-                try:
-                    await self.client.runs.heartbeat(self.run_id, self.lease_id)
-                except Exception as e:  # noqa: BLE001 - reported through self.lost
-                    self.lost = e
+                lost = await beat()
+                if lost is not None:
+                    self.lost = lost
                     stop.set()
 
         self._heartbeat_task = asyncio.get_running_loop().create_task(loop(), name=f"heartbeat-{self.run_id}")

@@ -8,19 +8,25 @@
  *   for await (const cp of c.listCheckpoints("t1")) console.log(cp.checkpointId);
  *   c.close();
  *
- * Every call takes `{ timeoutMs }` (a deadline for the whole call, retries included)
- * and throws an AgentStateError subclass on failure. Reads are retried on transient
- * errors (UNAVAILABLE, OVERLOADED, CONFLICT); mutating calls are retried only when
- * they carry a request_id, which the client fills in (a UUID) unless told otherwise,
- * so a retried write is applied once. List calls are async iterators that fetch
- * pages as needed.
+ * Every call takes `{ timeoutMs }` (a deadline for the whole call, retries included;
+ * default 30 s) and throws an AgentStateError subclass on failure. Calls that are safe
+ * to repeat (retries.ts: reads, and writes idempotent by key, lease or token) are
+ * retried on transient errors (UNAVAILABLE, OVERLOADED, CONFLICT) until the deadline,
+ * waiting for the channel to be ready, so they ride out a sidecar restart; other
+ * mutating calls are retried only with a request_id, which the client fills in (a UUID)
+ * unless told otherwise, so a retried write is applied once. List calls are async
+ * iterators that fetch pages as needed. `runs`, `events`, `effects` and `artifacts` are
+ * typed stubs of those services with the same deadlines and retries; `startRun` and
+ * `claimRun` hold a run (runs.ts: heartbeats that survive a restart, the run's writes).
  */
 import { randomUUID } from "node:crypto";
 import * as grpc from "@grpc/grpc-js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { DescMethod } from "@bufbuild/protobuf";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
-import { connect, DEFAULT_RETRY, resumable, stub, type CallOptions, type RetryPolicy, type Stub } from "./rpc.js";
+import type { DescMessage, DescMethod, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub } from "./rpc.js";
+import { safeAsSent } from "./retries.js";
+import { HeldRun } from "./runs.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
 import { newId } from "./ids.js";
 import {
@@ -40,6 +46,10 @@ import {
   type CollectGarbageResponse,
   type GetStoreStatsResponse,
 } from "./gen/agentstate/v1/admin_pb.js";
+import { RunService, type ClaimRunRequestSchema, type CreateRunRequestSchema, type StepRecordSchema } from "./gen/agentstate/v1/runs_pb.js";
+import { EventService, type EventInputSchema } from "./gen/agentstate/v1/events_pb.js";
+import { EffectService, type EffectCompletionSchema } from "./gen/agentstate/v1/effects_pb.js";
+import { ArtifactService } from "./gen/agentstate/v1/artifacts_pb.js";
 
 export const DEFAULT_ADDRESS = "unix:sidecar-data/sidecar.sock";
 
@@ -48,32 +58,29 @@ export interface ClientOptions {
   namespace?: string;
   /** Default deadline of a call, retries included (ms, default 30000). */
   timeoutMs?: number;
+  /** How transient failures are retried (default: until the deadline; `{ maxAttempts: 1 }` turns it off). */
   retry?: Partial<RetryPolicy>;
   /** Fill in a request_id (UUID) on mutating calls that have none, making them safe to retry (default true). */
   autoRequestId?: boolean;
+  /** Whether calls wait for the sidecar to be reachable (default: the calls that may be retried). */
+  waitForReady?: boolean;
   /** TLS or other channel credentials (default plaintext; unix sockets rely on file permissions). */
   credentials?: grpc.ChannelCredentials;
   channelOptions?: grpc.ChannelOptions;
 }
 
-const READ_ONLY = new Set([
-  "GetThread", "ListThreads", "GetCheckpoint", "ListCheckpoints", "DiffCheckpoints",
-  "GetStoreStats", "CheckIntegrity", "Check", "Watch",
-]);
-
 /**
- * A method may be retried when it only reads; when it carries a request_id (the server
- * returns the first result); or when it is idempotent by itself: PutWrites (stored once per
- * task id and idx) and PutCheckpoint with a checkpoint id and no expected head etag (an
- * identical re-put succeeds without change).
+ * Whether a call may be retried: when it is safe to repeat as sent (the table in retries.ts:
+ * reads, PutWrites, PutCheckpoint with a checkpoint id, Heartbeat, BeginEffect, ...) or when it
+ * carries a request_id (the server returns the first result).
  */
 export function idempotent(method: DescMethod, request: unknown): boolean {
-  if (READ_ONLY.has(method.name) || method.name.startsWith("Get") || method.name.startsWith("List")) return true;
-  const r = request as { requestId?: unknown; checkpointId?: unknown; expectedHeadEtag?: unknown };
-  if (typeof r.requestId === "string" && r.requestId !== "") return true;
-  if (method.name === "PutWrites") return true;
-  return method.name === "PutCheckpoint" && typeof r.checkpointId === "string" && r.checkpointId !== "" && r.expectedHeadEtag === undefined;
+  const r = request as { requestId?: unknown };
+  return safeAsSent(method, request) || (typeof r.requestId === "string" && r.requestId !== "");
 }
+
+/** The fields of a request to fill in (an init object, not a message). */
+export type RequestFields<Desc extends DescMessage> = Exclude<MessageInitShape<Desc>, MessageShape<Desc>>;
 
 export type IfExistsPolicy = "error" | "return" | "merge";
 const IF_EXISTS: Record<IfExistsPolicy, IfExists> = {
@@ -94,6 +101,13 @@ export interface PutCheckpointOptions extends CallOptions {
   schemaVersion?: number;
   requireThread?: boolean;
   requestId?: string;
+  /** A run's put: its run id and lease id (HeldRun.putCheckpoint fills them in). */
+  runId?: string;
+  leaseId?: string;
+  /** Steps, events and effect completions committed with the put (a run's put only). */
+  steps?: MessageInitShape<typeof StepRecordSchema>[];
+  events?: MessageInitShape<typeof EventInputSchema>[];
+  effects?: MessageInitShape<typeof EffectCompletionSchema>[];
 }
 
 export interface PendingWriteInput {
@@ -141,24 +155,67 @@ export class Client {
   readonly grpcClient: grpc.Client;
   readonly threads: Stub<typeof ThreadService extends GenService<infer S> ? S : never>;
   readonly admin: Stub<typeof AdminService extends GenService<infer S> ? S : never>;
+  readonly runs: Stub<typeof RunService extends GenService<infer S> ? S : never>;
+  readonly events: Stub<typeof EventService extends GenService<infer S> ? S : never>;
+  readonly effects: Stub<typeof EffectService extends GenService<infer S> ? S : never>;
+  readonly artifacts: Stub<typeof ArtifactService extends GenService<infer S> ? S : never>;
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
+  private readonly waitForReady?: boolean;
 
   /** `address` is `unix:PATH` (relative or absolute) or `HOST:PORT`. */
   constructor(address: string = DEFAULT_ADDRESS, opts: ClientOptions = {}) {
     this.address = address;
     this.namespace = opts.namespace ?? "default";
-    this.timeoutMs = opts.timeoutMs ?? 30000;
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.policy = { ...DEFAULT_RETRY, ...opts.retry };
     this.autoRequestId = opts.autoRequestId ?? true;
+    this.waitForReady = opts.waitForReady;
     this.grpcClient = connect(address, opts.credentials, opts.channelOptions);
     this.threads = this.stub(ThreadService);
     this.admin = this.stub(AdminService);
+    this.runs = this.stub(RunService);
+    this.events = this.stub(EventService);
+    this.effects = this.stub(EffectService);
+    this.artifacts = this.stub(ArtifactService);
   }
 
-  /** A typed stub of any generated service on this client's channel (e.g. a future EventService). */
+  /** A typed stub of any generated service on this client's channel (client-streaming methods are left out). */
   stub<S extends GenServiceMethods>(service: GenService<S>): Stub<S> {
-    return stub(this.grpcClient, service, { timeoutMs: this.timeoutMs, policy: this.policy, idempotent });
+    return stub(this.grpcClient, service, {
+      timeoutMs: this.timeoutMs,
+      policy: this.policy,
+      autoRequestId: this.autoRequestId,
+      waitForReady: this.waitForReady,
+    });
+  }
+
+  // ------------------------------------------------------------ runs
+
+  /**
+   * Create a run and hold it (CreateRun with claim): a HeldRun when the run became active at once;
+   * else it is claimed when its turn comes, waiting up to `waitMs` (FailedPrecondition RUN_NOT_ACTIVE after).
+   */
+  async startRun(
+    threadId: string,
+    req: Omit<RequestFields<typeof CreateRunRequestSchema>, "namespace" | "threadId" | "claim"> = {},
+    opts: CallOptions & { waitMs?: number } = {},
+  ): Promise<HeldRun> {
+    const resp = await this.runs.createRun({ ...req, namespace: this.namespace, threadId, claim: true }, opts);
+    if (resp.lease) return new HeldRun(this, resp.run!, resp.lease);
+    return this.claimRun({ runId: resp.run!.runId }, opts);
+  }
+
+  /** ClaimRun (by run id, or the active run of a thread), waiting up to `waitMs` for its turn. */
+  async claimRun(
+    req: Omit<RequestFields<typeof ClaimRunRequestSchema>, "namespace" | "waitTimeout">,
+    opts: CallOptions & { waitMs?: number } = {},
+  ): Promise<HeldRun> {
+    const waitMs = opts.waitMs ?? 0;
+    const waitTimeout = waitMs ? { seconds: BigInt(Math.floor(waitMs / 1000)), nanos: (waitMs % 1000) * 1e6 } : undefined;
+    const timeoutMs = opts.timeoutMs ?? Math.max(this.timeoutMs, waitMs + 10000);
+    const resp = await this.runs.claimRun({ ...req, namespace: this.namespace, waitTimeout }, { ...opts, timeoutMs });
+    return new HeldRun(this, resp.run!, resp.lease!);
   }
 
   /** Resumable watch over any server stream; see rpc.resumable. */
@@ -301,6 +358,11 @@ export class Client {
         schemaVersion: opts.schemaVersion ?? 0,
         requireThread: opts.requireThread ?? false,
         requestId: opts.requestId ?? "",
+        runId: opts.runId ?? "",
+        leaseId: opts.leaseId ?? "",
+        steps: opts.steps ?? [],
+        events: opts.events ?? [],
+        effects: opts.effects ?? [],
       },
       opts,
     );

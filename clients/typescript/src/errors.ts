@@ -56,6 +56,17 @@ export class DeadlineExceeded extends AgentStateError {}
 export class Cancelled extends AgentStateError {}
 export class Internal extends AgentStateError {}
 
+/**
+ * A held run's lease ran out on the holder's clock before a heartbeat got through (the sidecar
+ * was unreachable for a whole lease timeout): the run is lost to this holder. Made by the
+ * client, not sent by the server; `cause` is the last failure.
+ */
+export class LeaseExpired extends DeadlineExceeded {
+  constructor(details: string) {
+    super(GrpcStatus.DEADLINE_EXCEEDED, details);
+  }
+}
+
 const BY_CODE: Record<number, new (c: number, d: string, r?: string, m?: Record<string, string>) => AgentStateError> = {
   [GrpcStatus.INVALID_ARGUMENT]: InvalidArgument,
   [GrpcStatus.NOT_FOUND]: NotFound,

@@ -3,6 +3,8 @@ export * from "./codec.js";
 export * from "./errors.js";
 export * from "./values.js";
 export * from "./client.js";
+export * from "./runs.js";
+export { RULES, ruleOf, ruleLabel, safeAsSent, type Rule, type RuleKind } from "./retries.js";
 export { newId } from "./ids.js";
 export {
   connect,
@@ -12,6 +14,8 @@ export {
   withRetries,
   isTransient,
   DEFAULT_RETRY,
+  DEFAULT_TIMEOUT_MS,
+  RESUME_FOR_MS,
   CHANNEL_OPTIONS,
   type CallOptions,
   type RetryPolicy,
@@ -21,3 +25,7 @@ export * as threadsPb from "./gen/agentstate/v1/threads_pb.js";
 export * as valuesPb from "./gen/agentstate/v1/values_pb.js";
 export * as adminPb from "./gen/agentstate/v1/admin_pb.js";
 export * as errorsPb from "./gen/agentstate/v1/errors_pb.js";
+export * as runsPb from "./gen/agentstate/v1/runs_pb.js";
+export * as eventsPb from "./gen/agentstate/v1/events_pb.js";
+export * as effectsPb from "./gen/agentstate/v1/effects_pb.js";
+export * as artifactsPb from "./gen/agentstate/v1/artifacts_pb.js";

@@ -40,6 +40,8 @@ export class Sidecar {
   readonly log: string;
   /** Extra `--listen` addresses (e.g. "127.0.0.1:PORT"). */
   extraListen: string[] = [];
+  /** Extra `sidecar serve` arguments (e.g. "--watchdog-interval", "0.05"). */
+  extraArgs: string[] = [];
   constructor(readonly dataDir: string) {
     this.socket = join(dataDir, "sidecar.sock");
     this.address = `unix:${this.socket}`;
@@ -53,7 +55,7 @@ export class Sidecar {
   /** Spawn without waiting. */
   spawn(): void {
     const fd = openSync(this.log, "a");
-    this.proc = spawn(sidecarPython(), ["-m", "sidecar", "serve", "--data-dir", this.dataDir, "--listen", this.address, ...this.extraListen.flatMap((a) => ["--listen", a]), "--grace", "2"], {
+    this.proc = spawn(sidecarPython(), ["-m", "sidecar", "serve", "--data-dir", this.dataDir, "--listen", this.address, ...this.extraListen.flatMap((a) => ["--listen", a]), "--grace", "2", ...this.extraArgs], {
       cwd: REPO,
       stdio: ["ignore", fd, fd],
     });
@@ -74,8 +76,11 @@ export class Sidecar {
       if (this.proc?.exitCode !== null && this.proc?.exitCode !== undefined) {
         throw new Error(`sidecar exited ${this.proc.exitCode}: ${readFileSync(this.log, "utf8")}`);
       }
-      if (existsSync(this.socket)) {
-        const c = new grpc.Client(this.address, grpc.credentials.createInsecure());
+      if (existsSync(this.socket)) { // (a killed sidecar's socket stays until the new one replaces it)
+        const c = new grpc.Client(this.address, grpc.credentials.createInsecure(), {
+          "grpc.initial_reconnect_backoff_ms": 50,
+          "grpc.max_reconnect_backoff_ms": 200,
+        });
         const ok = await new Promise<boolean>((r) => c.waitForReady(new Date(Date.now() + 1000), (e) => r(!e)));
         c.close();
         if (ok) return;
@@ -85,10 +90,19 @@ export class Sidecar {
     throw new Error(`sidecar did not start: ${readFileSync(this.log, "utf8")}`);
   }
 
+  /** SIGKILL (a crash: no cleanup) and wait for the exit. */
+  async kill(): Promise<void> {
+    const p = this.proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    const exited = new Promise((r) => p.once("exit", r));
+    p.kill("SIGKILL");
+    await exited;
+  }
+
   /** SIGTERM and wait for the exit. */
   async stop(): Promise<void> {
     const p = this.proc;
-    if (!p || p.exitCode !== null) return;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
     const exited = new Promise((r) => p.once("exit", r));
     p.kill("SIGTERM");
     await exited;

@@ -72,7 +72,9 @@ class EffectServiceServicer:
         RUN_NOT_ACTIVE or LEASE_LOST otherwise). A key that is PENDING under
         another live lease gives ABORTED EFFECT_IN_PROGRESS (metadata "run_id");
         a key recorded with another request_digest gives FAILED_PRECONDITION
-        EFFECT_KEY_REUSED.
+        EFFECT_KEY_REUSED. The same holder (run_id, lease_id) beginning a key
+        again gets the same token and the same state as its first begin
+        (PENDING, or UNKNOWN when that begin took the effect over).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -90,7 +92,8 @@ class EffectServiceServicer:
 
     def FailEffect(self, request, context):
         """FailEffect records that an effect did not happen; retryable lets a later
-        BeginEffect try again. Token rules as CompleteEffect.
+        BeginEffect try again. Token rules as CompleteEffect: failing a FAILED
+        effect again with its token returns it unchanged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
