@@ -123,6 +123,8 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest, txn=None) -> PutPlan
     parent_id = validate.ident(req.parent_checkpoint_id, "parent_checkpoint_id", required=False)
     base_id = validate.ident(req.base_checkpoint_id, "base_checkpoint_id", required=False) or parent_id
     base_field = "base_checkpoint_id" if req.base_checkpoint_id else "parent_checkpoint_id"
+    if parent_id and parent_id == req.checkpoint_id:
+        raise invalid("parent_checkpoint_id", "names the checkpoint itself")
     if len(req.channels) > limits.MAX_CHANNELS:
         raise limit("channels", f"channels: at most {limits.MAX_CHANNELS} per checkpoint", field="channels")
     metadata = wire.metadata_items(req.metadata, "metadata")

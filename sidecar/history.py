@@ -63,7 +63,9 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
         seeds: dict[str, tuple[str, bytes]] = {}
         current = m.parent_id
         depth = 0
-        while current and remaining:
+        visited = {checkpoint_id}
+        while current and remaining and current not in visited:  # a parent cycle ends the chain too
+            visited.add(current)
             a = load_manifest(txn, store, rec.tkey, cns, current)
             if a is None:  # a pruned or deleted ancestor ends the chain
                 break
@@ -115,7 +117,8 @@ def needed_for_history(txn, store: Store, tkey: int, cns: str, kept: list[str], 
     ``channels`` at each of them needs: for each kept checkpoint without a value for a channel,
     its ancestors back to the nearest one that holds a value or, when none does, back to the
     oldest one with a pending write to the channel. Ancestors are contiguous: a rebuild walks
-    the chain one parent at a time."""
+    the chain one parent at a time. Parent ids may name checkpoints written later, so a chain can
+    come back to a checkpoint it passed: that ends it, as a missing parent does."""
     manifests: dict[str, layout.Manifest | None] = {}
     written: dict[str, set[str]] = {}
 
@@ -139,9 +142,10 @@ def needed_for_history(txn, store: Store, tkey: int, cns: str, kept: list[str], 
             if m is None or any(name == ch for name, _ in m.channels):
                 continue
             path: list[str] = []
+            on_path = {k}
             outcome = False
             current = m.parent_id
-            while current:
+            while current and current not in on_path:  # a parent cycle ends the chain, as a missing parent
                 if current in resolved:
                     outcome = resolved[current]
                     break
@@ -149,6 +153,7 @@ def needed_for_history(txn, store: Store, tkey: int, cns: str, kept: list[str], 
                 if a is None:
                     break
                 path.append(current)
+                on_path.add(current)
                 if any(name == ch for name, _ in a.channels):
                     outcome = True
                     break

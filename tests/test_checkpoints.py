@@ -375,6 +375,13 @@ def test_identical_reput_is_idempotent(client, tid):
     assert len(client.get_checkpoint(tid, "c1", include_pending_writes=True).pending_writes) == 1
 
 
+def test_a_checkpoint_cannot_be_its_own_parent(client, tid):
+    with expect_error(INVALID, "INVALID_FIELD", "parent_checkpoint_id"):
+        client.put_checkpoint(tid, {"a": 1}, checkpoint_id="c", parent_id="c")
+    with expect_error(NOT_FOUND, "THREAD_NOT_FOUND"):
+        client.get_checkpoint(tid)  # nothing was written
+
+
 def test_put_request_id(client, tid):
     first = client.put_checkpoint(tid, {"a": 1}, request_id="p1")
     retry = client.put_checkpoint(tid, {"a": 1}, request_id="p1")

@@ -96,6 +96,22 @@ def test_history_stops_at_a_missing_ancestor(client, tid):
     assert write_values(h["log"]) == [("t", 0, "b")] and not h["v"].HasField("seed") and resp.depth == 1
 
 
+def test_a_parent_cycle_ends_the_chain(client, tid):
+    """Parent ids may name checkpoints written later, so a chain can come back on itself (x's parent y,
+    then y with parent x): walking it ends there, for GetChannelHistory and for a history-keeping prune,
+    instead of running forever."""
+    client.put_checkpoint(tid, {"x": 0}, checkpoint_id="x", parent_id="y")
+    client.put_writes(tid, "x", [("t", 0, "log", "at x")])
+    client.put_checkpoint(tid, {"x": 1}, checkpoint_id="y", parent_id="x")
+    client.put_writes(tid, "y", [("t", 0, "log", "at y")])
+    client.put_checkpoint(tid, {"x": 2}, checkpoint_id="z", parent_id="y")
+    resp, h = history(client, tid, ["log", "v"], "z")
+    assert write_values(h["log"]) == [("t", 0, "at x"), ("t", 0, "at y")] and resp.depth == 2
+    assert not h["v"].HasField("seed")
+    assert client.prune([tid], keep_latest=1, history_channels=["log", "v"]) == 0  # z needs y and x
+    assert ids(client, tid) == ["x", "y", "z"]
+
+
 def test_history_seed_with_known_roots(client, tid):
     first = client.put_checkpoint(tid, {"log": [1, 2, 3]}, checkpoint_id="a")
     root = first.checkpoint.channels["log"].root
