@@ -375,6 +375,17 @@ def test_identical_reput_is_idempotent(client, tid):
     assert len(client.get_checkpoint(tid, "c1", include_pending_writes=True).pending_writes) == 1
 
 
+def test_a_map_channel_reads_back_in_canonical_key_order(client, tid):
+    """A protobuf map has no order on the wire; the client gives a map value the canonical encoding's
+    order (keys by UTF-8 bytes), so it reads back the same every time, whatever order it was put in."""
+    keys = ["zeta", "b", "\u00e9t\u00e9", "a", "\U0001F600", "\ufffd", "aa"]
+    client.put_checkpoint(tid, {"m": {k: Opaque("x", k.encode()) for k in keys}})
+    for _ in range(5):
+        got = from_value(client.get_checkpoint(tid).channels["m"].value)
+        assert list(got) == sorted(keys, key=lambda k: k.encode()) == \
+            ["a", "aa", "b", "zeta", "\u00e9t\u00e9", "\ufffd", "\U0001F600"]
+
+
 def test_a_checkpoint_cannot_be_its_own_parent(client, tid):
     with expect_error(INVALID, "INVALID_FIELD", "parent_checkpoint_id"):
         client.put_checkpoint(tid, {"a": 1}, checkpoint_id="c", parent_id="c")

@@ -69,8 +69,15 @@ def from_value(value: values_pb2.Value) -> Any:
     if kind == "list":
         return [from_value(v) for v in value.list.items]
     if kind == "map":
-        return {k: from_value(v) for k, v in value.map.entries.items()}
+        # a protobuf map has no order on the wire: give the entries the order of the canonical encoding
+        # (keys by their UTF-8 bytes), so a map reads back the same every time
+        entries = value.map.entries
+        return {k: from_value(entries[k]) for k in sorted(entries, key=_utf8)}
     return None
+
+
+def _utf8(key: str) -> bytes:
+    return key.encode("utf-8", "surrogatepass")
 
 
 def invalid_value(field: str, e: codec.UnsupportedValue) -> InvalidArgument:

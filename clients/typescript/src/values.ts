@@ -61,14 +61,29 @@ export function fromValue(v: Value | undefined): unknown {
     case "list":
       return v.kind.value.items.map(fromValue);
     case "map": {
+      // A protobuf map has no order on the wire: the entries take the order of the canonical encoding (keys by
+      // their UTF-8 bytes, which is code point order), so a map reads back the same every time (an object still
+      // lists integer-like keys first, as JavaScript does).
+      const entries = v.kind.value.entries;
       const out: Record<string, unknown> = {};
-      for (const [k, x] of Object.entries(v.kind.value.entries)) {
-        Object.defineProperty(out, k, { value: fromValue(x), enumerable: true, writable: true, configurable: true });
+      for (const k of Object.keys(entries).sort(byCodePoint)) {
+        Object.defineProperty(out, k, { value: fromValue(entries[k]), enumerable: true, writable: true, configurable: true });
       }
       return out;
     }
     default:
       return null;
+  }
+}
+
+/** Orders strings as their UTF-8 bytes order them (by code point; `<` on strings compares UTF-16 units). */
+function byCodePoint(a: string, b: string): number {
+  const ia = a[Symbol.iterator](), ib = b[Symbol.iterator]();
+  for (;;) {
+    const x = ia.next(), y = ib.next();
+    if (x.done || y.done) return (x.done ? 0 : 1) - (y.done ? 0 : 1);
+    const cx = x.value.codePointAt(0)!, cy = y.value.codePointAt(0)!;
+    if (cx !== cy) return cx - cy;
   }
 }
 

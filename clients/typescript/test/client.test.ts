@@ -178,6 +178,17 @@ describe("checkpoints", () => {
     await expectError(c.getCheckpoint(id, "3"), NotFound, Status.NOT_FOUND, "CHECKPOINT_NOT_FOUND");
   });
 
+  it("a map channel reads back with its keys in canonical order, every time", async () => {
+    const t = tid();
+    const keys = ["zeta", "b", "\u00e9t\u00e9", "a", "\u{1F600}", "\uFFFD", "aa"];
+    const value: Record<string, unknown> = {};
+    for (const k of keys) value[k] = new Opaque("x", new TextEncoder().encode(k));
+    await c.putCheckpoint(t, { m: value });
+    const values = await c.getValues(t);
+    // UTF-8 byte order: U+FFFD before U+1F600 (UTF-16 code units would put the emoji's surrogates first)
+    expect(Object.keys(values.m as object)).toEqual(["a", "aa", "b", "zeta", "\u00e9t\u00e9", "\uFFFD", "\u{1F600}"]);
+  });
+
   it("pending writes are stored once per (task, idx) and come back with the checkpoint", async () => {
     const id = tid();
     await c.putCheckpoint(id, { x: 1 }, { checkpointId: "1" });
