@@ -1,8 +1,9 @@
 """The LangGraph savers' mirrors (agentstate.langgraph._mirror): one suite, run against both twins.
 
-What the savers rely on: a mirror is a private copy (nothing mutable is shared with the original), it
-matches the object it was made from, it stops matching after any in-place change at any depth, and
-whenever it matches, LangGraph's serializer gives the same bytes for the object and for the mirror.
+What the savers rely on: a mirror matches the object it was made from, it stops matching after any
+in-place change at any depth, whenever it matches LangGraph's serializer gives the same bytes for the
+object and for what the mirror recorded, and a thawed mirror is a new object sharing nothing mutable
+with the original or with another thaw.
 """
 from __future__ import annotations
 
@@ -100,11 +101,24 @@ def samples() -> list:
 
 
 @pytest.mark.parametrize("value", samples(), ids=lambda v: type(v).__name__)
-def test_a_mirror_matches_and_serializes_like_its_original(m, value):
-    mir = m.mirror(value)
-    assert m.matches(value, mir)
-    assert SERDE.dumps_typed(mir) == SERDE.dumps_typed(value)
-    assert m.matches(m.mirror(mir), mir)  # a mirror of a mirror (what reads hand out) matches too
+def test_a_mirror_matches_and_thaws_like_its_original(m, value):
+    mir = m.freeze(value)
+    assert type(mir) is tuple and m.matches(value, mir)
+    copy = m.thaw(mir)
+    assert SERDE.dumps_typed(copy) == SERDE.dumps_typed(value)
+    assert m.matches(copy, mir)  # what reads hand out matches the mirror it came from
+    assert m.freeze(copy) == mir or _describe(m.freeze(copy)) == _describe(mir)
+
+
+def _describe(mir: tuple) -> list:
+    """A mirror with its markers by name: comparable between the twins (each has its own marker objects)."""
+    return [repr(x) if type(x).__name__ in ("_Op", "Op") else x for x in mir]
+
+
+@pytest.mark.parametrize("value", samples(), ids=lambda v: type(v).__name__)
+def test_both_twins_record_the_same_mirror(value):
+    from agentstate.langgraph import _mirror_c, _mirror_py
+    assert _describe(_mirror_c.freeze(value)) == _describe(_mirror_py.freeze(value))
 
 
 def _mutables(obj, out=None, depth=0):
@@ -128,14 +142,17 @@ def _mutables(obj, out=None, depth=0):
 
 
 @pytest.mark.parametrize("value", [v for v in samples() if _mutables(v)], ids=lambda v: type(v).__name__)
-def test_a_mirror_shares_nothing_mutable(m, value):
-    mine = {id(x) for x in _mutables(m.mirror(value))}
+def test_a_thaw_shares_nothing_mutable(m, value):
+    mir = m.freeze(value)
+    one, two = m.thaw(mir), m.thaw(mir)
+    mine = {id(x) for x in _mutables(one)}
     assert not mine & {id(x) for x in _mutables(value)}
+    assert not mine & {id(x) for x in _mutables(two)}
 
 
 def test_in_place_changes_at_any_depth_stop_matching(m):
     msgs = message_samples()
-    mir = m.mirror(msgs)
+    mir = m.freeze(msgs)
     edits = [
         lambda v: setattr(v[0], "content", v[0].content + " (seen)"),
         lambda v: v[1].tool_calls[0]["args"].__setitem__("query", "other"),
@@ -147,52 +164,62 @@ def test_in_place_changes_at_any_depth_stop_matching(m):
         lambda v: v.__setitem__(0, HumanMessage("hello", id="h-1", name="n")),
     ]
     for edit in edits:
-        value = m.mirror(mir)
+        value = m.thaw(mir)
         assert m.matches(value, mir)
         edit(value)
         assert not m.matches(value, mir)
-        assert m.matches(m.mirror(mir), mir)  # the mirror itself never moved
+        assert m.matches(m.thaw(mir), mir)  # the mirror itself never moved
 
 
 def test_types_and_bits_decide_not_equality(m):
     for a, b in [(1, True), (1, 1.0), (0.0, -0.0), ([1], (1,)), ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
                  (decimal.Decimal("1.0"), decimal.Decimal("1.00")), (Point(1, [2]), Point(1, [2.0]))]:
-        assert not m.matches(a, m.mirror(b)), (a, b)
+        assert not m.matches(a, m.freeze(b)), (a, b)
     nan = float("nan")
-    assert m.matches(nan, m.mirror(nan))
+    assert m.matches(nan, m.freeze(nan)) and m.matches(float("nan"), m.freeze(nan))
     # an equal but separate immutable leaf of a kind compared by identity is not claimed unchanged
-    assert not m.matches(dt.date(2026, 1, 2), m.mirror(dt.date(2026, 1, 2)))
+    assert not m.matches(dt.date(2026, 1, 2), m.freeze(dt.date(2026, 1, 2)))
+    # nor is anything that is not exactly what was recorded
+    assert not m.matches([1, 2], m.freeze([1])) and not m.matches({"a": 1}, m.freeze({"b": 1}))
+    assert not m.matches(Plan(goal="g"), m.freeze(Step(tool="g")))
 
 
 def test_pydantic_state_beyond_fields(m):
     p = Plan(goal="g")
-    mir = m.mirror(p)
-    q = m.mirror(mir)
+    mir = m.freeze(p)
+    q = m.thaw(mir)
     q.budget = 2.0  # assignment marks the field set and changes __dict__
     assert not m.matches(q, mir)
+    q = m.thaw(mir)
+    q.__pydantic_fields_set__.add("budget")  # the fields set alone
+    assert not m.matches(q, mir)
     loose = Loose(name="n", other=1)
-    lm = m.mirror(loose)
-    loose2 = m.mirror(lm)
+    lm = m.freeze(loose)
+    loose2 = m.thaw(lm)
     loose2.__pydantic_extra__["other"] = 2
     assert not m.matches(loose2, lm)
-    copy = m.mirror(lm)
+    copy, again = m.thaw(lm), m.thaw(lm)
     assert type(copy) is Loose and copy.__pydantic_fields_set__ == loose.__pydantic_fields_set__
-    assert copy.__pydantic_fields_set__ is not lm.__pydantic_fields_set__
+    assert copy.__pydantic_fields_set__ is not again.__pydantic_fields_set__
+    assert copy.__pydantic_extra__ == {"other": 1} and copy.__pydantic_extra__ is not again.__pydantic_extra__
 
 
 def test_aliasing_inside_a_value_is_kept(m):
     shared = {"k": [1]}
-    value = [shared, shared, {"again": shared}]
-    mir = m.mirror(value)
-    assert mir[0] is mir[1] is mir[2]["again"] and mir[0] is not shared
+    value = [shared, shared, {"again": shared}, (shared,)]
+    mir = m.freeze(value)
+    copy = m.thaw(mir)
+    assert copy[0] is copy[1] is copy[2]["again"] is copy[3][0] and copy[0] is not shared
+    assert m.matches(value, mir) and m.matches(copy, mir)
+    assert not m.matches([shared, {"k": [2]}, {"again": shared}, (shared,)], mir)
     inner: list = [1]
     inner.append(inner)  # a cycle below the root is kept as a cycle
-    mir = m.mirror([inner])
-    assert mir[0][1] is mir[0] and mir[0] is not inner
+    copy = m.thaw(m.freeze([inner]))
+    assert copy[0][1] is copy[0] and copy[0] is not inner
     root: list = [1]
     root.append(root)  # a cycle back to the root (no serializer stores it) ends one level down, in both twins
-    mir = m.mirror(root)
-    assert mir[1][1] is mir[1] and mir[1] is not mir and mir is not root
+    copy = m.thaw(m.freeze(root))
+    assert copy[1][1] is copy[1] and copy[1] is not copy and copy is not root
 
 
 def test_what_the_walk_does_not_know_is_refused(m):
@@ -203,20 +230,19 @@ def test_what_the_walk_does_not_know_is_refused(m):
     for value, twin in [({1, 2}, {1, 2}), ([Custom()], [Custom()]), (bytearray(b"x"), bytearray(b"x")),
                         ({"deep": [set()]}, {"deep": [set()]})]:
         with pytest.raises(m.Unmirrorable):
-            m.mirror(value)
-        assert not m.matches(value, twin)  # equal, but nothing proves how it serializes
+            m.freeze(value)
     deep: Any = []
     cur = deep
     for _ in range(m.MAX_DEPTH + 5):
         cur.append([])
         cur = cur[0]
     with pytest.raises(m.Unmirrorable):
-        m.mirror(deep)
+        m.freeze(deep)
 
 
 def test_records_prefix_and_hand_out(m):
     msgs = message_samples()
-    recs = [m.Rec(SERDE.dumps_typed(x), m.mirror(x), m.mirror(x)) for x in msgs]
+    recs = [m.Rec(SERDE.dumps_typed(x), m.freeze(x), m.freeze(x)) for x in msgs]
     assert m.common_prefix(msgs, recs) == 3
     assert m.common_prefix(msgs[:2], recs) == 2
     changed = m.hand_out(recs, None)
@@ -271,22 +297,23 @@ def _dumps(v):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(a=values, b=values)
 def test_matching_implies_the_same_serialization(m, a, b):
-    mb = m.mirror(b)
+    mb = m.freeze(b)
     assert m.matches(b, mb)
     if m.matches(a, mb):
         assert _dumps(a) == _dumps(b)
     if _dumps(b) is not None:
-        assert _dumps(mb) == _dumps(b)
+        assert _dumps(m.thaw(mb)) == _dumps(b)
     # the twins agree
     other = importlib.import_module("agentstate.langgraph._mirror_py")
-    assert other.matches(a, other.mirror(b)) == m.matches(a, mb)
+    assert other.matches(a, other.freeze(b)) == m.matches(a, mb)
+    assert _describe(other.freeze(b)) == _describe(mb)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(v=values, data=st.data())
 def test_a_random_in_place_edit_is_always_seen(m, v, data):
-    mir = m.mirror(v)
-    copy = m.mirror(mir)
+    mir = m.freeze(v)
+    copy = m.thaw(mir)
     targets = _mutables(copy)
     if not targets:
         return
@@ -315,7 +342,7 @@ def test_selector_picks_the_expected_module():
         assert _mirror.implementation.__name__ == "agentstate.langgraph._mirror_c", (
             "agentstate.langgraph._mirror fell back to pure Python: build the extension (pip install -e .)")
         assert _mirror.NATIVE and _mirror.implementation.__file__.endswith((".so", ".pyd"))
-        for name in ("mirror", "matches", "common_prefix", "hand_out"):
+        for name in ("freeze", "thaw", "matches", "common_prefix", "hand_out", "seal"):
             assert type(getattr(_mirror, name)).__name__ in ("cython_function_or_method",
                                                              "builtin_function_or_method"), name
 

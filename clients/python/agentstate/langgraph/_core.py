@@ -31,9 +31,10 @@ What the adapter knows the sidecar has
 The saver remembers, for the checkpoints it recently stored or read (an LRU
 of ``cache_size`` entries), each channel's version, its root hash (returned
 by the sidecar) and, for list channels, one record per item (``_mirror.Rec``):
-the serialized bytes the sidecar holds, a private *mirror* proving them (an
-object whose serialization gives those bytes) and a private source for
-reads. A put then sends, relative to its parent checkpoint:
+the serialized bytes the sidecar holds, a *mirror* proving them (a flat,
+private record of the whole state of a value whose serialization gives those
+bytes) and the mirror of what reading them gives, for reads. A put then
+sends, relative to its parent checkpoint:
 
 * a channel not in ``new_versions`` whose version the parent holds as
   ``keep``: the parent's stored value, exactly as LangGraph's own savers keep
@@ -44,7 +45,7 @@ reads. A put then sends, relative to its parent checkpoint:
   never depends on the cache. A channel whose version the parent does not
   hold (a ``__copy__`` fork, say) is stored as given;
 * a list in ``new_versions``: its leading items that still match their
-  records' mirrors (compiled walk, ``_mirror.common_prefix``; about 0.4 us a
+  records' mirrors (compiled walk, ``_mirror.common_prefix``; about 0.2 us a
   message) are the parent's, the rest is serialized and sent as ``append``
   (``keep_first`` when the list changed inside) with ``base_root`` = the
   parent's root for that channel (the sidecar checks it and refuses a stale
@@ -56,7 +57,7 @@ reads. A put then sends, relative to its parent checkpoint:
 
 Reads send the roots of the cached lists (``known_roots``): an unchanged list
 comes back empty, a grown one as the new items only. Every read hands out
-new objects (mirrors of the records' sources; an item read for the first
+new objects (the records' source mirrors thawed; an item read for the first
 time is deserialized), so no two reads share an object with each other, with
 the caller's earlier puts, or with the cache: changing a returned object in
 place changes nothing stored or cached. ``cache_size=0`` keeps nothing: whole
@@ -82,14 +83,14 @@ from .._requests import channel_history_request, get_checkpoint_request, list_ch
 from ..codec import Opaque
 from ..values import Append, Encoded, Keep, from_value
 from ..v1 import threads_pb2 as pb
-from ._mirror import UNMIRRORABLE, Rec, Unmirrorable, common_prefix, hand_out, matches, mirror, seal
+from ._mirror import UNMIRRORABLE, Rec, Unmirrorable, common_prefix, freeze, hand_out, matches, seal
 from ._serde import check_type
 
 #: Marks a stored list that is a DeltaChannel snapshot (its first item).
 SNAPSHOT_MARK_TYPE = "agentstate.langgraph.delta-snapshot"
 _MARK = object()  # the marker item among a snapshot's items
 _MARK_VALUE = Opaque(SNAPSHOT_MARK_TYPE, b"")
-_MARK_REC = Rec(_MARK_VALUE, _MARK, UNMIRRORABLE)  # its record (the mirror walk sees _MARK only by identity)
+_MARK_REC = Rec(_MARK_VALUE, (_MARK,), UNMIRRORABLE)  # its record (a mirror of one leaf: _MARK itself)
 SCHEMA_VERSION = 1  # of this mapping; stored with every checkpoint
 
 
@@ -182,7 +183,7 @@ class Core:
         if not self.cache_size:
             return Rec(opaque)
         try:
-            return Rec(opaque, mirror(item))
+            return Rec(opaque, freeze(item))
         except Unmirrorable:
             return Rec(opaque)  # never claimed unchanged: serialized again by every put that has it
 
@@ -194,17 +195,17 @@ class Core:
         return Rec(v)
 
     def _fresh(self, rec: Rec) -> Any:
-        """A new object for ``rec``, deserialized from its bytes. When caching, the record keeps a mirror of
-        it as the source of later reads, and as the proof of its bytes when serializing it gives them again
+        """A new object for ``rec``, deserialized from its bytes. When caching, the record keeps its mirror
+        as the source of later reads, and as the proof of its bytes when serializing it gives them again
         (a value whose round trip changes it keeps the proof it had, or none)."""
         obj = self.loads(rec.opaque)
         if self.cache_size and rec.source is None:
             try:
-                src = mirror(obj)
+                src = freeze(obj)
             except Unmirrorable:
                 rec.source = UNMIRRORABLE
             else:
-                if rec.proof is None or not matches(src, rec.proof):
+                if rec.proof is None or not matches(obj, rec.proof):
                     if self.dumps(obj) == rec.opaque:
                         rec.proof = src
                 rec.source = src
