@@ -1,7 +1,7 @@
 """The LangGraph chat benchmark of DESIGN.md §8: SidecarSaver against LangGraph's own savers.
 
     python benchmarks/bench_langgraph_chat.py [--turns 800] [--at 50,200,800] [--window 10] [--block 10]
-                                              [--only sidecar,sqlite,...] [--json PATH]
+                                              [--only sidecar,sqlite,...] [--json PATH] [--plot PNG]
 
 A one-node chat graph (``messages: Annotated[list, add_messages]``; each turn
 the user sends a 400-character message and the node answers with another, 3
@@ -330,6 +330,7 @@ def run(turns: int = 800, at=(50, 200, 800), window: int = 10, names=DEFAULT_SAV
     result = {"turns": turns, "window": window, "block": block, "at": at, "native": native, "savers": names, "skipped": skipped,
               "ms_per_turn": {n: {t: statistics.median(times[n][max(0, t - window):t]) * 1e3 for t in at}
                               for n in names},
+              "ms_by_turn": {n: [round(x * 1e3, 3) for x in times[n]] for n in names},
               "bytes": sizes}
     last, first = at[-1], at[0]
     if {"sidecar", "sqlite", "sqlite+delta"} <= set(names):
@@ -374,6 +375,33 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def plot(result: dict, path: str) -> None:
+    """ms/turn (median of each block of ``window`` turns) and bytes stored, against the turn, one line per
+    saver, written to ``path`` (PNG)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    window = result["window"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for n in result["savers"]:
+        per_turn = result["ms_by_turn"][n]
+        ends = list(range(window, len(per_turn) + 1, window))
+        left.plot(ends, [statistics.median(per_turn[e - window:e]) for e in ends], label=n, linewidth=1.4)
+        stored = {t: b for t, b in result["bytes"][n].items() if b}
+        if stored:
+            right.plot(list(stored), list(stored.values()), marker="o", label=n, linewidth=1.4)
+    left.set(xlabel="turn", ylabel=f"ms per turn (median of {window})", title="time per turn")
+    right.set(xlabel="turn", ylabel="bytes on disk", yscale="log", title="storage")
+    for ax in (left, right):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"LangGraph chat, {result['turns']} turns, 400-character messages, 3 checkpoints per turn")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=800)
@@ -385,6 +413,7 @@ def main() -> int:
     ap.add_argument("--only", default="", help="comma-separated subset of " + ", ".join(SAVERS)
                     + " (default: " + ", ".join(DEFAULT_SAVERS) + ")")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--plot", help="also draw ms/turn and bytes against the turn into this PNG (matplotlib)")
     ap.add_argument("--keep", action="store_true", help="keep the data directories")
     ap.add_argument("--no-sync", dest="sync", action="store_false",
                     help="do not flush the page cache (os.sync) between turns")
@@ -398,6 +427,9 @@ def main() -> int:
         print(f"  [{'met' if check['met'] else 'MISSED'}] {label}: {check['figure']}")
     if opts.json:
         Path(opts.json).write_text(json.dumps(result, indent=2))
+    if opts.plot:
+        plot(result, opts.plot)
+        print(f"plot written to {opts.plot}")
     return 0
 
 
