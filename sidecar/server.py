@@ -21,9 +21,11 @@ from grpc_reflection.v1alpha import reflection
 
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
-from . import artifacts, gc, hotpath, limits, runs, runstate, service
-from . import store as store_mod
-from .store import Store
+from . import limits
+from .api import artifacts, runs, runstate, service
+from .storage import gc, hotpath
+from .storage import store as store_mod
+from .storage.store import Store
 
 log = logging.getLogger("sidecar.server")
 

@@ -12,9 +12,10 @@ import pytest
 from agentstate import codec
 from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
-from sidecar import checkpoints, gc, layout, threads
+from sidecar.storage import gc, layout
+from sidecar.api import checkpoints, threads
 from sidecar.errors import ApiError
-from sidecar.store import Store
+from sidecar.storage.store import Store
 
 from conftest import store_values
 
@@ -199,8 +200,7 @@ def test_gc_concurrent_random_workload(store):
 
 
 def test_request_ids_expire(store, monkeypatch):
-    from sidecar import idempotency
-
+    from sidecar.api import idempotency
     req = pb.CreateThreadRequest(thread_id="x", request_id="r1")
     run(threads.create(store, req))
     with store.read() as txn:
@@ -245,8 +245,7 @@ def test_gc_sweep_never_leaves_a_node_without_its_children(store, monkeypatch):
 
 def test_hash_index_survives_short_key_collisions(store, monkeypatch):
     """With a 1-byte index key nearly every node collides with another: lookups must stay exact."""
-    from sidecar import nodes
-
+    from sidecar.storage import nodes
     monkeypatch.setattr(nodes, "INDEX_KEY", 1)
     lists = {f"t{i}": [f"item {i}-{j}" for j in range(30)] for i in range(12)}
     for tid_, items in lists.items():
@@ -288,7 +287,6 @@ def test_a_cancelled_job_is_dropped_and_the_writer_lives_on(store):
 def test_longest_identifiers_fit_lmdb_keys(store):
     """Every identifier at its documented maximum still makes valid LMDB keys (at most 511 bytes)."""
     from sidecar import limits
-
     ns = "n" * limits.MAX_NAMESPACE_BYTES
     tid_ = req_id = "\u00e9" * (limits.MAX_ID_BYTES // 2)  # 2 UTF-8 bytes each
     cid, task, run_id = "c" * limits.MAX_ID_BYTES, "k" * limits.MAX_ID_BYTES, "r" * limits.MAX_ID_BYTES
@@ -392,7 +390,7 @@ CRASHING_WRITER = """
 import os, signal, sys
 sys.path.insert(0, {tests!r})
 from test_store import put
-from sidecar.store import Store
+from sidecar.storage.store import Store
 s = Store({path!r}, durability="process", commit_interval=600)
 put(s, "t", {{"v": "committed"}}, checkpoint_id="c1")
 s.flush()

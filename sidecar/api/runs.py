@@ -30,12 +30,14 @@ from google.protobuf import duration_pb2
 
 from agentstate.v1 import runs_pb2 as rpb
 
-from . import checkpoints, layout, limits, nodes, runstate, threads, validate, wire
-from .errors import ApiError, checkpoint_not_found, invalid, thread_not_found
-from .layout import BranchRec, RunRec, StepRec
+from .. import limits
+from ..storage import layout, nodes
+from . import checkpoints, runstate, threads, validate, wire
+from ..errors import ApiError, checkpoint_not_found, invalid, thread_not_found
+from ..storage.layout import BranchRec, RunRec, StepRec
 from .runstate import (CANCELLED, ERROR, INTERRUPTED, PENDING, RUNNING, STATUS_NAMES, SUCCESS, TIMEOUT, Ctx, Tx,
                        check_holder, not_active, renew_lease, set_timer)
-from .store import Store, now_us
+from ..storage.store import Store, now_us
 
 log = logging.getLogger("sidecar.runs")
 

@@ -17,10 +17,11 @@ from google.protobuf import timestamp_pb2
 from agentstate.codec import array_header, map_header
 from agentstate.v1 import values_pb2
 
-from . import hotpath as hp
-from . import limits, nodes
-from .errors import invalid, limit, unsupported_value
-from .layout import metadata_decoder
+from ..storage import hotpath as hp
+from .. import limits
+from ..storage import nodes
+from ..errors import invalid, limit, unsupported_value
+from ..storage.layout import metadata_decoder
 
 Value = values_pb2.Value
 Fetch = Callable[[bytes], bytes]

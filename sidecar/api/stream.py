@@ -26,8 +26,8 @@ import logging
 from agentstate.v1 import threads_pb2 as pb
 
 from . import checkpoints, runstate, wire
-from .errors import ApiError, invalid
-from .store import Store
+from ..errors import ApiError, invalid
+from ..storage.store import Store
 
 log = logging.getLogger("sidecar.stream")
 

@@ -25,10 +25,12 @@ from agentstate import codec
 from agentstate.v1 import runs_pb2 as rpb
 from agentstate.v1 import threads_pb2 as tpb
 
-from . import idempotency, layout, limits, validate, wire
-from .errors import ApiError, invalid, run_not_found
-from .layout import EventRec, RunRec, ThreadRunState
-from .store import Store, now_us
+from .. import limits
+from ..storage import layout
+from . import idempotency, validate, wire
+from ..errors import ApiError, invalid, run_not_found
+from ..storage.layout import EventRec, RunRec, ThreadRunState
+from ..storage.store import Store, now_us
 
 PENDING = rpb.RUN_STATUS_PENDING
 RUNNING = rpb.RUN_STATUS_RUNNING

@@ -17,11 +17,13 @@ from agentstate import ids
 from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
 
-from . import hotpath as hp
-from . import idempotency, layout, limits, nodes, runstate, threads, validate, wire
-from .errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
-from .layout import Manifest
-from .store import RetryJob, Store, now_us
+from ..storage import hotpath as hp
+from .. import limits
+from ..storage import layout, nodes
+from . import idempotency, runstate, threads, validate, wire
+from ..errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
+from ..storage.layout import Manifest
+from ..storage.store import RetryJob, Store, now_us
 
 LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
 MAX_PREPARE_ATTEMPTS = 5

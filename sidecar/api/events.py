@@ -12,11 +12,13 @@ from __future__ import annotations
 
 from agentstate.v1 import events_pb2 as epb
 
-from . import layout, limits, runstate, threads, validate, wire
-from .errors import ApiError, invalid, thread_not_found
-from .layout import EventRec
+from .. import limits
+from ..storage import layout
+from . import runstate, threads, validate, wire
+from ..errors import ApiError, invalid, thread_not_found
+from ..storage.layout import EventRec
 from .runstate import Ctx, Tx
-from .store import Store
+from ..storage.store import Store
 
 WATCH_BATCH = 500
 WATCH_POLL_SECONDS = 5.0  # a watcher re-reads at least this often (cheap; guards against a missed wake-up)

@@ -8,10 +8,11 @@ import msgspec
 
 from agentstate.v1 import threads_pb2 as pb
 
-from . import idempotency, layout, validate, wire
-from .errors import ApiError, thread_not_found
-from .layout import ThreadRec
-from .store import Store, now_us
+from ..storage import layout
+from . import idempotency, validate, wire
+from ..errors import ApiError, thread_not_found
+from ..storage.layout import ThreadRec
+from ..storage.store import Store, now_us
 
 STATUS_IDLE = pb.THREAD_STATUS_IDLE
 

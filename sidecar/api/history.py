@@ -21,11 +21,13 @@ import asyncio
 
 from agentstate.v1 import threads_pb2 as pb
 
-from . import hotpath as hp
-from . import layout, limits, nodes, validate, wire
+from ..storage import hotpath as hp
+from .. import limits
+from ..storage import layout, nodes
+from . import validate, wire
 from .checkpoints import fill_channel, load_manifest, resolve, write_rows
-from .errors import invalid, limit
-from .store import Store
+from ..errors import invalid, limit
+from ..storage.store import Store
 
 #: Ancestors one GetChannelHistory call may visit (requests may ask for fewer).
 MAX_DEPTH = 100_000

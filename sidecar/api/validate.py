@@ -1,8 +1,8 @@
 """validate: checks of identifier fields, raising INVALID_ARGUMENT that names the field."""
 from __future__ import annotations
 
-from . import limits
-from .errors import invalid
+from .. import limits
+from ..errors import invalid
 
 DEFAULT_NAMESPACE = "default"
 

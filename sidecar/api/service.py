@@ -17,10 +17,10 @@ from google.protobuf import message_factory
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
                            runs_pb2_grpc, threads_pb2_grpc)
 
-from . import (artifacts, batch, checkpoints, effects, events, gc, history, hotpath, layout, runs, runstate, stream,
-               threads, validate)
-from .errors import ApiError
-from .store import Store
+from ..storage import gc, hotpath, layout
+from . import artifacts, batch, checkpoints, effects, events, history, runs, runstate, stream, threads, validate
+from ..errors import ApiError
+from ..storage.store import Store
 
 log = logging.getLogger("sidecar.service")
 

@@ -29,12 +29,14 @@ import msgspec
 from agentstate import codec
 from agentstate.v1 import artifacts_pb2 as apb
 
-from . import hotpath as hp
-from . import idempotency, layout, limits, nodes, runstate, threads, validate, wire
-from .errors import ApiError, invalid, limit, thread_not_found
-from .layout import ArtifactNameRec, ArtifactRec, UploadRec
+from ..storage import hotpath as hp
+from .. import limits
+from ..storage import layout, nodes
+from . import idempotency, runstate, threads, validate, wire
+from ..errors import ApiError, invalid, limit, thread_not_found
+from ..storage.layout import ArtifactNameRec, ArtifactRec, UploadRec
 from .runstate import Ctx, Tx
-from .store import Store, now_us
+from ..storage.store import Store, now_us
 
 CDC_MIN = 4 * 1024
 CDC_MAX = 64 * 1024

@@ -23,7 +23,7 @@ can only make a write stronger):
 
 ``process``
     A write is acknowledged once its exact changes are appended to the
-    write-ahead log (``sidecar/wal.py``; one ``write()``, no fsync) and applied
+    write-ahead log (``sidecar/storage/wal.py``; one ``write()``, no fsync) and applied
     to the open transaction. Survives a SIGKILL of the sidecar (the page cache
     keeps the log; the next start replays it), not an OS crash or power loss
     (the log tail since the last LMDB commit may be lost then, never more,
@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterator
 import lmdb
 
 from . import compression, layout, wal
-from .errors import ApiError
+from ..errors import ApiError
 
 log = logging.getLogger("sidecar.store")
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from agentstate.v1 import effects_pb2 as fpb
 
-from . import layout, runstate, validate, wire
-from .errors import ApiError, invalid
-from .layout import EffectRec
+from ..storage import layout
+from . import runstate, validate, wire
+from ..errors import ApiError, invalid
+from ..storage.layout import EffectRec
 from .runstate import RUNNING, Ctx, Tx
-from .store import Store
+from ..storage.store import Store
 
 PENDING = fpb.EFFECT_STATE_PENDING
 DONE = fpb.EFFECT_STATE_DONE

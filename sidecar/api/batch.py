@@ -15,9 +15,10 @@ import asyncio
 
 from agentstate.v1 import threads_pb2 as pb
 
-from . import checkpoints, idempotency, limits, runstate, validate, wire
-from .errors import ApiError, invalid, limit
-from .store import RetryJob, Store
+from .. import limits
+from . import checkpoints, idempotency, runstate, validate, wire
+from ..errors import ApiError, invalid, limit
+from ..storage.store import RetryJob, Store
 
 
 def _at(e: ApiError, i: int, op: str) -> ApiError:
