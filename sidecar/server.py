@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 from . import limits
-from .api import artifacts, runs, runstate, service
+from .api import artifacts, context, runs, service
 from .storage import gc, hotpath
 from .storage import store as store_mod
 from .storage.store import Store
@@ -50,7 +50,7 @@ class Config:
     map_size: int | None = None
     grace_seconds: float = 10.0
     gc_delay_seconds: float = 2.0
-    lease_timeout_seconds: float = runstate.DEFAULT_LEASE_MS / 1000  # runs that do not set their own
+    lease_timeout_seconds: float = context.DEFAULT_LEASE_MS / 1000  # runs that do not set their own
     watchdog_interval_seconds: float = 1.0  # how often due leases and run timeouts are looked for
     durability: str = "sync"  # "sync" or "process" (see store.py)
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
@@ -73,7 +73,7 @@ class Sidecar:
         self.store: Store | None = None
         self.server: grpc.aio.Server | None = None
         self.collector: gc.GarbageCollector | None = None
-        self.ctx: runstate.Ctx | None = None
+        self.ctx: context.Ctx | None = None
         self.watchdog: runs.Watchdog | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
@@ -102,7 +102,7 @@ class Sidecar:
             ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ])
-        self.ctx = runstate.Ctx(self.store, runstate.Hub(), self.collector.soon,
+        self.ctx = context.Ctx(self.store, context.Hub(), self.collector.soon,
                                 round(self.config.lease_timeout_seconds * 1000))
         extended = runs.extend_leases_after_restart(self.store)
         dropped = artifacts.drop_stale_uploads(self.store)

@@ -29,14 +29,16 @@ import msgspec
 from agentstate import codec
 from agentstate.v1 import artifacts_pb2 as apb
 
-from ..storage import hotpath as hp
 from .. import limits
-from ..storage import layout, nodes
-from . import idempotency, runstate, threads, validate, wire
 from ..errors import ApiError, invalid, limit, thread_not_found
+from ..state import runstate
+from ..state.runstate import Tx
+from ..storage import hotpath as hp
+from ..storage import layout, nodes
 from ..storage.layout import ArtifactNameRec, ArtifactRec, UploadRec
-from .runstate import Ctx, Tx
 from ..storage.store import Store, now_us
+from . import context, idempotency, threads, validate, wire
+from .context import Ctx
 
 CDC_MIN = 4 * 1024
 CDC_MAX = 64 * 1024
@@ -173,7 +175,7 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
                 name = _name(header.name, "header.name")
                 run_id = validate.ident(header.run_id, "header.run_id", required=False)
                 step_id = validate.ident(header.step_id, "header.step_id", required=False)
-                runstate.text(header.content_type, "header.content_type", limits.MAX_ID_BYTES)
+                validate.text(header.content_type, "header.content_type", limits.MAX_ID_BYTES)
                 wire.encode_metadata_dict(wire.metadata_items(header.metadata, "header.metadata"), "header.metadata")
                 validate.ident(header.request_id, "header.request_id", required=False)
                 if header.expected_size > limits.MAX_ARTIFACT_BYTES:
@@ -422,4 +424,4 @@ async def set_official(ctx: Ctx, req: apb.SetOfficialArtifactRequest) -> apb.Set
         txn.put(nkey, layout.encode(nrec), db=store.db["artnames"])
         return resp
 
-    return await runstate.write(ctx, ns, "SetOfficialArtifact", req, apb.SetOfficialArtifactResponse, apply)
+    return await context.write(ctx, ns, "SetOfficialArtifact", req, apb.SetOfficialArtifactResponse, apply)

@@ -17,13 +17,14 @@ from agentstate import ids
 from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
 
-from ..storage import hotpath as hp
 from .. import limits
-from ..storage import layout, nodes
-from . import idempotency, runstate, threads, validate, wire
 from ..errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
+from ..state import runstate
+from ..storage import hotpath as hp
+from ..storage import layout, nodes
 from ..storage.layout import Manifest
 from ..storage.store import RetryJob, Store, now_us
+from . import context, idempotency, threads, validate, wire
 
 LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
 MAX_PREPARE_ATTEMPTS = 5
@@ -253,7 +254,7 @@ def _apply_put(tx: runstate.Tx, txn, store: Store, plan: PutPlan,
             raise RetryJob()
     run = None
     if req.run_id:
-        run = runstate.check_holder(tx, plan.ns, req.run_id, req.lease_id, tkey)
+        run = context.holder(tx, plan.ns, req.run_id, req.lease_id, tkey)
     else:
         runstate.check_unclaimed_write(tx, plan.ns, tkey)
     key = layout.ckpt_key(tkey, plan.cns, plan.checkpoint_id)
@@ -342,7 +343,7 @@ def put_job(store: Store, req: pb.PutCheckpointRequest, plan: PutPlan | None = N
     return job
 
 
-async def put(store: Store, req: pb.PutCheckpointRequest, ctx: runstate.Ctx | None = None) -> pb.PutCheckpointResponse:
+async def put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | None = None) -> pb.PutCheckpointResponse:
     durability = wire.durability(req.durability)
     if req.ByteSize() <= LARGE_REQUEST:  # small: prepared and applied in one go, inside the write
         resp, touched = await store.run(put_job(store, req), durability)
@@ -408,7 +409,7 @@ def apply_writes(txn, store: Store, plan: WritesPlan) -> pb.PutWritesResponse:
     tx = runstate.Tx(txn, store)
     if plan.run_id:
         runstate.renew_lease(tx, plan.ns, plan.run_id,
-                             runstate.check_holder(tx, plan.ns, plan.run_id, plan.lease_id, rec.tkey))
+                             context.holder(tx, plan.ns, plan.run_id, plan.lease_id, rec.tkey))
     else:
         runstate.check_unclaimed_write(tx, plan.ns, rec.tkey)
     tx.flush()

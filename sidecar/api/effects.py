@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from agentstate.v1 import effects_pb2 as fpb
 
+from ..errors import ApiError, invalid, run_not_found
+from ..state import runstate
+from ..state.runstate import RUNNING, Tx
 from ..storage import layout
-from . import runstate, validate, wire
-from ..errors import ApiError, invalid
 from ..storage.layout import EffectRec
-from .runstate import RUNNING, Ctx, Tx
-from ..storage.store import Store
+from ..storage.store import Store, now_us
+from . import context, validate, wire
+from .context import Ctx
 
 PENDING = fpb.EFFECT_STATE_PENDING
 DONE = fpb.EFFECT_STATE_DONE
@@ -76,11 +78,11 @@ async def begin(ctx: Ctx, req: fpb.BeginEffectRequest) -> fpb.BeginEffectRespons
     ns = validate.namespace(req.namespace)
     ikey = _key(req.idempotency_key, "idempotency_key")
     step_id = validate.ident(req.step_id, "step_id", required=False)
-    description = runstate.text(req.description, "description")
-    digest = runstate.text(req.request_digest, "request_digest")
+    description = validate.text(req.description, "description")
+    digest = validate.text(req.request_digest, "request_digest")
 
     def apply(tx: Tx):
-        run = runstate.check_holder(tx, ns, req.run_id, req.lease_id)
+        run = context.holder(tx, ns, req.run_id, req.lease_id)
         runstate.renew_lease(tx, ns, req.run_id, run)
         e = _load(tx, ns, ikey)
         if e is None:
@@ -120,7 +122,7 @@ async def begin(ctx: Ctx, req: fpb.BeginEffectRequest) -> fpb.BeginEffectRespons
         _save(tx, ns, ikey, e)
         return fpb.BeginEffectResponse(effect=to_proto(ns, ikey, e, answer), token=e.token)
 
-    return await runstate.write(ctx, ns, "BeginEffect", req, fpb.BeginEffectResponse, apply)
+    return await context.write(ctx, ns, "BeginEffect", req, fpb.BeginEffectResponse, apply)
 
 
 def finish(tx: Tx, ns: str, ikey: str, token: str, *, failed: bool, outcome: bytes | None = None, error: str = "",
@@ -154,16 +156,16 @@ def finish(tx: Tx, ns: str, ikey: str, token: str, *, failed: bool, outcome: byt
 
 def finish_from(tx: Tx, ns: str, c: fpb.EffectCompletion, field: str) -> fpb.Effect:
     ikey = _key(c.idempotency_key, f"{field}.idempotency_key")
-    outcome = runstate.payload(c.outcome, f"{field}.outcome") if c.HasField("outcome") else None
+    outcome = wire.payload(c.outcome, f"{field}.outcome") if c.HasField("outcome") else None
     return finish(tx, ns, ikey, c.token, failed=c.failed, outcome=outcome,
-                  error=runstate.text(c.error, f"{field}.error"), retryable=c.retryable, field=field)
+                  error=validate.text(c.error, f"{field}.error"), retryable=c.retryable, field=field)
 
 
 async def complete(ctx: Ctx, req: fpb.CompleteEffectRequest) -> fpb.CompleteEffectResponse:
     ns = validate.namespace(req.namespace)
     ikey = _key(req.idempotency_key, "idempotency_key")
-    outcome = runstate.payload(req.outcome, "outcome") if req.HasField("outcome") else None
-    effect = await runstate.write(ctx, ns, "CompleteEffect", req, fpb.CompleteEffectResponse, lambda tx:
+    outcome = wire.payload(req.outcome, "outcome") if req.HasField("outcome") else None
+    effect = await context.write(ctx, ns, "CompleteEffect", req, fpb.CompleteEffectResponse, lambda tx:
                                   fpb.CompleteEffectResponse(effect=finish(tx, ns, ikey, req.token, failed=False,
                                                                            outcome=outcome)))
     return effect
@@ -172,8 +174,8 @@ async def complete(ctx: Ctx, req: fpb.CompleteEffectRequest) -> fpb.CompleteEffe
 async def fail(ctx: Ctx, req: fpb.FailEffectRequest) -> fpb.FailEffectResponse:
     ns = validate.namespace(req.namespace)
     ikey = _key(req.idempotency_key, "idempotency_key")
-    error = runstate.text(req.error, "error")
-    return await runstate.write(ctx, ns, "FailEffect", req, fpb.FailEffectResponse, lambda tx:
+    error = validate.text(req.error, "error")
+    return await context.write(ctx, ns, "FailEffect", req, fpb.FailEffectResponse, lambda tx:
                                 fpb.FailEffectResponse(effect=finish(tx, ns, ikey, req.token, failed=True,
                                                                      error=error, retryable=req.retryable)))
 
@@ -196,7 +198,7 @@ async def get(ctx: Ctx, req: fpb.GetEffectRequest) -> fpb.GetEffectResponse:
                            idempotency_key=ikey)
         e = layout.effect_decoder.decode(raw)
         run = _run_of(txn, store, ns, e.run_id, {})
-    return fpb.GetEffectResponse(effect=to_proto(ns, ikey, e, state_of(e, run, runstate.now_us())))
+    return fpb.GetEffectResponse(effect=to_proto(ns, ikey, e, state_of(e, run, now_us())))
 
 
 async def list_(ctx: Ctx, req: fpb.ListEffectsRequest) -> fpb.ListEffectsResponse:
@@ -213,7 +215,7 @@ async def list_(ctx: Ctx, req: fpb.ListEffectsRequest) -> fpb.ListEffectsRespons
     position = wire.read_token(req.page_token, fp)
     out = fpb.ListEffectsResponse()
     store = ctx.store
-    now = runstate.now_us()
+    now = now_us()
     runs: dict = {}
     with store.read() as txn:
         if thread_id:
@@ -221,7 +223,7 @@ async def list_(ctx: Ctx, req: fpb.ListEffectsRequest) -> fpb.ListEffectsRespons
         else:
             run = _run_of(txn, store, ns, run_id, runs)
             if run is None:
-                raise runstate.run_not_found(ns, run_id)
+                raise run_not_found(ns, run_id)
             tkey = run.tkey
         prefix = layout.tkey_prefix(tkey)
         cursor = txn.cursor(db=store.db["effthr"])

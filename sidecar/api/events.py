@@ -4,7 +4,7 @@ Events are rows ``tkey seq`` of the ``events`` table; ``evids`` maps a
 client event id to its sequence number, so re-sending an id returns the
 stored event instead of appending. WatchEvents reads committed events from
 MVCC snapshots and, when it has sent everything, waits on the server's
-:class:`~sidecar.runstate.Hub` for the next commit that touched the thread
+:class:`~sidecar.context.Hub` for the next commit that touched the thread
 (the hub's version is read before each snapshot, so no commit can slip
 between the read and the wait).
 """
@@ -13,12 +13,14 @@ from __future__ import annotations
 from agentstate.v1 import events_pb2 as epb
 
 from .. import limits
-from ..storage import layout
-from . import runstate, threads, validate, wire
 from ..errors import ApiError, invalid, thread_not_found
+from ..state import runstate
+from ..state.runstate import Tx
+from ..storage import layout
 from ..storage.layout import EventRec
-from .runstate import Ctx, Tx
 from ..storage.store import Store
+from . import context, threads, validate, wire
+from .context import Ctx
 
 WATCH_BATCH = 500
 WATCH_POLL_SECONDS = 5.0  # a watcher re-reads at least this often (cheap; guards against a missed wake-up)
@@ -38,7 +40,7 @@ def check_input(ev: epb.EventInput, field: str) -> tuple[str, bytes | None, str,
     type_ = validate.ident(ev.type, f"{field}.type")
     if type_.startswith(runstate.SERVER_EVENT_PREFIX):
         raise invalid(f"{field}.type", f"the prefix {runstate.SERVER_EVENT_PREFIX!r} is the server's")
-    data = runstate.payload(ev.data, f"{field}.data") if ev.HasField("data") else None
+    data = wire.payload(ev.data, f"{field}.data") if ev.HasField("data") else None
     client_id = validate.ident(ev.client_event_id, f"{field}.client_event_id", required=False)
     run_id = validate.ident(ev.run_id, f"{field}.run_id", required=False)
     step_id = validate.ident(ev.step_id, f"{field}.step_id", required=False)
@@ -81,7 +83,7 @@ async def append_call(ctx: Ctx, req: epb.AppendEventsRequest) -> epb.AppendEvent
     def apply(tx: Tx):
         trec = threads.require(tx.txn, tx.store, ns, thread_id)
         if run_id:
-            rec = runstate.check_holder(tx, ns, run_id, req.lease_id, trec.tkey)
+            rec = context.holder(tx, ns, run_id, req.lease_id, trec.tkey)
             runstate.renew_lease(tx, ns, run_id, rec)
         elif req.lease_id:
             raise invalid("run_id", "is required with lease_id")
@@ -89,7 +91,7 @@ async def append_call(ctx: Ctx, req: epb.AppendEventsRequest) -> epb.AppendEvent
         resp.duplicates = append(tx, ns, thread_id, trec.tkey, req.events, run_id, "events", resp.events)
         return resp
 
-    return await runstate.write(ctx, ns, "AppendEvents", req, epb.AppendEventsResponse, apply)
+    return await context.write(ctx, ns, "AppendEvents", req, epb.AppendEventsResponse, apply)
 
 
 def _read(store: Store, ns: str, thread_id: str, tkey: int | None, after: int, run_id: str, limit: int,

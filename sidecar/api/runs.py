@@ -31,13 +31,15 @@ from google.protobuf import duration_pb2
 from agentstate.v1 import runs_pb2 as rpb
 
 from .. import limits
+from ..errors import ApiError, checkpoint_not_found, invalid, run_not_found, thread_not_found
+from ..state import runstate
+from ..state.runstate import (CANCELLED, ERROR, INTERRUPTED, PENDING, RUNNING, STATUS_NAMES, SUCCESS, TIMEOUT, Tx,
+                              not_active, renew_lease, set_timer)
 from ..storage import layout, nodes
-from . import checkpoints, runstate, threads, validate, wire
-from ..errors import ApiError, checkpoint_not_found, invalid, thread_not_found
 from ..storage.layout import BranchRec, RunRec, StepRec
-from .runstate import (CANCELLED, ERROR, INTERRUPTED, PENDING, RUNNING, STATUS_NAMES, SUCCESS, TIMEOUT, Ctx, Tx,
-                       check_holder, not_active, renew_lease, set_timer)
 from ..storage.store import Store, now_us
+from . import checkpoints, context, threads, validate, wire
+from .context import Ctx
 
 log = logging.getLogger("sidecar.runs")
 
@@ -104,8 +106,8 @@ def to_proto(ns: str, run_id: str, rec: RunRec, st, out: rpb.Run | None = None) 
         _set_duration(out.timeout, rec.timeout_ms)
     if rec.deadline_us:
         wire.set_timestamp(out.deadline, rec.deadline_us)
-    runstate.fill_counters(out.budget, rec.budget)
-    runstate.fill_counters(out.usage, rec.usage)
+    wire.fill_counters(out.budget, rec.budget)
+    wire.fill_counters(out.usage, rec.usage)
     wire.set_timestamp(out.create_time, rec.created_us)
     if rec.started_us:
         wire.set_timestamp(out.start_time, rec.started_us)
@@ -400,8 +402,8 @@ async def create(ctx: Ctx, req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
     if on_expiry not in (REQUEUE, HOLD):
         raise invalid("on_lease_expired", f"unknown policy {on_expiry}")
     timeout_ms = _duration_ms(req.timeout, "timeout")
-    budget = runstate.counters_of(req.budget, "budget")
-    inp = runstate.payload(req.input, "input") if req.HasField("input") else None
+    budget = wire.counters_of(req.budget, "budget")
+    inp = wire.payload(req.input, "input") if req.HasField("input") else None
     metadata = wire.encode_metadata_dict(wire.metadata_items(req.metadata, "metadata"), "metadata")
     branch_id = validate.ident(req.branch_thread_id, "branch_thread_id", required=False) or str(uuid.uuid4())
 
@@ -456,7 +458,7 @@ async def create(ctx: Ctx, req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
         resp.run.CopyFrom(_run_proto(tx, ns, run_id, rec))
         return resp
 
-    return await runstate.write(ctx, ns, "CreateRun", req, rpb.CreateRunResponse, apply)
+    return await context.write(ctx, ns, "CreateRun", req, rpb.CreateRunResponse, apply)
 
 
 def _read_run(store: Store, ns: str, run_id: str):
@@ -474,7 +476,7 @@ async def get(ctx: Ctx, req: rpb.GetRunRequest) -> rpb.GetRunResponse:
     run_id = validate.ident(req.run_id, "run_id")
     rec, st = _read_run(ctx.store, ns, run_id)
     if rec is None:
-        raise runstate.run_not_found(ns, run_id)
+        raise run_not_found(ns, run_id)
     return rpb.GetRunResponse(run=to_proto(ns, run_id, rec, st))
 
 
@@ -553,7 +555,7 @@ async def claim_call(ctx: Ctx, req: rpb.ClaimRunRequest) -> rpb.ClaimRunResponse
             await ctx.hub.wait(key, version, min(remaining, 1.0))
             continue
         try:
-            return await runstate.write(ctx, ns, "ClaimRun", req, rpb.ClaimRunResponse, apply)
+            return await context.write(ctx, ns, "ClaimRun", req, rpb.ClaimRunResponse, apply)
         except ApiError as e:
             remaining = deadline - time.monotonic()
             if e.reason != "RUN_NOT_ACTIVE" or remaining <= 0 or key is None or \
@@ -599,44 +601,44 @@ async def heartbeat(ctx: Ctx, req: rpb.HeartbeatRequest) -> rpb.HeartbeatRespons
     ns = validate.namespace(req.namespace)
 
     def apply(tx: Tx):
-        rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        rec = context.holder(tx, ns, req.run_id, req.lease_id)
         renew_lease(tx, ns, req.run_id, rec)
         resp = rpb.HeartbeatResponse(run=_run_proto(tx, ns, req.run_id, rec))
         wire.set_timestamp(resp.lease_expire_time, rec.lease_expires_us)
         return resp
 
-    return await runstate.write(ctx, ns, "Heartbeat", req, rpb.HeartbeatResponse, apply)
+    return await context.write(ctx, ns, "Heartbeat", req, rpb.HeartbeatResponse, apply)
 
 
 async def complete(ctx: Ctx, req: rpb.CompleteRunRequest) -> rpb.CompleteRunResponse:
     ns = validate.namespace(req.namespace)
-    output = runstate.payload(req.output, "output") if req.HasField("output") else None
+    output = wire.payload(req.output, "output") if req.HasField("output") else None
 
     def apply(tx: Tx):
-        rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        rec = context.holder(tx, ns, req.run_id, req.lease_id)
         nxt = end_run(tx, ns, req.run_id, rec, INTERRUPTED if req.interrupted else SUCCESS, output=output,
                       event="paused" if req.interrupted else "success")
         return rpb.CompleteRunResponse(run=_run_proto(tx, ns, req.run_id, rec), next_run_id=nxt)
 
-    return await runstate.write(ctx, ns, "CompleteRun", req, rpb.CompleteRunResponse, apply)
+    return await context.write(ctx, ns, "CompleteRun", req, rpb.CompleteRunResponse, apply)
 
 
 async def fail(ctx: Ctx, req: rpb.FailRunRequest) -> rpb.FailRunResponse:
     ns = validate.namespace(req.namespace)
-    error = runstate.text(req.error, "error")
+    error = validate.text(req.error, "error")
 
     def apply(tx: Tx):
-        rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        rec = context.holder(tx, ns, req.run_id, req.lease_id)
         nxt = end_run(tx, ns, req.run_id, rec, ERROR, error=error or "failed")
         return rpb.FailRunResponse(run=_run_proto(tx, ns, req.run_id, rec), next_run_id=nxt)
 
-    return await runstate.write(ctx, ns, "FailRun", req, rpb.FailRunResponse, apply)
+    return await context.write(ctx, ns, "FailRun", req, rpb.FailRunResponse, apply)
 
 
 async def cancel(ctx: Ctx, req: rpb.CancelRunRequest) -> rpb.CancelRunResponse:
     ns = validate.namespace(req.namespace)
     run_id = validate.ident(req.run_id, "run_id")
-    reason = runstate.text(req.reason, "reason")
+    reason = validate.text(req.reason, "reason")
 
     def apply(tx: Tx):
         rec = tx.require_run(ns, run_id)
@@ -648,7 +650,7 @@ async def cancel(ctx: Ctx, req: rpb.CancelRunRequest) -> rpb.CancelRunResponse:
         nxt = end_run(tx, ns, run_id, rec, CANCELLED, error=reason or "cancelled")
         return rpb.CancelRunResponse(run=_run_proto(tx, ns, run_id, rec), next_run_id=nxt)
 
-    return await runstate.write(ctx, ns, "CancelRun", req, rpb.CancelRunResponse, apply)
+    return await context.write(ctx, ns, "CancelRun", req, rpb.CancelRunResponse, apply)
 
 
 async def resume(ctx: Ctx, req: rpb.ResumeRunRequest) -> rpb.ResumeRunResponse:
@@ -669,7 +671,7 @@ async def resume(ctx: Ctx, req: rpb.ResumeRunRequest) -> rpb.ResumeRunResponse:
         tx.server_event(ns, rec, run_id, "resumed", attempt=rec.attempt)
         return rpb.ResumeRunResponse(run=_run_proto(tx, ns, run_id, rec))
 
-    return await runstate.write(ctx, ns, "ResumeRun", req, rpb.ResumeRunResponse, apply)
+    return await context.write(ctx, ns, "ResumeRun", req, rpb.ResumeRunResponse, apply)
 
 
 # ----------------------------------------------------------------- branches (calls)
@@ -775,7 +777,7 @@ async def promote(ctx: Ctx, req: rpb.PromoteBranchRequest) -> rpb.PromoteBranchR
         return rpb.PromoteBranchResponse(checkpoint_id=new_id, etag=checkpoints.etag_of(new_id, m, fetch),
                                          copied_checkpoints=copied)
 
-    return await runstate.write(ctx, ns, "PromoteBranch", req, rpb.PromoteBranchResponse, apply)
+    return await context.write(ctx, ns, "PromoteBranch", req, rpb.PromoteBranchResponse, apply)
 
 
 # ----------------------------------------------------------------- steps
@@ -791,7 +793,7 @@ def step_to_proto(ns: str, thread_id: str, run_id: str, step_id: str, s: StepRec
         out.output.digest = s.output_digest
         if s.output_body is not None:
             wire.set_value(out.output.body, s.output_body)
-    runstate.fill_counters(out.counters, s.counters)
+    wire.fill_counters(out.counters, s.counters)
     wire.set_timestamp(out.start_time, s.start_us)
     if s.end_us:
         wire.set_timestamp(out.end_time, s.end_us)
@@ -817,8 +819,8 @@ def _add_usage(tx: Tx, ns: str, run_id: str, rec: RunRec, delta, new_steps: int)
 
 
 def _payload(p: rpb.StepPayload, field: str) -> tuple[str, bytes | None]:
-    digest = runstate.text(p.digest, f"{field}.digest")
-    body = runstate.payload(p.body, f"{field}.body") if p.HasField("body") else None
+    digest = validate.text(p.digest, f"{field}.digest")
+    body = wire.payload(p.body, f"{field}.body") if p.HasField("body") else None
     return digest, body
 
 
@@ -840,15 +842,15 @@ def record_step(tx: Tx, ns: str, run_id: str, rec: RunRec, sr: rpb.StepRecord, f
                         sr.end_time if sr.HasField("end_time") else None, field)
     if sr.kind not in (0, 1, 2, 3):
         raise invalid(f"{field}.kind", f"unknown kind {sr.kind}")
-    name = runstate.text(sr.name, f"{field}.name", limits.MAX_ID_BYTES)
+    name = validate.text(sr.name, f"{field}.name", limits.MAX_ID_BYTES)
     in_digest, in_body = _payload(sr.input, f"{field}.input")
     out_digest, out_body = _payload(sr.output, f"{field}.output")
-    error = runstate.text(sr.error, f"{field}.error")
-    counters = runstate.counters_of(sr.counters, f"{field}.counters")
-    start_us = runstate.timestamp_us(sr.start_time, f"{field}.start_time") if sr.HasField("start_time") else tx.now
+    error = validate.text(sr.error, f"{field}.error")
+    counters = wire.counters_of(sr.counters, f"{field}.counters")
+    start_us = wire.bounded_timestamp_us(sr.start_time, f"{field}.start_time") if sr.HasField("start_time") else tx.now
     end_us = 0
     if not (start_only or sr.open):
-        end_us = runstate.timestamp_us(sr.end_time, f"{field}.end_time") if sr.HasField("end_time") else tx.now
+        end_us = wire.bounded_timestamp_us(sr.end_time, f"{field}.end_time") if sr.HasField("end_time") else tx.now
         if end_us < start_us:
             raise invalid(f"{field}.end_time", "is before start_time")
         if not counters[3]:
@@ -874,15 +876,15 @@ def end_step(tx: Tx, ns: str, run_id: str, rec: RunRec, step_id: str, output: rp
         raise ApiError("STEP_ENDED", f"step {step_id!r} of run {run_id!r} has ended already",
                        field=prefix + "step_id", run_id=run_id)
     digest, body = _payload(output, prefix + "output")
-    used = runstate.counters_of(counters, prefix + "counters")
-    end_us = runstate.timestamp_us(end_time, prefix + "end_time") if end_time is not None else tx.now
+    used = wire.counters_of(counters, prefix + "counters")
+    end_us = wire.bounded_timestamp_us(end_time, prefix + "end_time") if end_time is not None else tx.now
     if end_us < s.start_us:
         raise invalid(prefix + "end_time", "is before the step's start_time")
     if not used[3]:
         used = (*used[:3], (end_us - s.start_us) // 1000, used[4])
     delta = runstate.sub_counters(used, s.counters)
     s.output_digest, s.output_body = digest, body
-    s.error = runstate.text(error, prefix + "error")
+    s.error = validate.text(error, prefix + "error")
     s.counters = used
     s.end_us = end_us
     tx.txn.put(key, layout.encode(s), db=tx.db["steps"])
@@ -894,28 +896,28 @@ async def start_step(ctx: Ctx, req: rpb.StartStepRequest) -> rpb.StartStepRespon
     ns = validate.namespace(req.namespace)
 
     def apply(tx: Tx):
-        rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        rec = context.holder(tx, ns, req.run_id, req.lease_id)
         renew_lease(tx, ns, req.run_id, rec)
         step = record_step(tx, ns, req.run_id, rec, req.step, "step", start_only=True)
         resp = rpb.StartStepResponse(step=step)
-        runstate.fill_counters(resp.run_usage, rec.usage)
+        wire.fill_counters(resp.run_usage, rec.usage)
         return resp
 
-    return await runstate.write(ctx, ns, "StartStep", req, rpb.StartStepResponse, apply)
+    return await context.write(ctx, ns, "StartStep", req, rpb.StartStepResponse, apply)
 
 
 async def record_step_call(ctx: Ctx, req: rpb.RecordStepRequest) -> rpb.RecordStepResponse:
     ns = validate.namespace(req.namespace)
 
     def apply(tx: Tx):
-        rec = check_holder(tx, ns, req.run_id, req.lease_id)
+        rec = context.holder(tx, ns, req.run_id, req.lease_id)
         renew_lease(tx, ns, req.run_id, rec)
         step = record_step(tx, ns, req.run_id, rec, req.step, "step")
         resp = rpb.RecordStepResponse(step=step)
-        runstate.fill_counters(resp.run_usage, rec.usage)
+        wire.fill_counters(resp.run_usage, rec.usage)
         return resp
 
-    return await runstate.write(ctx, ns, "RecordStep", req, rpb.RecordStepResponse, apply)
+    return await context.write(ctx, ns, "RecordStep", req, rpb.RecordStepResponse, apply)
 
 
 async def end_step_call(ctx: Ctx, req: rpb.EndStepRequest) -> rpb.EndStepResponse:
@@ -928,10 +930,10 @@ async def end_step_call(ctx: Ctx, req: rpb.EndStepRequest) -> rpb.EndStepRespons
         step = end_step(tx, ns, run_id, rec, step_id, req.output, req.error, req.counters,
                         req.end_time if req.HasField("end_time") else None)
         resp = rpb.EndStepResponse(step=step)
-        runstate.fill_counters(resp.run_usage, rec.usage)
+        wire.fill_counters(resp.run_usage, rec.usage)
         return resp
 
-    return await runstate.write(ctx, ns, "EndStep", req, rpb.EndStepResponse, apply)
+    return await context.write(ctx, ns, "EndStep", req, rpb.EndStepResponse, apply)
 
 
 async def list_steps(ctx: Ctx, req: rpb.ListStepsRequest) -> rpb.ListStepsResponse:
@@ -945,7 +947,7 @@ async def list_steps(ctx: Ctx, req: rpb.ListStepsRequest) -> rpb.ListStepsRespon
     with store.read() as txn:
         raw = txn.get(layout.ns_key(ns, run_id), db=store.db["runs"])
         if raw is None:
-            raise runstate.run_not_found(ns, run_id)
+            raise run_not_found(ns, run_id)
         rec = layout.run_decoder.decode(raw)
         prefix = layout.step_prefix(rec.tkey, rec.seq)
         cursor = txn.cursor(db=store.db["steps"])
@@ -973,7 +975,7 @@ async def thread_usage(ctx: Ctx, req: rpb.GetThreadUsageRequest) -> rpb.GetThrea
     resp = rpb.GetThreadUsageResponse()
     if raw is not None:
         st = layout.tstate_decoder.decode(raw)
-        runstate.fill_counters(resp.usage, st.usage)
+        wire.fill_counters(resp.usage, st.usage)
         resp.runs, resp.steps = st.runs, st.steps
     return resp
 

@@ -1,7 +1,6 @@
 """threads: ThreadService calls on threads (create, get, list, update, delete, copy)."""
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import msgspec

@@ -226,3 +226,47 @@ def durability(value: int, field: str = "durability") -> str | None:
         return _DURABILITY[value]
     except KeyError:
         raise invalid(field, f"unknown durability {value}") from None
+
+
+# ----------------------------------------------------------------- small fields of runs, steps, events, effects
+
+MAX_COUNTER = 2**62  # per counter of one step or budget (sums saturate below 2**63)
+MAX_COST = 1e18
+#: Timestamps the API accepts: years 1 to 9999 (as google.protobuf.Timestamp documents).
+MIN_SECONDS, MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
+def counters_of(c, field: str):
+    """A ResourceCounters message as the stored counters tuple (tokens in/out, cost, wall ms, requests)."""
+    if not (0 <= c.cost <= MAX_COST):
+        raise invalid(f"{field}.cost", f"must be a number from 0 to {MAX_COST:g}")
+    for name in ("tokens_in", "tokens_out", "wall_time_ms", "requests"):
+        if getattr(c, name) > MAX_COUNTER:
+            raise invalid(f"{field}.{name}", f"at most {MAX_COUNTER}")
+    return (c.tokens_in, c.tokens_out, float(c.cost), c.wall_time_ms, c.requests)
+
+
+def fill_counters(out, c) -> None:
+    out.tokens_in, out.tokens_out, out.cost, out.wall_time_ms, out.requests = c
+
+
+def bounded_timestamp_us(ts, field: str) -> int:
+    """Microseconds of a Timestamp within years 1..9999 (INVALID_ARGUMENT otherwise)."""
+    if not MIN_SECONDS <= ts.seconds <= MAX_SECONDS:
+        raise invalid(field, "out of range (years 1 to 9999)")
+    return timestamp_us(ts, field)
+
+
+def payload(v, field: str) -> bytes | None:
+    """Canonical encoding of an optional small Value (events, step bodies, outcomes)."""
+    if v is None or v.WhichOneof("kind") is None:
+        return None
+    enc = value_encoding(v, field)
+    if len(enc) > limits.MAX_PAYLOAD_BYTES:
+        raise limit("payload_bytes", f"{field}: encoded value is {len(enc)} bytes, over {limits.MAX_PAYLOAD_BYTES}",
+                    field=field)
+    return enc
+
+
+def has_value(msg, name: str) -> bool:
+    return msg.HasField(name) and getattr(msg, name).WhichOneof("kind") is not None

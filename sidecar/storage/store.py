@@ -514,7 +514,7 @@ class Store:
             self._job_txn = None
         if ops:
             try:
-                seq = self._log.append(ops)
+                self._log.append(ops)
             except OSError as e:  # nothing acknowledged may be missing from the log: take the job out again
                 log.error("write-ahead log: %s", e)
                 self._rebuild()
