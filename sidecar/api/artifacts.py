@@ -31,13 +31,13 @@ from agentstate.v1 import artifacts_pb2 as apb
 
 from .. import limits
 from ..errors import ApiError, invalid, limit, thread_not_found
-from ..state import runstate
+from ..state import runstate, threads
 from ..state.runstate import Tx
 from ..storage import hotpath as hp
-from ..storage import layout, nodes
+from ..storage import layout, nodes, records
 from ..storage.layout import ArtifactNameRec, ArtifactRec, UploadRec
 from ..storage.store import Store, now_us
-from . import context, idempotency, threads, validate, wire
+from . import context, idempotency, validate, wire
 from .context import Ctx
 
 CDC_MIN = 4 * 1024
@@ -182,7 +182,7 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
                     raise limit("artifact_bytes", f"header.expected_size: at most {limits.MAX_ARTIFACT_BYTES} bytes",
                                 field="header.expected_size")
                 with store.read() as txn:
-                    if threads.load(txn, store, ns, thread_id) is None:
+                    if records.thread(txn, store, ns, thread_id) is None:
                         raise thread_not_found(ns, thread_id, "header.thread_id")
                 continue
             if part != "data":

@@ -19,12 +19,12 @@ from agentstate.v1 import values_pb2
 
 from .. import limits
 from ..errors import ApiError, checkpoint_not_found, invalid, limit, thread_not_found, unsupported_value
-from ..state import runstate
+from ..state import runstate, threads
 from ..storage import hotpath as hp
-from ..storage import layout, nodes
+from ..storage import layout, nodes, records
 from ..storage.layout import Manifest
 from ..storage.store import RetryJob, Store, now_us
-from . import context, idempotency, threads, validate, wire
+from . import context, idempotency, validate, wire
 
 LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
 MAX_PREPARE_ATTEMPTS = 5
@@ -154,7 +154,7 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest, txn=None) -> PutPlan
             if not base_id:
                 raise ApiError("BASE_MISMATCH", f"channels[{needs_base[0]!r}]: a delta or keep needs "
                                "parent_checkpoint_id or base_checkpoint_id", field=base_field)
-            rec = threads.load(txn, store, ns, thread_id)
+            rec = records.thread(txn, store, ns, thread_id)
             base = None if rec is None else load_manifest(txn, store, rec.tkey, cns, base_id)
             if base is None:
                 raise ApiError("BASE_MISMATCH", f"{base_field}: base checkpoint {base_id!r} not found in thread "
@@ -237,13 +237,13 @@ def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest,
 
 def _apply_put(tx: runstate.Tx, txn, store: Store, plan: PutPlan,
                req: pb.PutCheckpointRequest) -> pb.PutCheckpointResponse:
-    rec = threads.load(txn, store, plan.ns, plan.thread_id)
+    rec = records.thread(txn, store, plan.ns, plan.thread_id)
     if rec is None:
         if req.require_thread:
             raise thread_not_found(plan.ns, plan.thread_id)
         if plan.base_roots:
             raise RetryJob()  # the base vanished with its thread
-        rec = threads.create_record(txn, store, plan.ns, plan.thread_id)
+        rec = records.create_thread(txn, store, plan.ns, plan.thread_id)
     tkey = rec.tkey
     if plan.base_roots:
         base = load_manifest(txn, store, tkey, plan.cns, plan.base_id)
@@ -404,7 +404,7 @@ def prepare_writes(req: pb.PutWritesRequest) -> WritesPlan:
 
 
 def apply_writes(txn, store: Store, plan: WritesPlan) -> pb.PutWritesResponse:
-    rec = threads.load(txn, store, plan.ns, plan.thread_id) or threads.create_record(txn, store, plan.ns,
+    rec = records.thread(txn, store, plan.ns, plan.thread_id) or records.create_thread(txn, store, plan.ns,
                                                                                    plan.thread_id)
     tx = runstate.Tx(txn, store)
     if plan.run_id:
@@ -672,7 +672,7 @@ def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, e
     with store.read() as txn:
         fetch = nodes.fetcher(txn, store)
         if thread_id:
-            rec = threads.load(txn, store, ns, thread_id)
+            rec = records.thread(txn, store, ns, thread_id)
             thread_list = [] if rec is None else [(thread_id, rec)]
         else:
             thread_list = _threads_from(txn, store, ns, position[1] if position else None)
@@ -721,7 +721,7 @@ def delete_checkpoint_at(txn, store: Store, ns: str, key: bytes, m: Manifest | N
     if m.run_id is not None:
         tkey, cns, cid = layout.split_ckpt_key(key)
         txn.delete(layout.run_key(ns, m.run_id, tkey, cns, cid), db=store.db["runidx"])
-    threads._delete_prefix(txn, store.db["writes"], key + layout.SEP)
+    records.delete_prefix(txn, store.db["writes"], key + layout.SEP)
 
 
 async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) -> pb.PruneCheckpointsResponse:
@@ -743,7 +743,7 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
         deleted = 0
         db = store.db["ckpts"]
         for tid in thread_ids:
-            rec = threads.load(txn, store, ns, tid)
+            rec = records.thread(txn, store, ns, tid)
             if rec is None:
                 continue
             groups: dict[str, list[bytes]] = {}

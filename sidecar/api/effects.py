@@ -20,7 +20,7 @@ from __future__ import annotations
 from agentstate.v1 import effects_pb2 as fpb
 
 from ..errors import ApiError, invalid, run_not_found
-from ..state import runstate
+from ..state import runstate, threads
 from ..state.runstate import RUNNING, Tx
 from ..storage import layout
 from ..storage.layout import EffectRec
@@ -202,8 +202,6 @@ async def get(ctx: Ctx, req: fpb.GetEffectRequest) -> fpb.GetEffectResponse:
 
 
 async def list_(ctx: Ctx, req: fpb.ListEffectsRequest) -> fpb.ListEffectsResponse:
-    from . import threads  # noqa: PLC0415
-
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id", required=False)
     run_id = validate.ident(req.run_id, "run_id", required=False)

@@ -14,12 +14,12 @@ from agentstate.v1 import events_pb2 as epb
 
 from .. import limits
 from ..errors import ApiError, invalid, thread_not_found
-from ..state import runstate
+from ..state import runstate, threads
 from ..state.runstate import Tx
-from ..storage import layout
+from ..storage import layout, records
 from ..storage.layout import EventRec
 from ..storage.store import Store
-from . import context, threads, validate, wire
+from . import context, validate, wire
 from .context import Ctx
 
 WATCH_BATCH = 500
@@ -102,7 +102,7 @@ def _read(store: Store, ns: str, thread_id: str, tkey: int | None, after: int, r
     NOT_FOUND when the thread is gone (or was re-created: another tkey).
     """
     with store.read() as txn:
-        trec = threads.load(txn, store, ns, thread_id)
+        trec = records.thread(txn, store, ns, thread_id)
         if trec is None or (tkey is not None and trec.tkey != tkey):
             raise thread_not_found(ns, thread_id)
         tkey = trec.tkey

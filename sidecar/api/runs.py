@@ -32,13 +32,13 @@ from agentstate.v1 import runs_pb2 as rpb
 
 from .. import limits
 from ..errors import ApiError, checkpoint_not_found, invalid, run_not_found, thread_not_found
-from ..state import runstate
+from ..state import runstate, threads
 from ..state.runstate import (CANCELLED, ERROR, INTERRUPTED, PENDING, RUNNING, STATUS_NAMES, SUCCESS, TIMEOUT, Tx,
                               not_active, renew_lease, set_timer)
-from ..storage import layout, nodes
+from ..storage import layout, nodes, records
 from ..storage.layout import BranchRec, RunRec, StepRec
 from ..storage.store import Store, now_us
-from . import checkpoints, context, threads, validate, wire
+from . import checkpoints, context, validate, wire
 from .context import Ctx
 
 log = logging.getLogger("sidecar.runs")
@@ -353,14 +353,14 @@ def _create_fork(tx: Tx, ns: str, thread_id: str, trec, run_id: str, rec: RunRec
     txn, store = tx.txn, tx.store
     if branch_id == thread_id:
         raise invalid("branch_thread_id", "must differ from thread_id")
-    if threads.load(txn, store, ns, branch_id) is not None:
+    if records.thread(txn, store, ns, branch_id) is not None:
         raise ApiError("THREAD_ALREADY_EXISTS", f"branch thread {branch_id!r} exists in namespace {ns!r}",
                        field="branch_thread_id", thread_id=branch_id)
     fork_id = rec.start_checkpoint_id
     if not fork_id:
         head = checkpoints.latest(txn, store, trec.tkey, rec.cns)
         fork_id = head[0] if head else ""
-    brec = threads.create_record(txn, store, ns, branch_id, bytes(trec.metadata))
+    brec = records.create_thread(txn, store, ns, branch_id, bytes(trec.metadata))
     if fork_id:
         copy_checkpoint(tx, ns, trec.tkey, brec.tkey, rec.cns, fork_id)
     pst = tx.state(ns, thread_id, trec.tkey)
@@ -409,11 +409,11 @@ async def create(ctx: Ctx, req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
 
     def apply(tx: Tx):
         txn, store = tx.txn, tx.store
-        trec = threads.load(txn, store, ns, thread_id)
+        trec = records.thread(txn, store, ns, thread_id)
         if trec is None:
             if not req.create_thread:
                 raise thread_not_found(ns, thread_id)
-            trec = threads.create_record(txn, store, ns, thread_id)
+            trec = records.create_thread(txn, store, ns, thread_id)
         if tx.run(ns, run_id) is not None:
             raise ApiError("RUN_ALREADY_EXISTS", f"run {run_id!r} exists in namespace {ns!r}", run_id=run_id,
                            field="run_id")
@@ -576,7 +576,7 @@ def _claim_outlook(store: Store, ns: str, run_id: str, thread_id: str) -> str:
             rec = layout.run_decoder.decode(raw)
             tkey = rec.tkey
         else:
-            trec = threads.load(txn, store, ns, thread_id)
+            trec = records.thread(txn, store, ns, thread_id)
             if trec is None:
                 return "try"
             tkey = trec.tkey
@@ -691,7 +691,7 @@ async def list_branches(ctx: Ctx, req: rpb.ListBranchesRequest) -> rpb.ListBranc
             seq = layout.split_seq_key(key)[1]
             if seq <= after:
                 continue
-            brec = threads.load(txn, store, ns, b.branch_thread_id)
+            brec = records.thread(txn, store, ns, b.branch_thread_id)
             if brec is None:
                 continue  # the branch thread was deleted
             if len(out.branches) == size:
@@ -716,7 +716,7 @@ async def promote(ctx: Ctx, req: rpb.PromoteBranchRequest) -> rpb.PromoteBranchR
         txn, store = tx.txn, tx.store
         trec = threads.require(txn, store, ns, thread_id)
         found = [(k, b) for k, b in _branches(txn, store, trec.tkey) if b.branch_thread_id == branch_id]
-        brec = threads.load(txn, store, ns, branch_id)
+        brec = records.thread(txn, store, ns, branch_id)
         if not found or brec is None:
             raise thread_not_found(ns, branch_id, "branch_thread_id")
         bkey, branch = found[-1]
@@ -1020,7 +1020,7 @@ def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
             txn.delete(ekey, db=db["effects"])
     txn.delete(layout.u64(tkey), db=db["tstate"])
     for name in ("thruns", "steps", "events", "evids", "artifacts", "artnames", "effthr", "branches"):
-        threads._delete_prefix(txn, db[name], prefix)
+        records.delete_prefix(txn, db[name], prefix)
 
 
 # ----------------------------------------------------------------- watchdog

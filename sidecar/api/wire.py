@@ -19,7 +19,7 @@ from agentstate.v1 import values_pb2
 
 from ..storage import hotpath as hp
 from .. import limits
-from ..storage import nodes
+from ..storage import metadata, nodes
 from ..errors import invalid, limit, unsupported_value
 from ..storage.layout import metadata_decoder
 
@@ -101,29 +101,10 @@ def metadata_items(entries, field: str) -> dict[str, bytes]:
     return {k: value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in entries}
 
 
-def encode_metadata_dict(items: dict[str, bytes], field: str) -> bytes:
-    keys = sorted(items)
-    enc = map_header(len(keys)) + b"".join(_str_encoder.encode(k) + items[k] for k in keys)
-    if len(enc) > limits.MAX_METADATA_BYTES:
-        raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
-                    f"{limits.MAX_METADATA_BYTES}", field=field)
-    return enc
-
-
-def stored_metadata(raw: bytes | msgspec.Raw) -> dict[str, bytes]:
-    """{key: canonical encoding} of stored metadata."""
-    return {k: bytes(v) for k, v in metadata_decoder.decode(raw).items()}
-
-
-def metadata_matches(raw: bytes | msgspec.Raw, wanted: dict[str, bytes]) -> bool:
-    if not wanted:
-        return True
-    have = metadata_decoder.decode(raw)
-    for k, enc in wanted.items():
-        got = have.get(k)
-        if got is None or bytes(got) != enc:
-            return False
-    return True
+# the canonical metadata map itself: storage/metadata.py
+encode_metadata_dict = metadata.encode
+stored_metadata = metadata.items
+metadata_matches = metadata.matches
 
 
 # ----------------------------------------------------------------- values out
@@ -137,19 +118,7 @@ def set_value(out: Value, encoding: bytes) -> None:
         out.opaque.type, out.opaque.data = parts
 
 
-def stored_value_encoding(root_id: bytes, fetch: Fetch) -> bytes:
-    """The whole canonical encoding of the value whose root node has id ``root_id``, whatever its shape
-    (list tree, map trie or one value): the bytes a client sent, as one MessagePack value."""
-    rec = nodes.record(fetch, root_id)
-    tag = rec[hp.HASH_SIZE]
-    if tag == hp.TAG_LIST:
-        items = hp.stored_list_encodings(rec, fetch)
-        return array_header(len(items)) + b"".join(items)
-    if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
-        entries = hp.stored_map_entries(rec, fetch)
-        return map_header(len(entries)) + b"".join(
-            _str_encoder.encode(k) + hp.stored_encoding(nodes.record(fetch, node_id), fetch) for k, node_id in entries)
-    return hp.stored_encoding(rec, fetch)
+stored_value_encoding = nodes.value_encoding  # the bytes a client sent, whatever the value's tree
 
 
 def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
