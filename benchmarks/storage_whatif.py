@@ -42,7 +42,7 @@ def replay(turns: int, seed: int):
     """[(new nodes [(hash, bytes, n_items or None)], checkpoint id, parent id, metadata encoding)] per checkpoint."""
     from agentstate import codec
     from sidecar.storage import hotpath as hp
-    from sidecar.api.checkpoints import new_checkpoint_id  # time-ordered, like the server's
+    from sidecar.state.checkpoints import new_checkpoint_id  # time-ordered, like the server's
 
     conv = bench_core.conversation(turns, seed)
     seen: set[bytes] = set()

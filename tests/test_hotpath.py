@@ -1172,7 +1172,7 @@ def test_both_modules_have_every_name_the_selector_takes():
     """sidecar.storage.hotpath takes these names from whichever module it loads: both must have all of them."""
     import re
 
-    names = re.findall(r"= _impl\.(\w+)", (ROOT / "sidecar" / "hotpath.py").read_text())
+    names = re.findall(r"= _impl\.(\w+)", (ROOT / "sidecar" / "storage" / "hotpath.py").read_text())
     assert "stored_list_encodings" in names and len(names) > 30
     py, c = _py(), _c()
     assert [n for n in names if not hasattr(c, n)] == []

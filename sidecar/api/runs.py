@@ -32,13 +32,13 @@ from agentstate.v1 import runs_pb2 as rpb
 
 from .. import limits
 from ..errors import ApiError, checkpoint_not_found, invalid, run_not_found, thread_not_found
-from ..state import runstate, threads
+from ..state import checkpoints, runstate, threads
 from ..state.runstate import (CANCELLED, ERROR, INTERRUPTED, PENDING, RUNNING, STATUS_NAMES, SUCCESS, TIMEOUT, Tx,
                               not_active, renew_lease, set_timer)
 from ..storage import layout, nodes, records
 from ..storage.layout import BranchRec, RunRec, StepRec
 from ..storage.store import Store, now_us
-from . import checkpoints, context, validate, wire
+from . import context, validate, wire
 from .context import Ctx
 
 log = logging.getLogger("sidecar.runs")
@@ -206,7 +206,7 @@ def claim(tx: Tx, ns: str, run_id: str, rec: RunRec) -> rpb.Lease:
             rec.deadline_us = tx.now + rec.timeout_ms * 1000
             set_timer(tx, ns, run_id, layout.TIMER_DEADLINE, 0, rec.deadline_us)
         if not rec.start_checkpoint_id and rec.strategy != FORK:
-            head = checkpoints.latest(tx.txn, tx.store, rec.tkey, rec.cns)
+            head = records.latest(tx.txn, tx.store, rec.tkey, rec.cns)
             rec.start_checkpoint_id = head[0] if head else ""
     tx.touch(ns, rec)
     tx.server_event(ns, rec, run_id, "started", attempt=rec.attempt)
@@ -255,7 +255,7 @@ def rollback(tx: Tx, ns: str, run_id: str, rec: RunRec) -> int:
     prefix = layout.run_prefix(ns, run_id)
     ckeys = [k for k in layout.run_checkpoints(txn, idx, ns, run_id) if layout.split_ckpt_key(k)[0] == tkey]
     for ckey in ckeys:
-        checkpoints.delete_checkpoint_at(txn, store, ns, ckey)
+        records.delete_checkpoint_at(txn, store, ns, ckey)
         txn.delete(prefix + ckey, db=idx)
     tprefix = layout.tkey_prefix(tkey)
     for db_name, decode in (("writes", layout.write_decoder.decode), ("events", layout.event_decoder.decode)):
@@ -358,7 +358,7 @@ def _create_fork(tx: Tx, ns: str, thread_id: str, trec, run_id: str, rec: RunRec
                        field="branch_thread_id", thread_id=branch_id)
     fork_id = rec.start_checkpoint_id
     if not fork_id:
-        head = checkpoints.latest(txn, store, trec.tkey, rec.cns)
+        head = records.latest(txn, store, trec.tkey, rec.cns)
         fork_id = head[0] if head else ""
     brec = records.create_thread(txn, store, ns, branch_id, bytes(trec.metadata))
     if fork_id:
@@ -417,7 +417,7 @@ async def create(ctx: Ctx, req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
         if tx.run(ns, run_id) is not None:
             raise ApiError("RUN_ALREADY_EXISTS", f"run {run_id!r} exists in namespace {ns!r}", run_id=run_id,
                            field="run_id")
-        if start_id and checkpoints.load_manifest(txn, store, trec.tkey, cns, start_id) is None:
+        if start_id and records.manifest(txn, store, trec.tkey, cns, start_id) is None:
             raise checkpoint_not_found(thread_id, cns, start_id, "start_checkpoint_id")
         rec = RunRec(layout.FORMAT_VERSION, thread_id, trec.tkey, 0, PENDING, strategy, tx.now, tx.now, 0, 0, inp,
                      msgspec.Raw(metadata), None, "", cns, start_id, "", "", 0, lease_ms, on_expiry,
@@ -697,7 +697,7 @@ async def list_branches(ctx: Ctx, req: rpb.ListBranchesRequest) -> rpb.ListBranc
             if len(out.branches) == size:
                 out.next_page_token = wire.make_token(fp, (seq - 1,))
                 break
-            head = checkpoints.latest(txn, store, brec.tkey, b.cns)
+            head = records.latest(txn, store, brec.tkey, b.cns)
             item = out.branches.add(thread_id=thread_id, branch_thread_id=b.branch_thread_id, checkpoint_ns=b.cns,
                                     fork_checkpoint_id=b.fork_checkpoint_id, run_id=b.run_id,
                                     head_checkpoint_id=head[0] if head else "")
@@ -727,13 +727,13 @@ async def promote(ctx: Ctx, req: rpb.PromoteBranchRequest) -> rpb.PromoteBranchR
                                thread_id=tid)
         cns = branch.cns
         fetch = nodes.fetcher(txn, store)
-        head = checkpoints.latest(txn, store, trec.tkey, cns)
-        head_etag = "" if head is None else checkpoints.etag_of(head[0], head[1], fetch)
+        head = records.latest(txn, store, trec.tkey, cns)
+        head_etag = "" if head is None else records.etag_of(head[0], head[1], fetch)
         if req.HasField("expected_head_etag") and req.expected_head_etag != head_etag:
             raise ApiError("ETAG_MISMATCH", f"expected_head_etag {req.expected_head_etag!r} is stale; the head of "
                            f"thread {thread_id!r} is {head_etag!r}", field="expected_head_etag",
                            current_etag=head_etag)
-        bhead = checkpoints.latest(txn, store, brec.tkey, cns)
+        bhead = records.latest(txn, store, brec.tkey, cns)
         if bhead is None:
             raise checkpoint_not_found(branch_id, cns, "", "branch_thread_id")
         copied = 0
@@ -749,7 +749,7 @@ async def promote(ctx: Ctx, req: rpb.PromoteBranchRequest) -> rpb.PromoteBranchR
             if copy_checkpoint(tx, ns, brec.tkey, trec.tkey, cns, cid, overwrite=False):
                 copied += 1
         new_id = checkpoints.new_checkpoint_id()
-        latest_now = checkpoints.latest(txn, store, trec.tkey, cns)
+        latest_now = records.latest(txn, store, trec.tkey, cns)
         if latest_now is not None and latest_now[0] >= new_id:
             raise ApiError("CONFLICT", f"thread {thread_id!r} has checkpoint ids that sort after server-made ids; "
                            "cannot put a new head", thread_id=thread_id)
@@ -774,7 +774,7 @@ async def promote(ctx: Ctx, req: rpb.PromoteBranchRequest) -> rpb.PromoteBranchR
         tx.append_event(ns, thread_id, trec.tkey, layout.EventRec(
             layout.FORMAT_VERSION, branch.run_id, "", runstate.SERVER_EVENT_PREFIX + "branch.promoted",
             runstate.encode_obj({"branch_thread_id": branch_id, "checkpoint_id": new_id}), "", tx.now))
-        return rpb.PromoteBranchResponse(checkpoint_id=new_id, etag=checkpoints.etag_of(new_id, m, fetch),
+        return rpb.PromoteBranchResponse(checkpoint_id=new_id, etag=records.etag_of(new_id, m, fetch),
                                          copied_checkpoints=copied)
 
     return await context.write(ctx, ns, "PromoteBranch", req, rpb.PromoteBranchResponse, apply)
