@@ -107,12 +107,15 @@ def test_a_mirror_matches_and_thaws_like_its_original(m, value):
     copy = m.thaw(mir)
     assert SERDE.dumps_typed(copy) == SERDE.dumps_typed(value)
     assert m.matches(copy, mir)  # what reads hand out matches the mirror it came from
-    assert m.freeze(copy) == mir or _describe(m.freeze(copy)) == _describe(mir)
+    assert _describe(m.freeze(copy)) == _describe(mir)
 
 
 def _describe(mir: tuple) -> list:
-    """A mirror with its markers by name: comparable between the twins (each has its own marker objects)."""
-    return [repr(x) if type(x).__name__ in ("_Op", "Op") else x for x in mir]
+    """A mirror with its markers by name (each twin has its own marker objects) and a model's set of fields
+    as a set: comparable between the twins and between a value and its thawed copy (a set's iteration order
+    depends on the string hash seed and on how it was built; matching compares fields as a set)."""
+    return [repr(x) if type(x).__name__ in ("_Op", "Op")
+            else frozenset(x) if type(x) is tuple and all(type(n) is str for n in x) else x for x in mir]
 
 
 @pytest.mark.parametrize("value", samples(), ids=lambda v: type(v).__name__)
