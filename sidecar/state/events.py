@@ -96,3 +96,22 @@ def last_sequence(txn, store: Store, tkey: int) -> int:
     """The thread's newest event sequence number (0: none yet)."""
     raw = txn.get(layout.u64(tkey), db=store.db["tstate"])
     return 0 if raw is None else layout.tstate_decoder.decode(raw).last_event
+
+
+def delete_run_events(txn, store: Store, tkey: int, run_id: str) -> None:
+    """Delete the events of run ``run_id`` from thread ``tkey`` (with their client ids)."""
+    db = store.db["events"]
+    doomed = []
+    tprefix = layout.tkey_prefix(tkey)
+    cursor = txn.cursor(db=db)
+    if cursor.set_range(tprefix):
+        for key, value in cursor.iternext():
+            if not key.startswith(tprefix):
+                break
+            r = layout.event_decoder.decode(value)
+            if r.run_id == run_id:
+                doomed.append((bytes(key), r.client_event_id))
+    for key, client_id in doomed:
+        txn.delete(key, db=db)
+        if client_id:
+            txn.delete(layout.tkey_str_key(tkey, client_id), db=store.db["evids"])
