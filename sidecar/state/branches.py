@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..storage import layout
+from ..storage import layout, records
 from ..storage.layout import BranchRec
 from ..storage.store import Store
 from .runstate import Tx
@@ -51,3 +51,8 @@ def find(txn, store: Store, tkey: int, branch_id: str) -> tuple[bytes, BranchRec
 def mark_promoted(txn, store: Store, key: bytes, branch: BranchRec, now: int) -> None:
     branch.promoted_us = now
     txn.put(key, layout.encode(branch), db=store.db["branches"])
+
+
+def delete_thread_branches(txn, store: Store, tkey: int) -> None:
+    """Delete a thread's branch rows (the branch threads stay: they are threads of their own)."""
+    records.delete_prefix(txn, store.db["branches"], layout.tkey_prefix(tkey))

@@ -115,3 +115,10 @@ def delete_run_events(txn, store: Store, tkey: int, run_id: str) -> None:
         txn.delete(key, db=db)
         if client_id:
             txn.delete(layout.tkey_str_key(tkey, client_id), db=store.db["evids"])
+
+
+def delete_thread_events(txn, store: Store, tkey: int) -> None:
+    """Delete every event of a thread (with the client ids)."""
+    prefix = layout.tkey_prefix(tkey)
+    for name in ("events", "evids"):
+        records.delete_prefix(txn, store.db[name], prefix)

@@ -412,8 +412,8 @@ def extend_leases(tx: Tx) -> int:
 
 # ----------------------------------------------------------------- thread deletion
 
-def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
-    """Delete a thread's runs (with steps and timers), run state, events, artifacts, effects and branches."""
+def delete_thread_runs(txn, store: Store, ns: str, tkey: int) -> None:
+    """Delete a thread's runs (with their timers), its run index and its run state."""
     db = store.db
     prefix = layout.tkey_prefix(tkey)
     cursor = txn.cursor(db=db["thruns"])
@@ -436,6 +436,16 @@ def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
         if rec.deadline_us:
             txn.delete(layout.timer_key(rec.deadline_us, layout.TIMER_DEADLINE, ns, run_id), db=db["timers"])
         txn.delete(rkey, db=db["runs"])
+    txn.delete(layout.u64(tkey), db=db["tstate"])
+    records.delete_prefix(txn, db["thruns"], prefix)
+
+
+def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
+    """What is left here of deleting a thread: its effects and artifacts (they move to state/effects.py and
+    state/artifacts.py). Its runs, steps, events and branches: :func:`delete_thread_runs` and the modules of
+    steps, events and branches (composed in ops/threads.py)."""
+    db = store.db
+    prefix = layout.tkey_prefix(tkey)
     cursor = txn.cursor(db=db["effthr"])
     keys = []
     if cursor.set_range(prefix):
@@ -448,6 +458,5 @@ def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
         raw = txn.get(ekey, db=db["effects"])
         if raw is not None and layout.effect_decoder.decode(raw).tkey == tkey:
             txn.delete(ekey, db=db["effects"])
-    txn.delete(layout.u64(tkey), db=db["tstate"])
-    for name in ("thruns", "steps", "events", "evids", "artifacts", "artnames", "effthr", "branches"):
+    for name in ("artifacts", "artnames", "effthr"):
         records.delete_prefix(txn, db[name], prefix)

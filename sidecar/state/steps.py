@@ -16,7 +16,7 @@ from typing import Iterator
 from agentstate import ids
 
 from ..errors import ApiError, invalid
-from ..storage import layout
+from ..storage import layout, records
 from ..storage.layout import Counters, RunRec, StepRec
 from ..storage.store import Store
 from . import runstate
@@ -145,3 +145,8 @@ def of_run(txn, store: Store, rec: RunRec, after: str | None = None) -> Iterator
     while found and cursor.key().startswith(prefix):
         yield bytes(cursor.key()[len(prefix):]).decode(), layout.step_decoder.decode(cursor.value())
         found = cursor.next()
+
+
+def delete_thread_steps(txn, store: Store, tkey: int) -> None:
+    """Delete the steps of every run of a thread."""
+    records.delete_prefix(txn, store.db["steps"], layout.tkey_prefix(tkey))
