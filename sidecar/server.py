@@ -22,7 +22,8 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 from . import limits
-from .api import artifacts, context, runs, service
+from .api import artifacts, context, service
+from .api.watchdog import Watchdog, extend_leases_after_restart
 from .storage import gc, hotpath
 from .storage import store as store_mod
 from .storage.store import Store
@@ -74,7 +75,7 @@ class Sidecar:
         self.server: grpc.aio.Server | None = None
         self.collector: gc.GarbageCollector | None = None
         self.ctx: context.Ctx | None = None
-        self.watchdog: runs.Watchdog | None = None
+        self.watchdog: Watchdog | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
         self.bound: list[str] = []
@@ -104,7 +105,7 @@ class Sidecar:
         ])
         self.ctx = context.Ctx(self.store, context.Hub(), self.collector.soon,
                                 round(self.config.lease_timeout_seconds * 1000))
-        extended = runs.extend_leases_after_restart(self.store)
+        extended = extend_leases_after_restart(self.store)
         dropped = artifacts.drop_stale_uploads(self.store)
         if dropped:
             self.collector.soon()
@@ -141,7 +142,7 @@ class Sidecar:
             self.bound.append(addr if addr.startswith("unix:") or not addr.endswith(":0")
                               else f"{addr.rsplit(':', 1)[0]}:{port}")
         await self.server.start()
-        self.watchdog = runs.Watchdog(self.ctx, self.config.watchdog_interval_seconds)
+        self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
         self.watchdog.start()
         for path in sockets:
             os.chmod(path, 0o600)

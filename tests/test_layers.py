@@ -160,3 +160,17 @@ def test_enum_values_below_the_api_match_the_proto():
         assert getattr(runstate, name) == getattr(runs_pb2, f"RUN_STATUS_{name}"), name
     for name in ("IDLE", "BUSY", "INTERRUPTED", "ERROR"):
         assert getattr(runstate, f"THREAD_{name}") == getattr(threads_pb2, f"THREAD_STATUS_{name}"), name
+
+
+def test_run_enums_below_the_api_match_the_proto():
+    """state/runs.py keeps agentstate.v1's MultitaskStrategy (numbers and names) and LeaseExpiry numbers."""
+    from agentstate.v1 import runs_pb2
+    from sidecar.state import runs
+
+    for name in ("REJECT", "ENQUEUE", "INTERRUPT", "ROLLBACK", "FORK"):
+        value = getattr(runs, name)
+        assert value == getattr(runs_pb2, f"MULTITASK_STRATEGY_{name}"), name
+        assert runs.STRATEGY_NAMES[value] == runs_pb2.MultitaskStrategy.Name(value), name
+    assert set(runs.STRATEGY_NAMES) == set(runs_pb2.MultitaskStrategy.values()) - {0}
+    for name in ("REQUEUE", "HOLD"):
+        assert getattr(runs, name) == getattr(runs_pb2, f"LEASE_EXPIRY_{name}"), name

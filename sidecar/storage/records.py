@@ -168,6 +168,39 @@ def delete_checkpoints(txn, store: Store, ns: str, tkey: int) -> int:
     return len(keys)
 
 
+def delete_run_checkpoints(txn, store: Store, ns: str, tkey: int, run_id: str) -> int:
+    """Delete the checkpoints run ``run_id`` made on thread ``tkey`` (by the run index) and the run's pending
+    writes there; returns checkpoints deleted."""
+    idx = store.db["runidx"]
+    prefix = layout.run_prefix(ns, run_id)
+    ckeys = [k for k in layout.run_checkpoints(txn, idx, ns, run_id) if layout.split_ckpt_key(k)[0] == tkey]
+    for ckey in ckeys:
+        delete_checkpoint_at(txn, store, ns, ckey)
+        txn.delete(prefix + ckey, db=idx)
+    db = store.db["writes"]
+    tprefix = layout.tkey_prefix(tkey)
+    doomed = []
+    cursor = txn.cursor(db=db)
+    if cursor.set_range(tprefix):
+        for key, value in cursor.iternext():
+            if not key.startswith(tprefix):
+                break
+            if layout.write_decoder.decode(value).run_id == run_id:
+                doomed.append(bytes(key))
+    for key in doomed:
+        txn.delete(key, db=db)
+    return len(ckeys)
+
+
+def put_manifest(txn, store: Store, ns: str, tkey: int, cns: str, checkpoint_id: str, m: Manifest) -> None:
+    """Store a new checkpoint made of stored nodes (its run-index entry with it; the GC keeps its nodes)."""
+    txn.put(layout.ckpt_key(tkey, cns, checkpoint_id), layout.encode(m), db=store.db["ckpts"])
+    if m.run_id is not None:
+        txn.put(layout.run_key(ns, m.run_id, tkey, cns, checkpoint_id), layout.run_entry(ns, m.run_id),
+                db=store.db["runidx"])
+    _keep_manifest(store, m)
+
+
 def _keep_manifest(store: Store, m: Manifest) -> None:
     keep = store.gc_keep
     if keep is not None:
