@@ -22,7 +22,8 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 from . import limits
-from .api import artifacts, context, runs, service
+from .api import context, runs, service
+from .state import artifacts
 from .storage import gc, hotpath
 from .storage import store as store_mod
 from .storage.store import Store
