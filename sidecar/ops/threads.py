@@ -1,7 +1,7 @@
 """threads: deleting a thread with everything on it, in one transaction."""
 from __future__ import annotations
 
-from ..state import runs, threads
+from ..state import artifacts, effects, runs, threads
 from ..storage import records
 from ..storage.layout import ThreadRec
 from ..storage.store import Store
@@ -17,6 +17,8 @@ def delete(txn, store: Store, ns: str, thread_id: str, *, etag: str, allow_missi
         return None, 0
     threads.check_etag(rec, etag)
     runs.delete_thread_records(txn, store, ns, rec.tkey)
+    effects.delete_thread_effects(txn, store, ns, rec.tkey)
+    artifacts.delete_thread_artifacts(txn, store, ns, rec.tkey)
     n = records.delete_checkpoints(txn, store, ns, rec.tkey)
     threads.drop(txn, store, ns, thread_id)
     return rec, n

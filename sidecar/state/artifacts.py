@@ -287,3 +287,10 @@ def set_official(txn, store: Store, ns: str, thread_id: str, name: str, version:
     nrec.official = version
     txn.put(nkey, layout.encode(nrec), db=store.db["artnames"])
     return rec
+
+
+def delete_thread_artifacts(txn, store: Store, ns: str, tkey: int) -> None:
+    """Delete a thread's artifact versions and names (their content becomes garbage unless shared)."""
+    prefix = layout.tkey_prefix(tkey)
+    for name in ("artifacts", "artnames"):
+        records.delete_prefix(txn, store.db[name], prefix)

@@ -184,3 +184,22 @@ def page(txn, store: Store, ns: str, *, thread_id: str, run_id: str, states: set
         last = ikey
         found = cursor.next()
     return out, None
+
+
+def delete_thread_effects(txn, store: Store, ns: str, tkey: int) -> None:
+    """Delete a thread's effects (those whose record still names the thread) and its effect index."""
+    db = store.db
+    prefix = layout.tkey_prefix(tkey)
+    cursor = txn.cursor(db=db["effthr"])
+    keys = []
+    if cursor.set_range(prefix):
+        for key in cursor.iternext(values=False):
+            if not key.startswith(prefix):
+                break
+            keys.append(bytes(key[8:]).decode())
+    for ikey in keys:
+        ekey = layout.ns_key(ns, ikey)
+        raw = txn.get(ekey, db=db["effects"])
+        if raw is not None and layout.effect_decoder.decode(raw).tkey == tkey:
+            txn.delete(ekey, db=db["effects"])
+    records.delete_prefix(txn, db["effthr"], prefix)

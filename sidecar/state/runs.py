@@ -9,7 +9,8 @@ from ..storage.store import Store
 
 
 def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
-    """Delete a thread's runs (with steps and timers), run state, events, artifacts, effects and branches."""
+    """Delete a thread's runs (with steps and timers), run state, events and branches (its effects and
+    artifacts: state/effects.py, state/artifacts.py)."""
     db = store.db
     prefix = layout.tkey_prefix(tkey)
     cursor = txn.cursor(db=db["thruns"])
@@ -32,18 +33,6 @@ def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
         if rec.deadline_us:
             txn.delete(layout.timer_key(rec.deadline_us, layout.TIMER_DEADLINE, ns, run_id), db=db["timers"])
         txn.delete(rkey, db=db["runs"])
-    cursor = txn.cursor(db=db["effthr"])
-    keys = []
-    if cursor.set_range(prefix):
-        for key in cursor.iternext(values=False):
-            if not key.startswith(prefix):
-                break
-            keys.append(bytes(key[8:]).decode())
-    for ikey in keys:
-        ekey = layout.ns_key(ns, ikey)
-        raw = txn.get(ekey, db=db["effects"])
-        if raw is not None and layout.effect_decoder.decode(raw).tkey == tkey:
-            txn.delete(ekey, db=db["effects"])
     txn.delete(layout.u64(tkey), db=db["tstate"])
-    for name in ("thruns", "steps", "events", "evids", "artifacts", "artnames", "effthr", "branches"):
+    for name in ("thruns", "steps", "events", "evids", "branches"):
         records.delete_prefix(txn, db[name], prefix)
