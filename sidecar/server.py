@@ -22,8 +22,9 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 from . import limits
-from .api import artifacts, context, service
+from .api import context, service
 from .api.watchdog import Watchdog, extend_leases_after_restart
+from .state import artifacts
 from .storage import gc, hotpath
 from .storage import store as store_mod
 from .storage.store import Store

@@ -151,8 +151,8 @@ def test_the_checker_sees_what_it_must():
 
 def test_enum_values_below_the_api_match_the_proto():
     """Layers below the api keep the numbers of a few enums of their own (they import no protobuf)."""
-    from agentstate.v1 import runs_pb2, threads_pb2
-    from sidecar.state import runstate
+    from agentstate.v1 import effects_pb2, runs_pb2, threads_pb2
+    from sidecar.state import effects, runstate
     from sidecar.storage import records
 
     assert records.THREAD_STATUS_IDLE == threads_pb2.THREAD_STATUS_IDLE
@@ -160,6 +160,10 @@ def test_enum_values_below_the_api_match_the_proto():
         assert getattr(runstate, name) == getattr(runs_pb2, f"RUN_STATUS_{name}"), name
     for name in ("IDLE", "BUSY", "INTERRUPTED", "ERROR"):
         assert getattr(runstate, f"THREAD_{name}") == getattr(threads_pb2, f"THREAD_STATUS_{name}"), name
+    for name in ("PENDING", "DONE", "FAILED", "UNKNOWN"):
+        number = getattr(effects_pb2, f"EFFECT_STATE_{name}")
+        assert getattr(effects, name) == number, name
+        assert effects.STATE_NAMES[number] == effects_pb2.EffectState.Name(number), name
 
 
 def test_run_enums_below_the_api_match_the_proto():

@@ -16,13 +16,16 @@ from agentstate.v1 import threads_pb2 as pb
 from .. import limits
 from ..errors import ApiError, invalid, limit
 from ..ops import checkpoints as checkpoint_ops
+from ..ops import puts
+from ..ops.puts import RunRecords
 from ..state import checkpoints, runstate
 from ..state.checkpoints import ChannelOp, PutInput, PutPlan, WritesPlan
 from ..storage import hotpath as hp
 from ..storage import layout, nodes, records
 from ..storage.layout import Manifest
+from ..storage.metadata import encode as encode_metadata
 from ..storage.store import RetryJob, Store
-from . import context, idempotency, validate, wire
+from . import context, effects, events, idempotency, runs, validate, wire
 
 LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
 MAX_PREPARE_ATTEMPTS = 5
@@ -45,7 +48,7 @@ def put_input(req: pb.PutCheckpointRequest) -> PutInput:
     if len(req.channels) > limits.MAX_CHANNELS:
         raise limit("channels", f"channels: at most {limits.MAX_CHANNELS} per checkpoint", field="channels")
     metadata = wire.metadata_items(req.metadata, "metadata")
-    metadata_enc = wire.encode_metadata_dict(metadata, "metadata")
+    metadata_enc = encode_metadata(metadata, "metadata")
     run_id = checkpoints.run_id_of(metadata)
     if req.run_id:
         validate.ident(req.run_id, "run_id")
@@ -99,34 +102,35 @@ def prepare_put(store: Store, req: pb.PutCheckpointRequest, txn=None) -> PutPlan
     return checkpoints.plan_put(store, put_input(req), txn)
 
 
-def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest,
-              tx: runstate.Tx | None = None) -> pb.PutCheckpointResponse:
-    tx = tx if tx is not None else runstate.Tx(txn, store)
-    applied, run = checkpoints.apply_put(tx, store, plan, req.run_id, req.lease_id)
-    resp = _put_response(plan, applied.created_us, applied.created)
-    if run is not None:
-        _attach(tx, plan, req, run, applied.tkey, resp)
-    tx.flush()
-    return resp
-
-
-def _attach(tx: runstate.Tx, plan: PutPlan, req: pb.PutCheckpointRequest, run, tkey: int,
-            resp: pb.PutCheckpointResponse) -> None:
-    """A run's put: record its steps, events and effect completions, remember the checkpoint, renew the lease."""
-    from . import effects, events, runs  # noqa: PLC0415 - until ops/puts.py composes them
-
-    ns, run_id = plan.ns, req.run_id
+def run_records(req: pb.PutCheckpointRequest) -> RunRecords:
+    """What a run's put records beside the checkpoint (steps, events, effect completions), validated:
+    their counts first, then each in request order (errors name ``steps[0].step_id`` and so on)."""
     if len(req.steps) > limits.MAX_EVENTS_PER_CALL or len(req.effects) > limits.MAX_EVENTS_PER_CALL:
         raise limit("records_per_call", f"at most {limits.MAX_EVENTS_PER_CALL} steps and effects per put",
                     field="steps" if len(req.steps) > limits.MAX_EVENTS_PER_CALL else "effects")
-    for i, step in enumerate(req.steps):
-        resp.steps.append(runs.record_step(tx, ns, run_id, run, step, f"steps[{i}]", upsert=True))
-    events.append(tx, ns, plan.thread_id, tkey, req.events, run_id, "events", resp.events)
-    for i, c in enumerate(req.effects):
-        resp.effects.append(effects.finish_from(tx, ns, c, f"effects[{i}]"))
-    checkpoints.record_run_checkpoint(plan, run)
-    runstate.renew_lease(tx, ns, run_id, run)
-    wire.set_timestamp(resp.lease_expire_time, run.lease_expires_us)
+    return RunRecords([runs.step_input(s, f"steps[{i}]") for i, s in enumerate(req.steps)],
+                      events.event_inputs(req.events, "events"),
+                      [effects.completion_input(c, f"effects[{i}]") for i, c in enumerate(req.effects)])
+
+
+def apply_put(txn, store: Store, plan: PutPlan, req: pb.PutCheckpointRequest,
+              tx: runstate.Tx | None = None) -> pb.PutCheckpointResponse:
+    """Write a planned put (ops/puts.py) and answer it."""
+    tx = tx if tx is not None else runstate.Tx(txn, store)
+    extra = run_records(req) if req.run_id and (req.steps or req.events or req.effects) else None
+    applied, done = puts.put(tx, store, plan, req.run_id, req.lease_id, extra)
+    resp = _put_response(plan, applied.created_us, applied.created)
+    if done is not None:
+        ns, thread_id, run_id = plan.ns, plan.thread_id, req.run_id
+        for step_id, s in done.steps:
+            runs.step_to_proto(ns, thread_id, run_id, step_id, s, resp.steps.add())
+        for seq, ev in done.events:
+            events.to_proto(ns, thread_id, seq, ev, resp.events.add())
+        for key, e, state in done.effects:
+            effects.to_proto(ns, key, e, state, resp.effects.add())
+        wire.set_timestamp(resp.lease_expire_time, done.run.lease_expires_us)
+    tx.flush()
+    return resp
 
 
 def _put_response(plan: PutPlan, created_us: int, created: bool) -> pb.PutCheckpointResponse:
@@ -229,7 +233,7 @@ def writes_job(store: Store, req: pb.PutWritesRequest, plan: WritesPlan):
 def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
     for task_id, idx, rec in records.write_rows(txn, store, tkey, cns, checkpoint_id):
         w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
-        wire.set_value(w.value, wire.stored_value_encoding(rec.value, fetch))  # as sent, whatever its tree
+        wire.set_value(w.value, nodes.value_encoding(rec.value, fetch))  # as sent, whatever its tree
 
 
 # ----------------------------------------------------------------- reads

@@ -48,19 +48,12 @@ def event_input(ev: epb.EventInput, field: str) -> EventInput:
     return EventInput(type_, data, client_id, run_id, step_id)
 
 
-def append(tx: Tx, ns: str, thread_id: str, tkey: int, inputs, default_run: str, field: str,
-           out) -> int:
-    """Append client events (EventInput messages) to a thread inside ``tx``; fills ``out`` (repeated
-    Event). Returns the number of duplicates (client ids stored already). The count is checked before
-    the events are."""
+def event_inputs(inputs, field: str) -> list[EventInput]:
+    """Client events (EventInput messages of request field ``field``), validated; their count first."""
     if len(inputs) > limits.MAX_EVENTS_PER_CALL:
         raise ApiError("LIMIT_EXCEEDED", f"{field}: at most {limits.MAX_EVENTS_PER_CALL} events per call",
                        limit="events_per_call", field=field)
-    checked = [event_input(ev, f"{field}[{i}]") for i, ev in enumerate(inputs)]
-    got, duplicates = events.append(tx, ns, thread_id, tkey, checked, default_run, field)
-    for seq, rec in got:
-        to_proto(ns, thread_id, seq, rec, out.add())
-    return duplicates
+    return [event_input(ev, f"{field}[{i}]") for i, ev in enumerate(inputs)]
 
 
 async def append_call(ctx: Ctx, req: epb.AppendEventsRequest) -> epb.AppendEventsResponse:
@@ -68,7 +61,7 @@ async def append_call(ctx: Ctx, req: epb.AppendEventsRequest) -> epb.AppendEvent
     thread_id = validate.ident(req.thread_id, "thread_id")
     run_id = validate.ident(req.run_id, "run_id", required=False)
     # fail bad input before taking the writer's time
-    checked = [event_input(ev, f"events[{i}]") for i, ev in enumerate(req.events)]
+    checked = event_inputs(req.events, "events")
 
     def apply(tx: Tx):
         trec = threads.require(tx.txn, tx.store, ns, thread_id)

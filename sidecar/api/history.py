@@ -54,7 +54,7 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
             for rows in ch.writes:
                 for task_path, task_id, idx, node_id in rows:
                     w = h.writes.add(task_id=task_id, idx=idx, channel=ch.channel, task_path=task_path)
-                    wire.set_value(w.value, wire.stored_value_encoding(node_id, fetch))
+                    wire.set_value(w.value, nodes.value_encoding(node_id, fetch))
             if ch.seed is not None:
                 seed_id, root_id = ch.seed
                 h.seed_checkpoint_id = seed_id

@@ -135,7 +135,7 @@ async def create(ctx: Ctx, req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
     timeout_ms = _duration_ms(req.timeout, "timeout")
     budget = wire.counters_of(req.budget, "budget")
     inp = wire.payload(req.input, "input") if req.HasField("input") else None
-    metadata = wire.encode_metadata_dict(wire.metadata_items(req.metadata, "metadata"), "metadata")
+    metadata = wire.metadata_encoding(req.metadata, "metadata")
     branch_id = validate.ident(req.branch_thread_id, "branch_thread_id", required=False) or str(uuid.uuid4())
     spec = RunSpec(strategy, cns, start_id, lease_ms, on_expiry, req.max_attempts, timeout_ms, budget, inp, metadata)
 

@@ -13,6 +13,7 @@ from agentstate.v1 import threads_pb2 as pb
 from ..ops import threads as thread_ops
 from ..state import threads
 from ..storage import layout
+from ..storage.metadata import encode as encode_metadata
 from ..storage.layout import ThreadRec
 from ..storage.store import Store
 from . import idempotency, validate, wire
@@ -37,7 +38,7 @@ async def create(store: Store, req: pb.CreateThreadRequest) -> pb.CreateThreadRe
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id", required=False) or str(uuid.uuid4())
     items = wire.metadata_items(req.metadata, "metadata")
-    wire.encode_metadata_dict(items, "metadata")  # within the size limit, whatever happens below
+    encode_metadata(items, "metadata")  # within the size limit, whatever happens below
     policy = IF_EXISTS.get(req.if_exists or pb.IF_EXISTS_ERROR)
     if policy is None:
         raise validate.invalid("if_exists", f"unknown policy {req.if_exists}")

@@ -87,24 +87,12 @@ def item_encodings(items: Iterable[Value], field: str) -> list[bytes]:
 
 def metadata_encoding(entries, field: str) -> bytes:
     """Canonical encoding of a metadata map (map<string, Value>), within the size limit."""
-    keys = sorted(entries)
-    enc = map_header(len(keys)) + b"".join(
-        _str_encoder.encode(k) + value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in keys)
-    if len(enc) > limits.MAX_METADATA_BYTES:
-        raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
-                    f"{limits.MAX_METADATA_BYTES}", field=field)
-    return enc
+    return metadata.encode(metadata_items(entries, field), field)
 
 
 def metadata_items(entries, field: str) -> dict[str, bytes]:
     """{key: canonical encoding} of a map<string, Value> (for filters and merges)."""
     return {k: value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in entries}
-
-
-# the canonical metadata map itself: storage/metadata.py
-encode_metadata_dict = metadata.encode
-stored_metadata = metadata.items
-metadata_matches = metadata.matches
 
 
 # ----------------------------------------------------------------- values out
@@ -116,9 +104,6 @@ def set_value(out: Value, encoding: bytes) -> None:
         out.msgpack = encoding
     else:
         out.opaque.type, out.opaque.data = parts
-
-
-stored_value_encoding = nodes.value_encoding  # the bytes a client sent, whatever the value's tree
 
 
 def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:

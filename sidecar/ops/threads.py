@@ -1,7 +1,7 @@
 """threads: deleting a thread with everything on it, in one transaction."""
 from __future__ import annotations
 
-from ..state import branches, events, runs, steps, threads
+from ..state import artifacts, branches, effects, events, runs, steps, threads
 from ..storage import records
 from ..storage.layout import ThreadRec
 from ..storage.store import Store
@@ -19,7 +19,8 @@ def delete(txn, store: Store, ns: str, thread_id: str, *, etag: str, allow_missi
     runs.delete_thread_runs(txn, store, ns, rec.tkey)
     steps.delete_thread_steps(txn, store, rec.tkey)
     events.delete_thread_events(txn, store, rec.tkey)
-    runs.delete_thread_records(txn, store, ns, rec.tkey)  # effects and artifacts
+    effects.delete_thread_effects(txn, store, ns, rec.tkey)
+    artifacts.delete_thread_artifacts(txn, store, ns, rec.tkey)
     branches.delete_thread_branches(txn, store, rec.tkey)
     n = records.delete_checkpoints(txn, store, ns, rec.tkey)
     threads.drop(txn, store, ns, thread_id)

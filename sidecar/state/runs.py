@@ -438,25 +438,3 @@ def delete_thread_runs(txn, store: Store, ns: str, tkey: int) -> None:
         txn.delete(rkey, db=db["runs"])
     txn.delete(layout.u64(tkey), db=db["tstate"])
     records.delete_prefix(txn, db["thruns"], prefix)
-
-
-def delete_thread_records(txn, store: Store, ns: str, tkey: int) -> None:
-    """What is left here of deleting a thread: its effects and artifacts (they move to state/effects.py and
-    state/artifacts.py). Its runs, steps, events and branches: :func:`delete_thread_runs` and the modules of
-    steps, events and branches (composed in ops/threads.py)."""
-    db = store.db
-    prefix = layout.tkey_prefix(tkey)
-    cursor = txn.cursor(db=db["effthr"])
-    keys = []
-    if cursor.set_range(prefix):
-        for key in cursor.iternext(values=False):
-            if not key.startswith(prefix):
-                break
-            keys.append(bytes(key[8:]).decode())
-    for ikey in keys:
-        ekey = layout.ns_key(ns, ikey)
-        raw = txn.get(ekey, db=db["effects"])
-        if raw is not None and layout.effect_decoder.decode(raw).tkey == tkey:
-            txn.delete(ekey, db=db["effects"])
-    for name in ("artifacts", "artnames", "effthr"):
-        records.delete_prefix(txn, db[name], prefix)
