@@ -13,6 +13,7 @@ from agentstate import codec
 from agentstate.v1 import threads_pb2 as pb
 from agentstate.v1 import values_pb2
 from sidecar.storage import gc, layout
+from sidecar.storage import store as store_mod
 from sidecar.api import checkpoints, threads
 from sidecar.errors import ApiError
 from sidecar.storage.store import Store
@@ -341,7 +342,9 @@ def test_flow_controlled_writes_are_never_refused(tmp_path):
     done = concurrent.futures.Future()
 
     def on_owner():
-        s.loop_lag = 10 * s.max_lag  # as after a stall of the owner loop
+        s.loop_lag = 10 * s.max_lag  # as after a stall of the owner loop ...
+        with s._count_lock:
+            s._inflight += store_mod.MIN_LAG_BACKLOG  # ... with writes queued behind it
         try:
             streamed = s.start(lambda txn: txn.put(b"streamed", b"x", db=db), flow_controlled=True)
             with pytest.raises(ApiError) as refused:
@@ -353,11 +356,39 @@ def test_flow_controlled_writes_are_never_refused(tmp_path):
     try:
         s._loop.call_soon_threadsafe(on_owner)
         streamed, reason = done.result(5)
+        with s._count_lock:
+            s._inflight -= store_mod.MIN_LAG_BACKLOG
         assert reason == "OVERLOADED"
         asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(streamed), 5), s._loop).result(10)
         s.flush()
         with s.read() as txn:
             assert txn.get(b"streamed", db=db) == b"x" and txn.get(b"unary", db=db) is None
+    finally:
+        s.close()
+
+
+def test_a_late_loop_without_a_backlog_refuses_nothing(tmp_path):
+    """A loop that ran late while (almost) no writes were waiting was held by something else (a large
+    request's preparation, a collection, a busy machine): the next unary write is admitted, not refused
+    for a lag it did not cause."""
+    s = Store(str(tmp_path / "late"))
+    db = s.db["meta"]
+    started = concurrent.futures.Future()
+
+    def on_owner():
+        s.loop_lag = 10 * s.max_lag  # as after a stall of the owner loop, nothing queued
+        try:
+            started.set_result(s.start(lambda txn: txn.put(b"admitted", b"x", db=db)))
+        except BaseException as e:  # noqa: BLE001
+            started.set_exception(e)
+
+    try:
+        s._loop.call_soon_threadsafe(on_owner)
+        admitted = started.result(5)
+        asyncio.run_coroutine_threadsafe(asyncio.wait_for(asyncio.shield(admitted), 5), s._loop).result(10)
+        s.flush()
+        with s.read() as txn:
+            assert txn.get(b"admitted", db=db) == b"x"
     finally:
         s.close()
 
