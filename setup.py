@@ -1,9 +1,9 @@
 """Build script: packages plus the compiled hot path.
 
 ``_native/_hotpath_c.pyx`` is compiled (Cython) into the extension module
-``sidecar._hotpath_c``, and ``_native/_mirror_c.pyx`` (the LangGraph savers'
+``sidecar.storage._hotpath_c``, and ``_native/_mirror_c.pyx`` (the LangGraph savers'
 value mirrors) into ``agentstate.langgraph._mirror_c``. If they cannot be built
-(no compiler), the install still succeeds and the selectors (``sidecar.hotpath``,
+(no compiler), the install still succeeds and the selectors (``sidecar.storage.hotpath``,
 ``agentstate.langgraph._mirror``) use the pure-Python twins; set
 ``SIDECAR_REQUIRE_EXTENSIONS=1`` to make a failed build an error instead.
 The ``agentstate`` client package (clients/python) ships in the same
@@ -43,7 +43,7 @@ class OptionalBuildExt(build_ext):
 ext_modules = []
 if cythonize is not None and not os.environ.get("SIDECAR_NO_EXTENSIONS"):
     ext_modules = cythonize(
-        [Extension("sidecar._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"]),
+        [Extension("sidecar.storage._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"]),
          Extension("agentstate.langgraph._mirror_c", ["_native/_mirror_c.pyx"], extra_compile_args=["-O3"])],
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},
@@ -53,7 +53,8 @@ elif os.environ.get("SIDECAR_REQUIRE_EXTENSIONS"):
     raise SystemExit("Cython is required to build the compiled hot path")
 
 setup(
-    packages=["sidecar", "agentstate", "agentstate.v1", "agentstate.langgraph"],
+    packages=["sidecar", "sidecar.storage", "sidecar.state", "sidecar.ops", "sidecar.api", "agentstate", "agentstate.v1",
+              "agentstate.langgraph"],
     package_dir={"agentstate": "clients/python/agentstate"},
     package_data={"agentstate": ["py.typed"], "agentstate.v1": ["*.pyi"]},
     ext_modules=ext_modules,

@@ -1,11 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""_hotpath_c: the compiled write path (built into ``sidecar._hotpath_c``).
+"""_hotpath_c: the compiled write path (built into ``sidecar.storage._hotpath_c``).
 
-The compiled twin of ``sidecar._hotpath_py`` (node formats, chunking, trees)
+The compiled twin of ``sidecar.storage._hotpath_py`` (node formats, chunking, trees)
 and ``agentstate.codec`` (the canonical value encoding). Every function gives
 byte-identical results and raises the same errors as the pure-Python twin;
 tests/golden/ and tests/test_hotpath.py prove it. Import it through
-:mod:`sidecar.hotpath`.
+:mod:`sidecar.storage.hotpath`.
 
 How it is fast:
 
@@ -48,7 +48,7 @@ How it is fast:
   Calls that hash many nodes reuse one hasher (``_Hasher``: update, digest,
   reset), which costs less per node than a new ``blake3`` object.
 
-``CorruptNode`` is the twin's class (imported from ``sidecar._hotpath_py``),
+``CorruptNode`` is the twin's class (imported from ``sidecar.storage._hotpath_py``),
 so ``except CorruptNode`` catches it from either module; ``UnsupportedValue``
 is ``agentstate.codec.UnsupportedValue``.
 """
@@ -79,8 +79,8 @@ import msgspec
 from blake3 import blake3 as _blake3_type
 
 from agentstate import codec as _codec
-from sidecar._hotpath_py import CorruptNode
-from sidecar import compression as _compression
+from sidecar.storage._hotpath_py import CorruptNode
+from sidecar.storage import compression as _compression
 
 import_datetime()
 

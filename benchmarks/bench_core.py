@@ -19,7 +19,7 @@
    handler run in-process against the same data dir after the server stopped,
    plus the response serialisation) and end to end (Python client RPC).
 
-Prints the hot-path implementation in use (``sidecar.hotpath.NATIVE``) for this
+Prints the hot-path implementation in use (``sidecar.storage.hotpath.NATIVE``) for this
 process and for the server. ``--quick`` is a short CI variant (60 turns).
 """
 from __future__ import annotations
@@ -158,8 +158,7 @@ def lmdb_breakdown(data_dir: Path) -> dict:
     """Where the bytes of data.mdb go: pages per sub-database, payload per sub-database, blob kinds."""
     import lmdb
 
-    from sidecar import layout
-
+    from sidecar.storage import layout
     env = lmdb.open(str(data_dir), readonly=True, lock=False, max_dbs=len(layout.DB_NAMES) + 8, subdir=True)
     try:
         info = env.info()
@@ -267,8 +266,8 @@ def dir_sizes_of(paths: list[Path]) -> dict:
 def server_side_get(data_dir: Path, thread: str, expect_items: int, iterations: int, profile: bool) -> dict:
     """Time the server's GetCheckpoint handler in-process on the stopped server's data dir."""
     from agentstate.v1 import threads_pb2 as pb
-    from sidecar import checkpoints
-    from sidecar.store import Store
+    from sidecar.api import checkpoints
+    from sidecar.storage.store import Store
 
     store = Store(str(data_dir))
     req = pb.GetCheckpointRequest(thread_id=thread)  # latest checkpoint, all channels, values
@@ -465,8 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     samples = args.samples or (60 if args.quick else 300)
     get_samples = args.get_samples or (30 if args.quick else 200)
 
-    from sidecar import hotpath
-
+    from sidecar.storage import hotpath
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 

@@ -1,4 +1,4 @@
-"""Benchmark the write path: compiled (sidecar._hotpath_c) against pure Python (sidecar._hotpath_py).
+"""Benchmark the write path: compiled (sidecar.storage._hotpath_c) against pure Python (sidecar.storage._hotpath_py).
 
     python benchmarks/bench_hotpath.py [--rounds N] [--json PATH]
 
@@ -33,12 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sidecar import _hotpath_py as PY  # noqa: E402
+from sidecar.storage import _hotpath_py as PY  # noqa: E402
 
 try:
-    from sidecar import _hotpath_c as C  # noqa: E402
+    from sidecar.storage import _hotpath_c as C  # noqa: E402
 except ImportError:  # pragma: no cover
-    raise SystemExit("sidecar._hotpath_c is not built: pip install -e . (or python setup.py build_ext --inplace)")
+    raise SystemExit("sidecar.storage._hotpath_c is not built: pip install -e . (or python setup.py build_ext --inplace)")
 
 
 def messages(n: int, size: int = 400, seed: int = 1) -> list[dict]:

@@ -563,8 +563,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(opts.only.split(",")) - set(WORKLOADS) - {""}
     if unknown:
         ap.error(f"unknown workloads {sorted(unknown)}")
-    from sidecar import hotpath
-
+    from sidecar.storage import hotpath
     def log(msg: str) -> None:
         print(msg, flush=True)
 

@@ -39,8 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--map-size", default=None, help="initial LMDB map size for the sidecar, e.g. 1M (it grows)")
     args = ap.parse_args(argv)
 
-    from sidecar import hotpath
-
+    from sidecar.storage import hotpath
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-crash-"))
     print(f"soak_crash: {args.cycles} cycles, {args.writers} writers, seed {args.seed}, work dir {workdir}, "
           f"native hot path: {hotpath.NATIVE}", flush=True)

@@ -41,8 +41,8 @@ U64 = struct.Struct(">Q")
 def replay(turns: int, seed: int):
     """[(new nodes [(hash, bytes, n_items or None)], checkpoint id, parent id, metadata encoding)] per checkpoint."""
     from agentstate import codec
-    from sidecar import hotpath as hp
-    from sidecar.checkpoints import new_checkpoint_id  # time-ordered, like the server's
+    from sidecar.storage import hotpath as hp
+    from sidecar.state.checkpoints import new_checkpoint_id  # time-ordered, like the server's
 
     conv = bench_core.conversation(turns, seed)
     seen: set[bytes] = set()
@@ -64,8 +64,7 @@ def replay(turns: int, seed: int):
 
 def write_env(path: str, groups, *, seq_keys: bool, delta_roots: bool, binary_ids: bool,
               short_index: bool = False) -> dict:
-    from sidecar import layout
-
+    from sidecar.storage import layout
     env = lmdb.open(path, map_size=1 << 32, max_dbs=8, sync=False, metasync=False)
     blobs = env.open_db(b"blobs")
     index = env.open_db(b"hindex") if seq_keys else None

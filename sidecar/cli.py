@@ -7,7 +7,7 @@ import logging
 import sys
 
 from . import __version__
-from .store import COMMIT_INTERVAL, MAX_QUEUE
+from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, DataDirLocked, serve
 
 

@@ -21,9 +21,13 @@ from grpc_reflection.v1alpha import reflection
 
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
-from . import artifacts, gc, hotpath, limits, runs, runstate, service
-from . import store as store_mod
-from .store import Store
+from . import limits
+from .api import context, service
+from .api.watchdog import Watchdog, extend_leases_after_restart
+from .state import artifacts
+from .storage import gc, hotpath
+from .storage import store as store_mod
+from .storage.store import Store
 
 log = logging.getLogger("sidecar.server")
 
@@ -48,7 +52,7 @@ class Config:
     map_size: int | None = None
     grace_seconds: float = 10.0
     gc_delay_seconds: float = 2.0
-    lease_timeout_seconds: float = runstate.DEFAULT_LEASE_MS / 1000  # runs that do not set their own
+    lease_timeout_seconds: float = context.DEFAULT_LEASE_MS / 1000  # runs that do not set their own
     watchdog_interval_seconds: float = 1.0  # how often due leases and run timeouts are looked for
     durability: str = "sync"  # "sync" or "process" (see store.py)
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
@@ -71,8 +75,8 @@ class Sidecar:
         self.store: Store | None = None
         self.server: grpc.aio.Server | None = None
         self.collector: gc.GarbageCollector | None = None
-        self.ctx: runstate.Ctx | None = None
-        self.watchdog: runs.Watchdog | None = None
+        self.ctx: context.Ctx | None = None
+        self.watchdog: Watchdog | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
         self.bound: list[str] = []
@@ -100,9 +104,9 @@ class Sidecar:
             ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ])
-        self.ctx = runstate.Ctx(self.store, runstate.Hub(), self.collector.soon,
+        self.ctx = context.Ctx(self.store, context.Hub(), self.collector.soon,
                                 round(self.config.lease_timeout_seconds * 1000))
-        extended = runs.extend_leases_after_restart(self.store)
+        extended = extend_leases_after_restart(self.store)
         dropped = artifacts.drop_stale_uploads(self.store)
         if dropped:
             self.collector.soon()
@@ -139,7 +143,7 @@ class Sidecar:
             self.bound.append(addr if addr.startswith("unix:") or not addr.endswith(":0")
                               else f"{addr.rsplit(':', 1)[0]}:{port}")
         await self.server.start()
-        self.watchdog = runs.Watchdog(self.ctx, self.config.watchdog_interval_seconds)
+        self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
         self.watchdog.start()
         for path in sockets:
             os.chmod(path, 0o600)

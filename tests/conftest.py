@@ -165,8 +165,7 @@ def store_values(store, thread_id: str, checkpoint_id: str = "") -> dict:
     import asyncio
 
     from agentstate import codec
-    from sidecar import checkpoints
-
+    from sidecar.api import checkpoints
     cp = asyncio.run(checkpoints.get(store, pb.GetCheckpointRequest(thread_id=thread_id,
                                                                      checkpoint_id=checkpoint_id))).checkpoint
     out = {}
@@ -200,7 +199,7 @@ def store_state(client: Client, *thread_ids: str) -> dict:
 
 def native_available() -> bool:
     try:
-        importlib.import_module("sidecar._hotpath_c")
+        importlib.import_module("sidecar.storage._hotpath_c")
         return True
     except ImportError:
         return False
@@ -211,6 +210,6 @@ def impl(request):
     """Both hot-path implementations, imported directly (not through the selector)."""
     if request.param == "native":
         if not native_available():
-            pytest.fail("sidecar._hotpath_c is not built: run `pip install -e .` with Cython and a C compiler")
-        return importlib.import_module("sidecar._hotpath_c")
-    return importlib.import_module("sidecar._hotpath_py")
+            pytest.fail("sidecar.storage._hotpath_c is not built: run `pip install -e .` with Cython and a C compiler")
+        return importlib.import_module("sidecar.storage._hotpath_c")
+    return importlib.import_module("sidecar.storage._hotpath_py")

@@ -563,7 +563,7 @@ class LogReader:
 
 class Verifier:
     def __init__(self, seed: int, log_paths: list[Path]) -> None:
-        from sidecar import hotpath, layout  # the store's own hashing: recompute roots and etags
+        from sidecar.storage import hotpath, layout  # the store's own hashing: recompute roots and etags
 
         self.hp = hotpath
         self.layout = layout

@@ -13,8 +13,7 @@ from conftest import SidecarProcess, expect_error
 
 from agentstate import codec
 from agentstate.v1 import artifacts_pb2 as apb
-from sidecar import hotpath as hp
-
+from sidecar.storage import hotpath as hp
 CODES = grpc.StatusCode
 MB = 1024 * 1024
 

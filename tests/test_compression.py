@@ -1,4 +1,4 @@
-"""Value nodes stored zstd-compressed (sidecar/compression.py): exact reads, same hashes, the dictionary's life."""
+"""Value nodes stored zstd-compressed (sidecar/storage/compression.py): exact reads, same hashes, the dictionary's life."""
 from __future__ import annotations
 
 import asyncio
@@ -10,9 +10,10 @@ import zstandard
 
 from agentstate import codec
 from agentstate.v1 import threads_pb2 as pb
-from sidecar import checkpoints, compression, gc
-from sidecar import hotpath as hp
-from sidecar.store import Store
+from sidecar.storage import compression, gc
+from sidecar.api import checkpoints
+from sidecar.storage import hotpath as hp
+from sidecar.storage.store import Store
 
 from conftest import store_values as read
 

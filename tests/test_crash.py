@@ -20,8 +20,7 @@ SEED = int(os.environ.get("CRASH_TEST_SEED", "20240611"))
 
 
 def _summary(r: crashloop.LoopResult) -> str:
-    from sidecar import hotpath
-
+    from sidecar.storage import hotpath
     return (f"{r.kills} kills in {r.seconds:.1f}s (native hot path: {hotpath.NATIVE}); "
             f"requests outstanding at a kill: {r.outstanding_at_kill}; map growths: {r.map_growths}; "
             f"log: {r.log_counts}; verifier: {r.stats}")
@@ -63,16 +62,15 @@ def test_kill_loop_process_mode(tmp_path):
 
 def _store_rows(data_dir):
     """(env, dbs) of a stopped sidecar's LMDB, opened directly."""
-    from sidecar import layout
-
+    from sidecar.storage import layout
     env = lmdb.open(str(data_dir), max_dbs=len(layout.DB_NAMES) + 8, subdir=True)
     return env, {name: env.open_db(name.encode()) for name in layout.DB_NAMES}
 
 
 def test_verifier_catches_damage(tmp_path):
     """Break a store in four ways a crash could; the verifier must name each."""
-    from sidecar import layout
-    from sidecar.gc import mark
+    from sidecar.storage import layout
+    from sidecar.storage.gc import mark
 
     result = crashloop.run_loop(tmp_path, cycles=3, writers=2, seed=7, run_min=0.5, run_max=1.0, retire_at=1000)
     assert not result.problems, result.problems[:20]

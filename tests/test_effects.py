@@ -164,8 +164,7 @@ def test_put_commits_effects_steps_and_events_atomically(c):
 def test_effect_records_written_before_taken_over_existed_still_read():
     import msgspec
 
-    from sidecar import layout
-
+    from sidecar.storage import layout
     old = msgspec.msgpack.encode([1, PENDING, "t", 7, "r", "l", "", "", "", "tok", None, "", False, 1, 10, 10, 0])
     rec = layout.effect_decoder.decode(old)
     assert (rec.token, rec.taken_over) == ("tok", False)

@@ -19,7 +19,6 @@ from agentstate import Append, Client, InvalidArgument, Keep, Opaque, SetKeys, e
 from agentstate.v1 import errors_pb2
 from agentstate.v1 import threads_pb2 as pb
 from sidecar import errors as server_errors
-
 CODES = grpc.StatusCode
 DOMAIN = "agentstate.v1"
 

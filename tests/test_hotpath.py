@@ -1,8 +1,8 @@
 """The write path, both implementations: golden vectors, properties, and compiled == pure Python.
 
-Tests taking the ``impl`` fixture run once against ``sidecar._hotpath_c`` (the
+Tests taking the ``impl`` fixture run once against ``sidecar.storage._hotpath_c`` (the
 compiled module; the test fails if it is not built) and once against
-``sidecar._hotpath_py`` (the pure-Python twin). The golden vectors in
+``sidecar.storage._hotpath_py`` (the pure-Python twin). The golden vectors in
 tests/golden/ were generated from the twin by tests/golden/generate.py and are
 only ever read here.
 
@@ -45,11 +45,11 @@ SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, 
 
 
 def _py():
-    return importlib.import_module("sidecar._hotpath_py")
+    return importlib.import_module("sidecar.storage._hotpath_py")
 
 
 def _c():
-    return importlib.import_module("sidecar._hotpath_c")
+    return importlib.import_module("sidecar.storage._hotpath_c")
 
 
 def outcome(fn, *args):
@@ -115,8 +115,7 @@ def _encoding_matches(entry, enc: bytes) -> bool:
 
 
 def test_golden_files_are_current_format():
-    from sidecar import layout
-
+    from sidecar.storage import layout
     assert VALUES["format"] == layout.FORMAT_NAME
     assert TREES["format"] == layout.FORMAT_NAME
     assert len(VALUES["values"]) > 150 and len(VALUES["errors"]) > 30
@@ -1170,10 +1169,10 @@ def test_exports_match():
 
 
 def test_both_modules_have_every_name_the_selector_takes():
-    """sidecar.hotpath takes these names from whichever module it loads: both must have all of them."""
+    """sidecar.storage.hotpath takes these names from whichever module it loads: both must have all of them."""
     import re
 
-    names = re.findall(r"= _impl\.(\w+)", (ROOT / "sidecar" / "hotpath.py").read_text())
+    names = re.findall(r"= _impl\.(\w+)", (ROOT / "sidecar" / "storage" / "hotpath.py").read_text())
     assert "stored_list_encodings" in names and len(names) > 30
     py, c = _py(), _c()
     assert [n for n in names if not hasattr(c, n)] == []

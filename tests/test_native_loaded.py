@@ -1,4 +1,4 @@
-"""The selector (sidecar.hotpath) must load the compiled module unless told not to.
+"""The selector (sidecar.storage.hotpath) must load the compiled module unless told not to.
 
 A build that silently falls back to pure Python would still pass every other
 test (the twin gives the same bytes) while being many times slower, so this
@@ -20,19 +20,19 @@ COMPILED_FUNCTIONS = [
     "list_append", "list_length", "map_build", "map_update", "map_count", "build_list", "build_map", "children",
     "stored_node", "canonical_node", "stored_children", "stored_encoding", "stored_list_length", "stored_list_ids",
     "stored_list_encodings", "stored_map_entries",
-    "encode", "normalize",  # last: not exported by sidecar.hotpath
+    "encode", "normalize",  # last: not exported by sidecar.storage.hotpath
 ]
 
 
 def test_selector_picks_the_expected_module():
-    import sidecar.hotpath as hp
+    import sidecar.storage.hotpath as hp
 
     if os.environ.get("SIDECAR_NO_EXTENSIONS"):
-        assert hp.implementation.__name__ == "sidecar._hotpath_py"
+        assert hp.implementation.__name__ == "sidecar.storage._hotpath_py"
         assert hp.NATIVE is False
     else:
-        assert hp.implementation.__name__ == "sidecar._hotpath_c", (
-            "sidecar.hotpath fell back to pure Python: build the extension (pip install -e . / "
+        assert hp.implementation.__name__ == "sidecar.storage._hotpath_c", (
+            "sidecar.storage.hotpath fell back to pure Python: build the extension (pip install -e . / "
             "python setup.py build_ext --inplace)")
         assert hp.NATIVE is True
         assert hp.implementation.__file__.endswith((".so", ".pyd"))
@@ -41,27 +41,27 @@ def test_selector_picks_the_expected_module():
 def test_compiled_module_is_really_compiled():
     import importlib
 
-    mod = importlib.import_module("sidecar._hotpath_c")  # ImportError here = not built: a failure
+    mod = importlib.import_module("sidecar.storage._hotpath_c")  # ImportError here = not built: a failure
     assert mod.NATIVE is True
     for name in COMPILED_FUNCTIONS:
         fn = getattr(mod, name)
         assert type(fn).__name__ in ("cython_function_or_method", "builtin_function_or_method"), name
 
 
-@pytest.mark.parametrize("env_value,expected", [(None, "sidecar._hotpath_c"), ("1", "sidecar._hotpath_py"),
-                                                ("", "sidecar._hotpath_c")])
+@pytest.mark.parametrize("env_value,expected", [(None, "sidecar.storage._hotpath_c"), ("1", "sidecar.storage._hotpath_py"),
+                                                ("", "sidecar.storage._hotpath_c")])
 def test_selector_in_a_fresh_interpreter(env_value, expected):
     env = {k: v for k, v in os.environ.items() if k != "SIDECAR_NO_EXTENSIONS"}
     if env_value is not None:
         env["SIDECAR_NO_EXTENSIONS"] = env_value
     out = subprocess.run(
-        [sys.executable, "-c", "import sidecar.hotpath as h; print(h.implementation.__name__, h.NATIVE)"],
+        [sys.executable, "-c", "import sidecar.storage.hotpath as h; print(h.implementation.__name__, h.NATIVE)"],
         env=env, cwd=str(ROOT), capture_output=True, text=True, check=True).stdout.split()
     assert out == [expected, str(expected.endswith("_c"))]
 
 
 def test_selector_exports_every_name_from_the_chosen_module():
-    import sidecar.hotpath as hp
+    import sidecar.storage.hotpath as hp
 
     for name in COMPILED_FUNCTIONS[:-2] + ["CorruptNode", "UnsupportedValue", "HASH_SIZE", "KIND_LIST", "TAG_MAP"]:
         assert getattr(hp, name) is getattr(hp.implementation, name), name

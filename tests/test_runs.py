@@ -572,7 +572,6 @@ def test_fork_under_concurrency(c, runs_sidecar):
 def test_longest_identifiers_fit_every_key(runs_sidecar):
     """Namespace, thread, run, step ids and event ids at their limits: every key stays under LMDB's 511 bytes."""
     from sidecar import limits
-
     ns, long_id = "n" * limits.MAX_NAMESPACE_BYTES, "\u00e9" * (limits.MAX_ID_BYTES // 2)  # 2 UTF-8 bytes each
     with runs_sidecar.client(namespace=ns) as c:
         held = c.runs.start(long_id, run_id=long_id, create_thread=True, lease_timeout=30)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sidecar import wal
-
-
+from sidecar.storage import wal
 def _write(path, first_seq: int, records: list[bytes]) -> str:
     name = os.path.join(path, wal.file_name(first_seq))
     with open(name, "wb") as f:

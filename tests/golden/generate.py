@@ -3,10 +3,10 @@
     python tests/golden/generate.py
     python tests/golden/generate.py --add-stored   # only add trees.json's "stored" section
 
-Run this ONLY when the storage format version changes (sidecar.layout.FORMAT_NAME),
+Run this ONLY when the storage format version changes (sidecar.storage.layout.FORMAT_NAME),
 and review the diff: the committed files are the contract that both hot-path
-implementations (sidecar._hotpath_py + agentstate.codec, and the compiled
-sidecar._hotpath_c) are tested against. Tests never regenerate them; they load
+implementations (sidecar.storage._hotpath_py + agentstate.codec, and the compiled
+sidecar.storage._hotpath_c) are tested against. Tests never regenerate them; they load
 the committed JSON and compare. If a test fails after a code change, the code
 is wrong, not the vectors.
 
@@ -424,8 +424,7 @@ def map_update_cases():
 
 def generate_values() -> dict:
     from agentstate import codec
-    from sidecar import _hotpath_py as hp
-
+    from sidecar.storage import _hotpath_py as hp
     values = []
     for name, desc in _value_cases():
         enc = codec.encode(from_desc(desc))
@@ -485,8 +484,7 @@ def generate_values() -> dict:
 
 def generate_trees() -> dict:
     from agentstate import codec
-    from sidecar import _hotpath_py as hp
-
+    from sidecar.storage import _hotpath_py as hp
     lists = []
     for n in list_lengths():
         encs = [item_encoding(i) for i in range(n)]
@@ -585,8 +583,7 @@ def stored_cases():
 
 
 def generate_stored() -> list:
-    from sidecar import _hotpath_py as hp
-
+    from sidecar.storage import _hotpath_py as hp
     out = []
     for name, build in stored_cases():
         nodes: list = []
@@ -598,8 +595,7 @@ def generate_stored() -> list:
 
 
 def _format_name() -> str:
-    from sidecar import layout
-
+    from sidecar.storage import layout
     return layout.FORMAT_NAME
 
 

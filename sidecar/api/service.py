@@ -17,10 +17,10 @@ from google.protobuf import message_factory
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
                            runs_pb2_grpc, threads_pb2_grpc)
 
-from . import (artifacts, batch, checkpoints, effects, events, gc, history, hotpath, layout, runs, runstate, stream,
-               threads, validate)
-from .errors import ApiError
-from .store import Store
+from ..errors import ApiError
+from ..storage import gc, hotpath, layout
+from ..storage.store import Store
+from . import artifacts, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
 
 log = logging.getLogger("sidecar.service")
 
@@ -158,7 +158,7 @@ def client_streaming(fn):
 
 
 class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
-    def __init__(self, store: Store, collector: gc.GarbageCollector, ctx: runstate.Ctx | None = None) -> None:
+    def __init__(self, store: Store, collector: gc.GarbageCollector, ctx: context.Ctx | None = None) -> None:
         self.store = store
         self.gc = collector
         self.ctx = ctx
@@ -258,7 +258,7 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
 
 
 class RunService(runs_pb2_grpc.RunServiceServicer):
-    def __init__(self, ctx: runstate.Ctx) -> None:
+    def __init__(self, ctx: context.Ctx) -> None:
         self.ctx = ctx
 
     @handler
@@ -327,7 +327,7 @@ class RunService(runs_pb2_grpc.RunServiceServicer):
 
 
 class EventService(events_pb2_grpc.EventServiceServicer):
-    def __init__(self, ctx: runstate.Ctx) -> None:
+    def __init__(self, ctx: context.Ctx) -> None:
         self.ctx = ctx
 
     @handler
@@ -345,7 +345,7 @@ class EventService(events_pb2_grpc.EventServiceServicer):
 
 
 class ArtifactService(artifacts_pb2_grpc.ArtifactServiceServicer):
-    def __init__(self, ctx: runstate.Ctx) -> None:
+    def __init__(self, ctx: context.Ctx) -> None:
         self.ctx = ctx
 
     @client_streaming
@@ -371,7 +371,7 @@ class ArtifactService(artifacts_pb2_grpc.ArtifactServiceServicer):
 
 
 class EffectService(effects_pb2_grpc.EffectServiceServicer):
-    def __init__(self, ctx: runstate.Ctx) -> None:
+    def __init__(self, ctx: context.Ctx) -> None:
         self.ctx = ctx
 
     @handler

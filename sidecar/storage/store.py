@@ -23,7 +23,7 @@ can only make a write stronger):
 
 ``process``
     A write is acknowledged once its exact changes are appended to the
-    write-ahead log (``sidecar/wal.py``; one ``write()``, no fsync) and applied
+    write-ahead log (``sidecar/storage/wal.py``; one ``write()``, no fsync) and applied
     to the open transaction. Survives a SIGKILL of the sidecar (the page cache
     keeps the log; the next start replays it), not an OS crash or power loss
     (the log tail since the last LMDB commit may be lost then, never more,
@@ -39,7 +39,7 @@ No LMDB flag that can corrupt the file on an OS crash (``MDB_NOSYNC``,
 
 Back-pressure: at most ``max_queue`` writes may be submitted and not yet
 acknowledged, and when the owner loop runs more than ``max_lag`` seconds
-behind (requests wait in it longer than that), new writes are refused with
+behind (requests wait in it longer than that) while writes queue up, new writes are refused with
 ``OVERLOADED`` and a ``retry_after_ms`` hint instead of queueing without
 bound until callers time out.
 
@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterator
 import lmdb
 
 from . import compression, layout, wal
-from .errors import ApiError
+from ..errors import ApiError
 
 log = logging.getLogger("sidecar.store")
 
@@ -74,6 +74,10 @@ DEFAULT_MAP_SIZE = 64 * 1024**3  # virtual address space only; the file grows as
 DURABILITIES = ("sync", "process")
 MAX_QUEUE = 4096  # writes submitted and not yet acknowledged before writers are told to back off
 MAX_LAG = 0.5  # seconds the owner loop may run behind before writers are told to back off
+# ... when at least this many writes are waiting: a loop that ran late with (almost) no writes queued was
+# held by something else (a large request's preparation, a collection, a busy machine), and refusing
+# the next write would not make it catch up — it only refuses a caller for a lag it did not cause.
+MIN_LAG_BACKLOG = 8
 COMMIT_INTERVAL = 0.05  # process mode: seconds between synced LMDB commits (at most)
 COMMIT_BYTES = 8 * 1024 * 1024  # process mode: log bytes since the last commit that trigger one
 _LAG_PROBE = 0.05
@@ -417,7 +421,7 @@ class Store:
             raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
         inflight = self._inflight
         lag = self.loop_lag
-        if refusable and (inflight >= self.max_queue or lag >= self.max_lag):
+        if refusable and (inflight >= self.max_queue or lag >= self.max_lag and inflight >= MIN_LAG_BACKLOG):
             retry = max(50, min(5000, int(2000 * lag) if lag >= self.max_lag else 50 + inflight // 10))
             raise ApiError("OVERLOADED", f"the sidecar is overloaded ({inflight} writes waiting, "
                            f"{lag * 1000:.0f} ms behind); retry after {retry} ms", retry_after_ms=retry)
@@ -514,7 +518,7 @@ class Store:
             self._job_txn = None
         if ops:
             try:
-                seq = self._log.append(ops)
+                self._log.append(ops)
             except OSError as e:  # nothing acknowledged may be missing from the log: take the job out again
                 log.error("write-ahead log: %s", e)
                 self._rebuild()

@@ -18,8 +18,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+import msgspec
+
+from agentstate.codec import array_header, map_header
+
 from . import hotpath as hp
 from .store import RetryJob, Store
+
+_str_encoder = msgspec.msgpack.Encoder()
 
 H = hp.HASH_SIZE
 TAG_VALUE = hp.TAG_VALUE
@@ -146,3 +152,18 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> d
     for h in roots:
         resolve(h)
     return ids
+
+
+def value_encoding(root_id: bytes, fetch: Callable[[bytes], bytes]) -> bytes:
+    """The whole canonical encoding of the value whose root node has id ``root_id``, whatever its shape
+    (list tree, map trie or one value): the bytes a client sent, as one MessagePack value."""
+    rec = record(fetch, root_id)
+    tag = rec[hp.HASH_SIZE]
+    if tag == hp.TAG_LIST:
+        items = hp.stored_list_encodings(rec, fetch)
+        return array_header(len(items)) + b"".join(items)
+    if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
+        entries = hp.stored_map_entries(rec, fetch)
+        return map_header(len(entries)) + b"".join(
+            _str_encoder.encode(k) + hp.stored_encoding(record(fetch, node_id), fetch) for k, node_id in entries)
+    return hp.stored_encoding(rec, fetch)

@@ -2,7 +2,7 @@
 
 Both modules expose the same functions and give byte-identical results
 (golden vectors in tests/golden/ prove it). Import them through
-:mod:`sidecar.hotpath`, never directly.
+:mod:`sidecar.storage.hotpath`, never directly.
 
 Node formats (docs/storage.md). Every node is a blob addressed by the blake3
 hash of its bytes; the first byte says what it is:
@@ -65,7 +65,7 @@ TAG_LEAF = 0x6C  # l
 TAG_INNER = 0x6E  # n
 TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
-#: Stored form only: a value node kept compressed (sidecar/compression.py owns the format).
+#: Stored form only: a value node kept compressed (sidecar/storage/compression.py owns the format).
 TAG_PACKED = _compression.TAG_PACKED  # z
 _PACKED = bytes((TAG_PACKED,))
 
@@ -490,7 +490,7 @@ def children(node: bytes) -> list[bytes]:
 # computed over the canonical node; ids are local to one store. A separate
 # index maps hash -> id for deduplication. A value node may be stored
 # compressed instead: ``z`` + dictionary id + zstd frame of the encoding
-# (sidecar/compression.py writes it; the readers here unpack it).
+# (sidecar/storage/compression.py writes it; the readers here unpack it).
 
 ID_SIZE = 8
 RecordFetch = Callable[[bytes], bytes]  # id -> record

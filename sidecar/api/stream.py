@@ -25,9 +25,9 @@ import logging
 
 from agentstate.v1 import threads_pb2 as pb
 
-from . import checkpoints, runstate, wire
-from .errors import ApiError, invalid
-from .store import Store
+from ..errors import ApiError, invalid
+from ..storage.store import Store
+from . import checkpoints, context, wire
 
 log = logging.getLogger("sidecar.stream")
 
@@ -42,7 +42,7 @@ def _error(e: BaseException) -> pb.WriteError:
     return pb.WriteError(code=e.code.value[0], message=e.message, reason=e.reason, metadata=e.metadata)
 
 
-def _start(store: Store, item: pb.StreamedWrite, ctx: runstate.Ctx | None):
+def _start(store: Store, item: pb.StreamedWrite, ctx: context.Ctx | None):
     """Submit one request's write; returns (seq, op, awaitable or exception)."""
     op = item.WhichOneof("op")
     try:
@@ -61,7 +61,7 @@ def _start(store: Store, item: pb.StreamedWrite, ctx: runstate.Ctx | None):
     return item.seq, op, fut
 
 
-async def stream_writes(store: Store, requests, ctx: runstate.Ctx | None, malformed_type):
+async def stream_writes(store: Store, requests, ctx: context.Ctx | None, malformed_type):
     """Async generator of StreamWritesResponse for the request iterator ``requests``."""
     queue: asyncio.Queue = asyncio.Queue()
     window = asyncio.Semaphore(WINDOW)

@@ -1,8 +1,8 @@
 """hotpath: the write path's hashing, chunking, tree building and encoding.
 
 The one facade the rest of the server imports. It picks the compiled module
-(``sidecar._hotpath_c``, built from ``_native/_hotpath_c.pyx``) and falls back to
-the pure-Python twin (``sidecar._hotpath_py``) when the extension is missing
+(``sidecar.storage._hotpath_c``, built from ``_native/_hotpath_c.pyx``) and falls back to
+the pure-Python twin (``sidecar.storage._hotpath_py``) when the extension is missing
 or ``SIDECAR_NO_EXTENSIONS`` is set to a non-empty value. Both give
 byte-identical results.
 """

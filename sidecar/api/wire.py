@@ -17,10 +17,11 @@ from google.protobuf import timestamp_pb2
 from agentstate.codec import array_header, map_header
 from agentstate.v1 import values_pb2
 
-from . import hotpath as hp
-from . import limits, nodes
-from .errors import invalid, limit, unsupported_value
-from .layout import metadata_decoder
+from ..storage import hotpath as hp
+from .. import limits
+from ..storage import metadata, nodes
+from ..errors import invalid, limit, unsupported_value
+from ..storage.layout import metadata_decoder
 
 Value = values_pb2.Value
 Fetch = Callable[[bytes], bytes]
@@ -86,43 +87,12 @@ def item_encodings(items: Iterable[Value], field: str) -> list[bytes]:
 
 def metadata_encoding(entries, field: str) -> bytes:
     """Canonical encoding of a metadata map (map<string, Value>), within the size limit."""
-    keys = sorted(entries)
-    enc = map_header(len(keys)) + b"".join(
-        _str_encoder.encode(k) + value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in keys)
-    if len(enc) > limits.MAX_METADATA_BYTES:
-        raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
-                    f"{limits.MAX_METADATA_BYTES}", field=field)
-    return enc
+    return metadata.encode(metadata_items(entries, field), field)
 
 
 def metadata_items(entries, field: str) -> dict[str, bytes]:
     """{key: canonical encoding} of a map<string, Value> (for filters and merges)."""
     return {k: value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in entries}
-
-
-def encode_metadata_dict(items: dict[str, bytes], field: str) -> bytes:
-    keys = sorted(items)
-    enc = map_header(len(keys)) + b"".join(_str_encoder.encode(k) + items[k] for k in keys)
-    if len(enc) > limits.MAX_METADATA_BYTES:
-        raise limit("metadata_bytes", f"{field}: encoded metadata is {len(enc)} bytes, over "
-                    f"{limits.MAX_METADATA_BYTES}", field=field)
-    return enc
-
-
-def stored_metadata(raw: bytes | msgspec.Raw) -> dict[str, bytes]:
-    """{key: canonical encoding} of stored metadata."""
-    return {k: bytes(v) for k, v in metadata_decoder.decode(raw).items()}
-
-
-def metadata_matches(raw: bytes | msgspec.Raw, wanted: dict[str, bytes]) -> bool:
-    if not wanted:
-        return True
-    have = metadata_decoder.decode(raw)
-    for k, enc in wanted.items():
-        got = have.get(k)
-        if got is None or bytes(got) != enc:
-            return False
-    return True
 
 
 # ----------------------------------------------------------------- values out
@@ -134,21 +104,6 @@ def set_value(out: Value, encoding: bytes) -> None:
         out.msgpack = encoding
     else:
         out.opaque.type, out.opaque.data = parts
-
-
-def stored_value_encoding(root_id: bytes, fetch: Fetch) -> bytes:
-    """The whole canonical encoding of the value whose root node has id ``root_id``, whatever its shape
-    (list tree, map trie or one value): the bytes a client sent, as one MessagePack value."""
-    rec = nodes.record(fetch, root_id)
-    tag = rec[hp.HASH_SIZE]
-    if tag == hp.TAG_LIST:
-        items = hp.stored_list_encodings(rec, fetch)
-        return array_header(len(items)) + b"".join(items)
-    if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
-        entries = hp.stored_map_entries(rec, fetch)
-        return map_header(len(entries)) + b"".join(
-            _str_encoder.encode(k) + hp.stored_encoding(nodes.record(fetch, node_id), fetch) for k, node_id in entries)
-    return hp.stored_encoding(rec, fetch)
 
 
 def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
@@ -225,3 +180,47 @@ def durability(value: int, field: str = "durability") -> str | None:
         return _DURABILITY[value]
     except KeyError:
         raise invalid(field, f"unknown durability {value}") from None
+
+
+# ----------------------------------------------------------------- small fields of runs, steps, events, effects
+
+MAX_COUNTER = 2**62  # per counter of one step or budget (sums saturate below 2**63)
+MAX_COST = 1e18
+#: Timestamps the API accepts: years 1 to 9999 (as google.protobuf.Timestamp documents).
+MIN_SECONDS, MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
+def counters_of(c, field: str):
+    """A ResourceCounters message as the stored counters tuple (tokens in/out, cost, wall ms, requests)."""
+    if not (0 <= c.cost <= MAX_COST):
+        raise invalid(f"{field}.cost", f"must be a number from 0 to {MAX_COST:g}")
+    for name in ("tokens_in", "tokens_out", "wall_time_ms", "requests"):
+        if getattr(c, name) > MAX_COUNTER:
+            raise invalid(f"{field}.{name}", f"at most {MAX_COUNTER}")
+    return (c.tokens_in, c.tokens_out, float(c.cost), c.wall_time_ms, c.requests)
+
+
+def fill_counters(out, c) -> None:
+    out.tokens_in, out.tokens_out, out.cost, out.wall_time_ms, out.requests = c
+
+
+def bounded_timestamp_us(ts, field: str) -> int:
+    """Microseconds of a Timestamp within years 1..9999 (INVALID_ARGUMENT otherwise)."""
+    if not MIN_SECONDS <= ts.seconds <= MAX_SECONDS:
+        raise invalid(field, "out of range (years 1 to 9999)")
+    return timestamp_us(ts, field)
+
+
+def payload(v, field: str) -> bytes | None:
+    """Canonical encoding of an optional small Value (events, step bodies, outcomes)."""
+    if v is None or v.WhichOneof("kind") is None:
+        return None
+    enc = value_encoding(v, field)
+    if len(enc) > limits.MAX_PAYLOAD_BYTES:
+        raise limit("payload_bytes", f"{field}: encoded value is {len(enc)} bytes, over {limits.MAX_PAYLOAD_BYTES}",
+                    field=field)
+    return enc
+
+
+def has_value(msg, name: str) -> bool:
+    return msg.HasField(name) and getattr(msg, name).WhichOneof("kind") is not None

@@ -12,7 +12,8 @@ One LMDB environment holds these named sub-databases (docs/storage.md):
 ``requests``  ns NUL request_id -> RequestRec (idempotent retries)
 ``reqtime``   created_us(u64 BE) ns NUL request_id -> b"" (expiry order)
 
-Runs, events, artifacts and effects (sidecar/runs.py, events.py, artifacts.py, effects.py):
+Runs, steps, events, artifacts, effects and branches (sidecar/state/runs.py, steps.py, events.py, artifacts.py,
+effects.py, branches.py):
 
 ``runs``      ns NUL run_id -> RunRec
 ``thruns``    tkey seq(u64 BE) -> run_id (a thread's runs in creation order)

@@ -13,9 +13,11 @@ from typing import Any, Callable
 
 from blake3 import blake3
 
-from . import layout, limits, validate
-from .errors import ApiError
-from .store import now_us
+from .. import limits
+from ..storage import layout
+from . import validate
+from ..errors import ApiError
+from ..storage.store import now_us
 
 
 def fingerprint(method: str, request: Any) -> bytes:

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from . import hotpath as hp
-from . import idempotency, layout, nodes
+from . import layout, nodes, records
 from .store import Store
 
 log = logging.getLogger("sidecar.gc")
@@ -122,7 +122,7 @@ class GarbageCollector:
         store = self.store
         started = time.monotonic()
         stats = GcStats()
-        records = store.db["nodes"]
+        node_db = store.db["nodes"]
 
         def switch_on(txn):
             store.gc_keep = set()
@@ -132,8 +132,8 @@ class GarbageCollector:
             marked: set[bytes] = set()
             with store.read() as txn:
                 get = txn.get
-                mark(lambda i: get(i, db=records), roots_of(txn, store), marked)
-                candidates = [k for k in (bytes(k) for k in txn.cursor(db=records).iterprev(values=False))
+                mark(lambda i: get(i, db=node_db), roots_of(txn, store), marked)
+                candidates = [k for k in (bytes(k) for k in txn.cursor(db=node_db).iterprev(values=False))
                               if k not in marked]
             stats.reachable_blobs = len(marked)
             for i in range(0, len(candidates), SWEEP_BATCH):
@@ -144,7 +144,7 @@ class GarbageCollector:
         finally:
             def switch_off(txn):
                 store.gc_keep = None
-                idempotency.expire(txn, store.db)
+                records.expire_requests(txn, store.db)
 
             store.write(switch_off)
         stats.seconds = time.monotonic() - started
@@ -155,17 +155,17 @@ class GarbageCollector:
 
     def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int]:
         store = self.store
-        records = store.db["nodes"]
+        node_db = store.db["nodes"]
         keep = store.gc_keep or set()
         if keep:
             get = txn.get
-            mark(lambda i: get(i, db=records), list(keep), marked)
+            mark(lambda i: get(i, db=node_db), list(keep), marked)
             keep.clear()
         freed = nbytes = 0
         for node_id in batch:
             if node_id in marked:
                 continue
-            rec = txn.pop(node_id, db=records)
+            rec = txn.pop(node_id, db=node_db)
             if rec is not None:
                 nodes.index_delete(txn, store, rec[:hp.HASH_SIZE], node_id)
                 freed += 1
@@ -180,17 +180,17 @@ def check_integrity(store: Store) -> dict:
     missing: list[bytes] = []
     problems: list[str] = []
     with store.read() as txn:
-        records = store.db["nodes"]
+        node_db = store.db["nodes"]
         get = txn.get
-        mark(lambda i: get(i, db=records), roots_of(txn, store), marked, missing)
+        mark(lambda i: get(i, db=node_db), roots_of(txn, store), marked, missing)
         problems.extend(f"missing node {i.hex()}" for i in missing[:50])
         for node_id in marked:
-            rec = get(node_id, db=records)
+            rec = get(node_id, db=node_db)
             if rec is None:
                 continue
             h = rec[:hp.HASH_SIZE]
             try:
-                canonical = hp.canonical_node(rec[hp.HASH_SIZE:], lambda c: (get(c, db=records) or b"")[:hp.HASH_SIZE])
+                canonical = hp.canonical_node(rec[hp.HASH_SIZE:], lambda c: (get(c, db=node_db) or b"")[:hp.HASH_SIZE])
                 if hp.hash_bytes(canonical) != h:
                     problems.append(f"node {node_id.hex()} does not match its hash")
             except hp.CorruptNode as e:

@@ -5,107 +5,41 @@ records and per-thread run states (active run, FIFO queue, event counter,
 usage) the job reads, saves the changed ones once at the end (:meth:`Tx.flush`)
 and keeps the thread's status (idle, busy, interrupted, error) in step with
 them. It also remembers which threads got new events or run changes, so the
-caller can wake watchers after the commit (:class:`Hub`).
+caller can wake watchers after the commit (``sidecar.api.context.Hub``).
 
 The run checks every run-scoped write goes through live here too
 (:func:`check_holder`, :func:`check_unclaimed_write`): a write naming a run
 must come from the thread's active RUNNING run with its current, unexpired
 lease; a write naming no run is refused while another run holds the thread.
+This is the one module of ``sidecar.state`` the resource modules share.
+
+Statuses are the numbers of agentstate.v1's RunStatus and ThreadStatus
+(tests/test_layers.py checks them against the proto); this layer imports no
+protobuf.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
-
-import msgspec
+from typing import Any
 
 from agentstate import codec
-from agentstate.v1 import runs_pb2 as rpb
-from agentstate.v1 import threads_pb2 as tpb
 
-from . import idempotency, layout, limits, validate, wire
-from .errors import ApiError, invalid, run_not_found
-from .layout import EventRec, RunRec, ThreadRunState
-from .store import Store, now_us
+from ..errors import ApiError, run_not_found
+from ..storage import layout
+from ..storage.layout import EventRec, RunRec, ThreadRunState
+from ..storage.store import Store, now_us
 
-PENDING = rpb.RUN_STATUS_PENDING
-RUNNING = rpb.RUN_STATUS_RUNNING
-SUCCESS = rpb.RUN_STATUS_SUCCESS
-ERROR = rpb.RUN_STATUS_ERROR
-CANCELLED = rpb.RUN_STATUS_CANCELLED
-INTERRUPTED = rpb.RUN_STATUS_INTERRUPTED
-TIMEOUT = rpb.RUN_STATUS_TIMEOUT
+# agentstate.v1.RunStatus
+PENDING, RUNNING, SUCCESS, ERROR, CANCELLED, INTERRUPTED, TIMEOUT = 1, 2, 3, 4, 5, 6, 7
+# agentstate.v1.ThreadStatus
+THREAD_IDLE, THREAD_BUSY, THREAD_INTERRUPTED, THREAD_ERROR = 1, 2, 3, 4
 
 STATUS_NAMES = {PENDING: "pending", RUNNING: "running", SUCCESS: "success", ERROR: "error",
                 CANCELLED: "cancelled", INTERRUPTED: "interrupted", TIMEOUT: "timeout"}
 
 SERVER_EVENT_PREFIX = "agentstate."
-DEFAULT_LEASE_MS = 30_000
-
-
-@dataclass
-class Ctx:
-    """What the run, event, artifact and effect calls need from the server."""
-
-    store: Store
-    hub: "Hub"
-    on_garbage: Callable[[], None] | None = None
-    default_lease_ms: int = DEFAULT_LEASE_MS
-
-    def notify(self, touched: Iterable[tuple[str, str]]) -> None:
-        self.hub.notify(touched)
-
-
-class Hub:
-    """Wakes watchers of a thread (WatchEvents, ClaimRun waits) after commits. Event-loop only."""
-
-    #: Versions of keys nobody waits on are forgotten beyond this many keys. A watcher that read a version
-    #: just before may then miss one wake-up; it re-reads on its next poll (WATCH_POLL_SECONDS).
-    MAX_KEYS = 50_000
-
-    def __init__(self) -> None:
-        self._versions: dict[tuple[str, str], int] = {}
-        self._waiters: dict[tuple[str, str], asyncio.Event] = {}
-        self.closed = False
-
-    def version(self, key: tuple[str, str]) -> int:
-        return self._versions.get(key, 0)
-
-    def notify(self, keys: Iterable[tuple[str, str]]) -> None:
-        for key in keys:
-            self._versions[key] = self._versions.get(key, 0) + 1
-            ev = self._waiters.pop(key, None)
-            if ev is not None:
-                ev.set()
-        if len(self._versions) > self.MAX_KEYS:
-            self._versions = {k: v for k, v in self._versions.items() if k in self._waiters}
-
-    def close(self) -> None:
-        """The server is stopping: wake every waiter (watches and claim waits end with SHUTTING_DOWN)."""
-        self.closed = True
-        for ev in self._waiters.values():
-            ev.set()
-        self._waiters.clear()
-
-    def check_open(self) -> None:
-        if self.closed:
-            raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down; resume elsewhere or later")
-
-    async def wait(self, key: tuple[str, str], version: int, timeout: float) -> None:
-        """Return when ``key`` was notified after ``version`` was read, or after ``timeout``."""
-        self.check_open()
-        if self.version(key) != version:
-            return
-        ev = self._waiters.get(key)
-        if ev is None:
-            ev = self._waiters[key] = asyncio.Event()
-        try:
-            await asyncio.wait_for(ev.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-        self.check_open()
+COUNTER_NAMES = ("tokens_in", "tokens_out", "cost", "wall_time_ms", "requests")
 
 
 def new_token() -> str:
@@ -254,13 +188,13 @@ class Tx:
 def thread_status(st: ThreadRunState, active: RunRec | None) -> int:
     if active is not None:
         if active.status == INTERRUPTED:
-            return tpb.THREAD_STATUS_INTERRUPTED
-        return tpb.THREAD_STATUS_BUSY
+            return THREAD_INTERRUPTED
+        return THREAD_BUSY
     if st.last_status in (ERROR, TIMEOUT):
-        return tpb.THREAD_STATUS_ERROR
+        return THREAD_ERROR
     if st.last_status == INTERRUPTED:
-        return tpb.THREAD_STATUS_INTERRUPTED
-    return tpb.THREAD_STATUS_IDLE
+        return THREAD_INTERRUPTED
+    return THREAD_IDLE
 
 
 # ----------------------------------------------------------------- run checks
@@ -273,8 +207,6 @@ def not_active(run_id: str, rec: RunRec, active: str | None, why: str) -> ApiErr
 def check_holder(tx: Tx, ns: str, run_id: str, lease_id: str, tkey: int | None = None,
                  field: str = "run_id") -> RunRec:
     """The run record when ``run_id`` is its thread's active RUNNING run held with ``lease_id``."""
-    validate.ident(run_id, field)
-    validate.ident(lease_id, "lease_id")
     rec = tx.require_run(ns, run_id, field)
     st = tx.state_of(ns, rec)
     if rec.status != RUNNING or st.active != run_id:
@@ -316,26 +248,7 @@ def set_timer(tx: Tx, ns: str, run_id: str, kind: bytes, old_due: int, new_due: 
         tx.txn.put(layout.timer_key(new_due, kind, ns, run_id), b"", db=db)
 
 
-# ----------------------------------------------------------------- helpers for the calls
-
-MAX_COUNTER = 2**62  # per counter of one step or budget (sums saturate below 2**63)
-MAX_COST = 1e18
-#: Timestamps the API accepts: years 1 to 9999 (as google.protobuf.Timestamp documents).
-MIN_SECONDS, MAX_SECONDS = -62_135_596_800, 253_402_300_799
-
-
-def counters_of(c: rpb.ResourceCounters, field: str) -> layout.Counters:
-    if not (0 <= c.cost <= MAX_COST):
-        raise invalid(f"{field}.cost", f"must be a number from 0 to {MAX_COST:g}")
-    for name in ("tokens_in", "tokens_out", "wall_time_ms", "requests"):
-        if getattr(c, name) > MAX_COUNTER:
-            raise invalid(f"{field}.{name}", f"at most {MAX_COUNTER}")
-    return (c.tokens_in, c.tokens_out, float(c.cost), c.wall_time_ms, c.requests)
-
-
-def fill_counters(out: rpb.ResourceCounters, c) -> None:
-    out.tokens_in, out.tokens_out, out.cost, out.wall_time_ms, out.requests = c
-
+# ----------------------------------------------------------------- resource counters
 
 def _sat(n: int) -> int:
     return max(0, min(n, 2**63 - 1))
@@ -346,60 +259,6 @@ def add_counters(a, b) -> layout.Counters:
             _sat(a[4] + b[4]))
 
 
-def timestamp_us(ts, field: str) -> int:
-    """Microseconds of a Timestamp within years 1..9999 (INVALID_ARGUMENT otherwise)."""
-    if not MIN_SECONDS <= ts.seconds <= MAX_SECONDS:
-        raise invalid(field, "out of range (years 1 to 9999)")
-    return wire.timestamp_us(ts, field)
-
-
 def sub_counters(a, b) -> layout.Counters:
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2], a[3] - b[3], a[4] - b[4])
 
-
-COUNTER_NAMES = ("tokens_in", "tokens_out", "cost", "wall_time_ms", "requests")
-
-
-def text(value: str, field: str, max_bytes: int = limits.MAX_TEXT_BYTES) -> str:
-    if len(value) > max_bytes or len(value.encode()) > max_bytes:
-        raise invalid(field, f"longer than {max_bytes} bytes")
-    return value
-
-
-def payload(v, field: str) -> bytes | None:
-    """Canonical encoding of an optional small Value (events, step bodies, outcomes)."""
-    if v is None or v.WhichOneof("kind") is None:
-        return None
-    enc = wire.value_encoding(v, field)
-    if len(enc) > limits.MAX_PAYLOAD_BYTES:
-        raise ApiError("LIMIT_EXCEEDED", f"{field}: encoded value is {len(enc)} bytes, over "
-                       f"{limits.MAX_PAYLOAD_BYTES}", limit="payload_bytes", field=field)
-    return enc
-
-
-def has_value(msg, name: str) -> bool:
-    return msg.HasField(name) and getattr(msg, name).WhichOneof("kind") is not None
-
-
-async def write(ctx: Ctx, ns: str, method: str, req, response_type, fn: Callable[[Tx], Any]):
-    """Run ``fn(tx)`` in one write transaction (idempotent per request_id); wake watchers after commit."""
-    def job(txn):
-        tx = Tx(txn, ctx.store)
-
-        def apply(_txn):
-            resp = fn(tx)
-            tx.flush()
-            return resp
-
-        resp = idempotency.run(txn, ctx.store.db, ns, method, req, response_type, apply)
-        return resp, tx.touched, tx.garbage
-
-    resp, touched, garbage = await ctx.store.run(job)
-    ctx.notify(touched)
-    if garbage and ctx.on_garbage is not None:
-        ctx.on_garbage()
-    return resp
-
-
-def decode_metadata(raw) -> msgspec.Raw:
-    return msgspec.Raw(bytes(raw))

@@ -11,13 +11,14 @@ nothing.
 """
 from __future__ import annotations
 
-import asyncio
 
 from agentstate.v1 import threads_pb2 as pb
 
-from . import checkpoints, idempotency, limits, runstate, validate, wire
-from .errors import ApiError, invalid, limit
-from .store import RetryJob, Store
+from .. import limits
+from ..errors import ApiError, invalid, limit
+from ..state import runstate
+from ..storage.store import RetryJob, Store
+from . import checkpoints, context, idempotency, validate, wire
 
 
 def _at(e: ApiError, i: int, op: str) -> ApiError:
@@ -30,7 +31,7 @@ def _at(e: ApiError, i: int, op: str) -> ApiError:
 
 
 async def batch_write(store: Store, req: pb.BatchWriteRequest,
-                      ctx: runstate.Ctx | None = None) -> pb.BatchWriteResponse:
+                      ctx: context.Ctx | None = None) -> pb.BatchWriteResponse:
     ns = validate.namespace(req.namespace)
     validate.ident(req.request_id, "request_id", required=False)
     if len(req.writes) > limits.MAX_BATCH_WRITES:

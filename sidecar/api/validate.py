@@ -1,8 +1,8 @@
 """validate: checks of identifier fields, raising INVALID_ARGUMENT that names the field."""
 from __future__ import annotations
 
-from . import limits
-from .errors import invalid
+from .. import limits
+from ..errors import invalid
 
 DEFAULT_NAMESPACE = "default"
 
@@ -51,3 +51,10 @@ def id_list(values, field: str) -> list[str]:
     if len(values) > limits.MAX_IDS_PER_CALL:
         raise invalid(field, f"at most {limits.MAX_IDS_PER_CALL} ids per call")
     return [ident(v, f"{field}[{i}]") for i, v in enumerate(values)]
+
+
+def text(value: str, field: str, max_bytes: int = limits.MAX_TEXT_BYTES) -> str:
+    """Free text (error texts, descriptions, digests, names): at most ``max_bytes`` UTF-8 bytes."""
+    if len(value) > max_bytes or len(value.encode()) > max_bytes:
+        raise invalid(field, f"longer than {max_bytes} bytes")
+    return value
