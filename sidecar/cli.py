@@ -53,13 +53,56 @@ def main(argv: list[str] | None = None) -> int:
                    help="writes in flight before new ones get OVERLOADED with a retry hint (default: %(default)s)")
     s.add_argument("--no-compress", dest="compress", action="store_false",
                    help="store value nodes as they are, not zstd-compressed (reading compressed ones still works)")
+    s.add_argument("--backup-dir", default=None, metavar="DIR",
+                   help="where BackupStore and scheduled backups go (default: the data dir's path + '-backups')")
+    s.add_argument("--backup-interval", type=_positive, default=None, metavar="SECONDS",
+                   help="take a backup this often while serving (default: never)")
+    s.add_argument("--backup-keep", type=int, default=7, metavar="N",
+                   help="scheduled backups kept; older time-named ones are deleted (default: %(default)s)")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+    b = sub.add_parser("backup", help="an online, consistent, compacted copy of a store",
+                       description="Back up the store in --data-dir. While a sidecar serves it, the backup is "
+                                   "taken by that sidecar (through its socket, or --address) into its --backup-dir; "
+                                   "otherwise the store is opened here and copied to --to.")
+    b.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the store's data directory (default: %(default)s)")
+    b.add_argument("--to", default=None, metavar="PATH",
+                   help="offline: the new backup directory (default: <data dir>-backups/backup-<UTC time>)")
+    b.add_argument("--name", default=None, help="online: the backup's name in the sidecar's backup directory")
+    b.add_argument("--address", default=None, help="the serving sidecar's address (default: the data dir's socket)")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    r = sub.add_parser("restore", help="restore a backup into a data directory (verified first)",
+                       description="Restore a backup made by 'sidecar backup'. The backup is verified first; a data "
+                                   "directory a sidecar holds is refused; an existing store is replaced only with "
+                                   "--replace, and then moved aside, never deleted.")
+    r.add_argument("--from", dest="source", required=True, metavar="PATH", help="the backup directory")
+    r.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="where to restore it (default: %(default)s)")
+    r.add_argument("--replace", action="store_true", help="replace an existing store (moved to <dir>.replaced-<time>)")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    v = sub.add_parser("verify", help="check every node against its hash and every reference",
+                       description="Verify a store (read-only; a running sidecar keeps serving) or a backup: every "
+                                   "node re-hashed against its address, every reference resolved, every record "
+                                   "decoded; damage is reported by thread and checkpoint. Exit code 1 on damage.")
+    where = v.add_mutually_exclusive_group()
+    where.add_argument("--data-dir", default=None, help=f"the store (default: {DEFAULT_DATA_DIR})")
+    where.add_argument("--backup", default=None, metavar="PATH", help="a backup directory (its BLAKE3 checked too)")
+    v.add_argument("--json", action="store_true", help="the report as JSON")
+    v.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
+    if args.command != "serve":
+        from . import maintenance  # noqa: PLC0415 - only the maintenance commands need it
+        if args.command == "backup":
+            return maintenance.cmd_backup(args.data_dir, args.to, args.address, args.name, args.quiet)
+        if args.command == "restore":
+            return maintenance.cmd_restore(args.source, args.data_dir, args.replace, args.quiet)
+        return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
+                                      args.json, args.quiet)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
-                    compress=args.compress)
+                    compress=args.compress, backup_dir=args.backup_dir,
+                    backup_interval_seconds=args.backup_interval or 0.0, backup_keep=args.backup_keep)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

@@ -21,11 +21,11 @@ from grpc_reflection.v1alpha import reflection
 
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
-from . import limits
+from . import __version__, limits
 from .api import context, service
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
-from .storage import gc, hotpath
+from .storage import backup, gc, hotpath
 from .storage import store as store_mod
 from .storage.store import Store
 
@@ -58,6 +58,12 @@ class Config:
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
     max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
     compress: bool = True  # value nodes stored zstd-compressed (compression.py)
+    backup_dir: str | None = None  # where BackupStore and scheduled backups go (default: <data dir>-backups)
+    backup_interval_seconds: float = 0.0  # scheduled backups this often (0: none)
+    backup_keep: int = 7  # scheduled backups kept (the oldest time-named ones beyond it are deleted)
+
+    def backups(self) -> str:
+        return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -79,6 +85,7 @@ class Sidecar:
         self.watchdog: Watchdog | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
+        self._backups: asyncio.Task | None = None
         self.bound: list[str] = []
 
     def _lock_data_dir(self) -> None:
@@ -114,7 +121,7 @@ class Sidecar:
             log.info("startup: %d running leases extended, %d unfinished uploads dropped", extended, dropped)
         servicers = {
             "ThreadService": service.ThreadService(self.store, self.collector, self.ctx),
-            "AdminService": service.AdminService(self.store, self.collector),
+            "AdminService": service.AdminService(self.store, self.collector, self.config.backups()),
             "RunService": service.RunService(self.ctx),
             "EventService": service.EventService(self.ctx),
             "ArtifactService": service.ArtifactService(self.ctx),
@@ -145,6 +152,8 @@ class Sidecar:
         await self.server.start()
         self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
         self.watchdog.start()
+        if self.config.backup_interval_seconds > 0:
+            self._backups = asyncio.get_running_loop().create_task(self._backup_loop())
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
@@ -153,7 +162,30 @@ class Sidecar:
                  os.path.abspath(self.config.data_dir), self.config.durability, hotpath.NATIVE,
                  f", replayed {self.store.replayed} log records" if self.store.replayed else "")
 
+    async def _backup_loop(self) -> None:
+        """Scheduled backups: one every backup_interval_seconds, the newest backup_keep time-named ones kept."""
+        loop = asyncio.get_running_loop()
+        target_dir = self.config.backups()
+        while True:
+            await asyncio.sleep(self.config.backup_interval_seconds)
+            path = os.path.join(target_dir, backup.timed_name())
+            try:
+                m = await loop.run_in_executor(None, lambda: backup.backup_store(self.store, path,
+                                                                                 version=__version__))
+                pruned = await loop.run_in_executor(None, backup.prune_timed, target_dir, self.config.backup_keep)
+                log.info("scheduled backup %s: %d bytes, %d checkpoints, blake3 %s; %d old backups deleted",
+                         path, m.bytes, m.checkpoints, m.blake3[:16], len(pruned))
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a failed backup is logged and retried at the next interval
+                log.error("scheduled backup to %s failed: %s", path, e)
+
     async def stop(self) -> None:
+        if self._backups is not None:
+            self._backups.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._backups
+            self._backups = None
         if self.ctx is not None:
             self.ctx.hub.close()  # open watches and claim waits end now (UNAVAILABLE): clients resume later
         if self.server is not None:

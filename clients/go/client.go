@@ -456,3 +456,17 @@ func (c *Client) CollectGarbage(ctx context.Context) (*pb.CollectGarbageResponse
 func (c *Client) CheckIntegrity(ctx context.Context) (*pb.CheckIntegrityResponse, error) {
 	return c.Admin.CheckIntegrity(ctx, &pb.CheckIntegrityRequest{})
 }
+
+// BackupStore writes an online backup into the sidecar's backup directory,
+// named name (empty: backup-<UTC time>, so that a retry makes no second one).
+func (c *Client) BackupStore(ctx context.Context, name string) (*pb.BackupStoreResponse, error) {
+	if name == "" {
+		name = BackupName(time.Now())
+	}
+	return c.Admin.BackupStore(ctx, &pb.BackupStoreRequest{Name: name})
+}
+
+// BackupName is backup-<UTC time>, the name of a backup the caller did not name.
+func BackupName(now time.Time) string {
+	return "backup-" + now.UTC().Format("20060102T150405Z")
+}

@@ -122,6 +122,7 @@ var Rules = map[string]Rule{
 	"AdminService.GetStoreStats":  ruleRead,
 	"AdminService.CollectGarbage": {Kind: Idempotent},
 	"AdminService.CheckIntegrity": ruleRead,
+	"AdminService.BackupStore":    {Kind: ByKey},
 	"RunService.CreateRun":        ruleRequestID,
 	"RunService.GetRun":           ruleRead,
 	"RunService.ListRuns":         ruleRead,

@@ -18,9 +18,9 @@ from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effect
                            runs_pb2_grpc, threads_pb2_grpc)
 
 from ..errors import ApiError
-from ..storage import gc, hotpath, layout
+from ..storage import backup, gc, hotpath, layout
 from ..storage.store import Store
-from . import artifacts, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
+from . import admin, artifacts, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
 
 log = logging.getLogger("sidecar.service")
 
@@ -237,9 +237,10 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):
-    def __init__(self, store: Store, collector: gc.GarbageCollector) -> None:
+    def __init__(self, store: Store, collector: gc.GarbageCollector, backup_dir: str = "") -> None:
         self.store = store
         self.gc = collector
+        self.backup_dir = backup_dir or backup.default_dir(store.path)
 
     @handler
     async def GetStoreStats(self, request, context):
@@ -255,6 +256,10 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def CheckIntegrity(self, request, context):
         report = await asyncio.get_running_loop().run_in_executor(None, gc.check_integrity, self.store)
         return admin_pb2.CheckIntegrityResponse(**report)
+
+    @handler
+    async def BackupStore(self, request, context):
+        return await admin.backup_store(self.store, self.backup_dir, request)
 
 
 class RunService(runs_pb2_grpc.RunServiceServicer):

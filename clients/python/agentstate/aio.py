@@ -27,7 +27,7 @@ import grpc
 from . import _requests as rq
 from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
 from .retries import DEFAULT_TIMEOUT
-from .client import checkpoint_values
+from .client import backup_name, checkpoint_values
 from .errors import DeadlineExceeded, from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc
 
@@ -242,6 +242,12 @@ class AsyncClient:
 
     async def check_integrity(self, *, timeout: float | None = None) -> admin_pb2.CheckIntegrityResponse:
         return await self._call(self.admin.CheckIntegrity, admin_pb2.CheckIntegrityRequest(), timeout)
+
+    async def backup_store(self, name: str | None = None, *, timeout: float | None = 600.0,
+                           ) -> admin_pb2.BackupStoreResponse:
+        """An online backup into the sidecar's backup directory, named ``name`` (default: backup-<UTC time>)."""
+        request = admin_pb2.BackupStoreRequest(name=name or backup_name())
+        return await self._call(self.admin.BackupStore, request, timeout)
 
 
 __all__ = ["AsyncClient"]

@@ -267,5 +267,16 @@ class Client:
     def check_integrity(self, *, timeout: float | None = None) -> admin_pb2.CheckIntegrityResponse:
         return self._call(self.admin.CheckIntegrity, admin_pb2.CheckIntegrityRequest(), timeout)
 
+    def backup_store(self, name: str | None = None, *, timeout: float | None = 600.0,
+                     ) -> admin_pb2.BackupStoreResponse:
+        """An online backup into the sidecar's backup directory, named ``name`` (default: backup-<UTC time>)."""
+        request = admin_pb2.BackupStoreRequest(name=name or backup_name())
+        return self._call(self.admin.BackupStore, request, timeout)
 
-__all__ = ["Client", "checkpoint_values", "decode_map", "values_pb2", "DEFAULT_ADDRESS", "RetryPolicy"]
+
+def backup_name() -> str:
+    """backup-<UTC time>, the name of a backup the caller did not name (the sidecar's scheduled ones too)."""
+    return time.strftime("backup-%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+__all__ = ["Client", "backup_name", "checkpoint_values", "decode_map", "values_pb2", "DEFAULT_ADDRESS", "RetryPolicy"]

@@ -125,6 +125,9 @@ RULES: dict[str, Rule] = {
     "AdminService.GetStoreStats": Rule(READ_ONLY, _READ),
     "AdminService.CollectGarbage": Rule(IDEMPOTENT_KIND, "collects what nothing references; again finds less"),
     "AdminService.CheckIntegrity": Rule(READ_ONLY, _READ),
+    "AdminService.BackupStore": Rule(
+        BY_KEY, "the request names the backup it creates; a repeat of one that went through fails "
+        "INVALID_ARGUMENT (a backup of that name exists) and makes no second backup"),
     # RunService
     "RunService.CreateRun": Rule(
         BY_REQUEST_ID, "a repeat creates a second run (or fails ALREADY_EXISTS for a given run_id)"),

@@ -43,6 +43,7 @@ import {
 import {
   AdminService,
   type CheckIntegrityResponse,
+  type BackupStoreResponse,
   type CollectGarbageResponse,
   type GetStoreStatsResponse,
 } from "./gen/agentstate/v1/admin_pb.js";
@@ -493,6 +494,16 @@ export class Client {
   async checkIntegrity(opts: CallOptions = {}): Promise<CheckIntegrityResponse> {
     return this.admin.checkIntegrity({}, opts);
   }
+
+  /** An online backup into the sidecar's backup directory, named `name` (default: backup-<UTC time>). */
+  async backupStore(name?: string, opts: CallOptions = {}): Promise<BackupStoreResponse> {
+    return this.admin.backupStore({ name: name || backupName() }, opts);
+  }
+}
+
+/** backup-<UTC time>: the name of a backup the caller did not name. */
+export function backupName(now: Date = new Date()): string {
+  return "backup-" + now.toISOString().replace(/[-:]/g, "").replace(/\.\d+Z$/, "Z");
 }
 
 export { decodeMap };

@@ -66,6 +66,7 @@ export const RULES: Record<string, Rule> = {
   "AdminService.GetStoreStats": READ,
   "AdminService.CollectGarbage": { kind: "idempotent" },
   "AdminService.CheckIntegrity": READ,
+  "AdminService.BackupStore": { kind: "by key" },
   "RunService.CreateRun": REQUEST_ID,
   "RunService.GetRun": READ,
   "RunService.ListRuns": READ,

@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gentstate/v1/admin.proto\x12\ragentstate.v1\"\x16\n\x14GetStoreStatsRequest\"\xd1\x01\n\x15GetStoreStatsResponse\x12\x0f\n\x07threads\x18\x01 \x01(\x04\x12\x13\n\x0b\x63heckpoints\x18\x02 \x01(\x04\x12\x16\n\x0epending_writes\x18\x03 \x01(\x04\x12\r\n\x05\x62lobs\x18\x04 \x01(\x04\x12\x12\n\nblob_bytes\x18\x05 \x01(\x04\x12\x17\n\x0f\x64\x61ta_file_bytes\x18\x06 \x01(\x04\x12\x16\n\x0emap_size_bytes\x18\x07 \x01(\x04\x12\x16\n\x0e\x66ormat_version\x18\x08 \x01(\t\x12\x0e\n\x06native\x18\t \x01(\x08\"\x17\n\x15\x43ollectGarbageRequest\"[\n\x16\x43ollectGarbageResponse\x12\x17\n\x0freachable_blobs\x18\x01 \x01(\x04\x12\x13\n\x0b\x66reed_blobs\x18\x02 \x01(\x04\x12\x13\n\x0b\x66reed_bytes\x18\x03 \x01(\x04\"\x17\n\x15\x43heckIntegrityRequest\"u\n\x16\x43heckIntegrityResponse\x12\x1b\n\x13\x63hecked_checkpoints\x18\x01 \x01(\x04\x12\x15\n\rchecked_blobs\x18\x02 \x01(\x04\x12\x15\n\rmissing_blobs\x18\x03 \x01(\x04\x12\x10\n\x08problems\x18\x04 \x03(\t2\xa8\x02\n\x0c\x41\x64minService\x12Z\n\rGetStoreStats\x12#.agentstate.v1.GetStoreStatsRequest\x1a$.agentstate.v1.GetStoreStatsResponse\x12]\n\x0e\x43ollectGarbage\x12$.agentstate.v1.CollectGarbageRequest\x1a%.agentstate.v1.CollectGarbageResponse\x12]\n\x0e\x43heckIntegrity\x12$.agentstate.v1.CheckIntegrityRequest\x1a%.agentstate.v1.CheckIntegrityResponseB^\n\x11\x64\x65v.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61gentstate/v1/admin.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n\x14GetStoreStatsRequest\"\xd1\x01\n\x15GetStoreStatsResponse\x12\x0f\n\x07threads\x18\x01 \x01(\x04\x12\x13\n\x0b\x63heckpoints\x18\x02 \x01(\x04\x12\x16\n\x0epending_writes\x18\x03 \x01(\x04\x12\r\n\x05\x62lobs\x18\x04 \x01(\x04\x12\x12\n\nblob_bytes\x18\x05 \x01(\x04\x12\x17\n\x0f\x64\x61ta_file_bytes\x18\x06 \x01(\x04\x12\x16\n\x0emap_size_bytes\x18\x07 \x01(\x04\x12\x16\n\x0e\x66ormat_version\x18\x08 \x01(\t\x12\x0e\n\x06native\x18\t \x01(\x08\"\x17\n\x15\x43ollectGarbageRequest\"[\n\x16\x43ollectGarbageResponse\x12\x17\n\x0freachable_blobs\x18\x01 \x01(\x04\x12\x13\n\x0b\x66reed_blobs\x18\x02 \x01(\x04\x12\x13\n\x0b\x66reed_bytes\x18\x03 \x01(\x04\"\x17\n\x15\x43heckIntegrityRequest\"u\n\x16\x43heckIntegrityResponse\x12\x1b\n\x13\x63hecked_checkpoints\x18\x01 \x01(\x04\x12\x15\n\rchecked_blobs\x18\x02 \x01(\x04\x12\x15\n\rmissing_blobs\x18\x03 \x01(\x04\x12\x10\n\x08problems\x18\x04 \x03(\t\"\"\n\x12\x42\x61\x63kupStoreRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xd1\x01\n\x13\x42\x61\x63kupStoreResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x02 \x01(\t\x12/\n\x0b\x63reate_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x62ytes\x18\x04 \x01(\x04\x12\x0e\n\x06\x62lake3\x18\x05 \x01(\t\x12\x13\n\x0b\x63heckpoints\x18\x06 \x01(\x04\x12\x0f\n\x07threads\x18\x07 \x01(\x04\x12\r\n\x05\x62lobs\x18\x08 \x01(\x04\x12\x17\n\x0fsidecar_version\x18\t \x01(\t2\xfe\x02\n\x0c\x41\x64minService\x12Z\n\rGetStoreStats\x12#.agentstate.v1.GetStoreStatsRequest\x1a$.agentstate.v1.GetStoreStatsResponse\x12]\n\x0e\x43ollectGarbage\x12$.agentstate.v1.CollectGarbageRequest\x1a%.agentstate.v1.CollectGarbageResponse\x12]\n\x0e\x43heckIntegrity\x12$.agentstate.v1.CheckIntegrityRequest\x1a%.agentstate.v1.CheckIntegrityResponse\x12T\n\x0b\x42\x61\x63kupStore\x12!.agentstate.v1.BackupStoreRequest\x1a\".agentstate.v1.BackupStoreResponseB^\n\x11\x64\x65v.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,18 +33,22 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentstate.v1.admin_pb2', _
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\021dev.agentstate.v1P\001ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1'
-  _globals['_GETSTORESTATSREQUEST']._serialized_start=44
-  _globals['_GETSTORESTATSREQUEST']._serialized_end=66
-  _globals['_GETSTORESTATSRESPONSE']._serialized_start=69
-  _globals['_GETSTORESTATSRESPONSE']._serialized_end=278
-  _globals['_COLLECTGARBAGEREQUEST']._serialized_start=280
-  _globals['_COLLECTGARBAGEREQUEST']._serialized_end=303
-  _globals['_COLLECTGARBAGERESPONSE']._serialized_start=305
-  _globals['_COLLECTGARBAGERESPONSE']._serialized_end=396
-  _globals['_CHECKINTEGRITYREQUEST']._serialized_start=398
-  _globals['_CHECKINTEGRITYREQUEST']._serialized_end=421
-  _globals['_CHECKINTEGRITYRESPONSE']._serialized_start=423
-  _globals['_CHECKINTEGRITYRESPONSE']._serialized_end=540
-  _globals['_ADMINSERVICE']._serialized_start=543
-  _globals['_ADMINSERVICE']._serialized_end=839
+  _globals['_GETSTORESTATSREQUEST']._serialized_start=77
+  _globals['_GETSTORESTATSREQUEST']._serialized_end=99
+  _globals['_GETSTORESTATSRESPONSE']._serialized_start=102
+  _globals['_GETSTORESTATSRESPONSE']._serialized_end=311
+  _globals['_COLLECTGARBAGEREQUEST']._serialized_start=313
+  _globals['_COLLECTGARBAGEREQUEST']._serialized_end=336
+  _globals['_COLLECTGARBAGERESPONSE']._serialized_start=338
+  _globals['_COLLECTGARBAGERESPONSE']._serialized_end=429
+  _globals['_CHECKINTEGRITYREQUEST']._serialized_start=431
+  _globals['_CHECKINTEGRITYREQUEST']._serialized_end=454
+  _globals['_CHECKINTEGRITYRESPONSE']._serialized_start=456
+  _globals['_CHECKINTEGRITYRESPONSE']._serialized_end=573
+  _globals['_BACKUPSTOREREQUEST']._serialized_start=575
+  _globals['_BACKUPSTOREREQUEST']._serialized_end=609
+  _globals['_BACKUPSTORERESPONSE']._serialized_start=612
+  _globals['_BACKUPSTORERESPONSE']._serialized_end=821
+  _globals['_ADMINSERVICE']._serialized_start=824
+  _globals['_ADMINSERVICE']._serialized_end=1206
 # @@protoc_insertion_point(module_scope)

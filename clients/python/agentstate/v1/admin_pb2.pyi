@@ -1,8 +1,11 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -61,3 +64,31 @@ class CheckIntegrityResponse(_message.Message):
     missing_blobs: int
     problems: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, checked_checkpoints: _Optional[int] = ..., checked_blobs: _Optional[int] = ..., missing_blobs: _Optional[int] = ..., problems: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class BackupStoreRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class BackupStoreResponse(_message.Message):
+    __slots__ = ("path", "format", "create_time", "bytes", "blake3", "checkpoints", "threads", "blobs", "sidecar_version")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    BLAKE3_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    BLOBS_FIELD_NUMBER: _ClassVar[int]
+    SIDECAR_VERSION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    format: str
+    create_time: _timestamp_pb2.Timestamp
+    bytes: int
+    blake3: str
+    checkpoints: int
+    threads: int
+    blobs: int
+    sidecar_version: str
+    def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bytes: _Optional[int] = ..., blake3: _Optional[str] = ..., checkpoints: _Optional[int] = ..., threads: _Optional[int] = ..., blobs: _Optional[int] = ..., sidecar_version: _Optional[str] = ...) -> None: ...

@@ -50,6 +50,11 @@ class AdminServiceStub:
                 request_serializer=agentstate_dot_v1_dot_admin__pb2.CheckIntegrityRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_admin__pb2.CheckIntegrityResponse.FromString,
                 _registered_method=True)
+        self.BackupStore = channel.unary_unary(
+                '/agentstate.v1.AdminService/BackupStore',
+                request_serializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -81,6 +86,19 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackupStore(self, request, context):
+        """BackupStore writes an online, consistent, compacted copy of the store
+        into a new directory in the sidecar's backup directory (--backup-dir):
+        every write acknowledged before the call is in it, writes continue while
+        it runs. The directory holds data.mdb and backup.json (its manifest,
+        returned here) and appears under its name only when complete.
+        INVALID_ARGUMENT (field name) when the name is not a plain file name or a
+        backup of that name exists.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -98,6 +116,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.CheckIntegrity,
                     request_deserializer=agentstate_dot_v1_dot_admin__pb2.CheckIntegrityRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_admin__pb2.CheckIntegrityResponse.SerializeToString,
+            ),
+            'BackupStore': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackupStore,
+                    request_deserializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -182,6 +205,33 @@ class AdminService:
             '/agentstate.v1.AdminService/CheckIntegrity',
             agentstate_dot_v1_dot_admin__pb2.CheckIntegrityRequest.SerializeToString,
             agentstate_dot_v1_dot_admin__pb2.CheckIntegrityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackupStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.AdminService/BackupStore',
+            agentstate_dot_v1_dot_admin__pb2.BackupStoreRequest.SerializeToString,
+            agentstate_dot_v1_dot_admin__pb2.BackupStoreResponse.FromString,
             options,
             channel_credentials,
             insecure,

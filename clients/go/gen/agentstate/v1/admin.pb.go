@@ -11,6 +11,7 @@ package agentstatev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -370,11 +371,171 @@ func (x *CheckIntegrityResponse) GetProblems() []string {
 	return nil
 }
 
+type BackupStoreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the new backup's directory name in the backup directory
+	// (required): letters, digits, '.', '_' and '-', not starting with '.', at
+	// most 128 bytes. The clients' helpers name a backup backup-<UTC time>
+	// (e.g. backup-20261201T234500Z) when the caller gives no name, so that a
+	// retried call never makes a second backup.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupStoreRequest) Reset() {
+	*x = BackupStoreRequest{}
+	mi := &file_agentstate_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupStoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupStoreRequest) ProtoMessage() {}
+
+func (x *BackupStoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupStoreRequest.ProtoReflect.Descriptor instead.
+func (*BackupStoreRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BackupStoreRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type BackupStoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path is where the backup is on the sidecar's host; the rest is its
+	// manifest (backup.json).
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Format     string                 `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Bytes      uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// blake3 is the hex BLAKE3 of data.mdb.
+	Blake3         string `protobuf:"bytes,5,opt,name=blake3,proto3" json:"blake3,omitempty"`
+	Checkpoints    uint64 `protobuf:"varint,6,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	Threads        uint64 `protobuf:"varint,7,opt,name=threads,proto3" json:"threads,omitempty"`
+	Blobs          uint64 `protobuf:"varint,8,opt,name=blobs,proto3" json:"blobs,omitempty"`
+	SidecarVersion string `protobuf:"bytes,9,opt,name=sidecar_version,json=sidecarVersion,proto3" json:"sidecar_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BackupStoreResponse) Reset() {
+	*x = BackupStoreResponse{}
+	mi := &file_agentstate_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupStoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupStoreResponse) ProtoMessage() {}
+
+func (x *BackupStoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupStoreResponse.ProtoReflect.Descriptor instead.
+func (*BackupStoreResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *BackupStoreResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BackupStoreResponse) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *BackupStoreResponse) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *BackupStoreResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *BackupStoreResponse) GetBlake3() string {
+	if x != nil {
+		return x.Blake3
+	}
+	return ""
+}
+
+func (x *BackupStoreResponse) GetCheckpoints() uint64 {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return 0
+}
+
+func (x *BackupStoreResponse) GetThreads() uint64 {
+	if x != nil {
+		return x.Threads
+	}
+	return 0
+}
+
+func (x *BackupStoreResponse) GetBlobs() uint64 {
+	if x != nil {
+		return x.Blobs
+	}
+	return 0
+}
+
+func (x *BackupStoreResponse) GetSidecarVersion() string {
+	if x != nil {
+		return x.SidecarVersion
+	}
+	return ""
+}
+
 var File_agentstate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x19agentstate/v1/admin.proto\x12\ragentstate.v1\"\x16\n" +
+	"\x19agentstate/v1/admin.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x16\n" +
 	"\x14GetStoreStatsRequest\"\xbc\x02\n" +
 	"\x15GetStoreStatsResponse\x12\x18\n" +
 	"\athreads\x18\x01 \x01(\x04R\athreads\x12 \n" +
@@ -399,11 +560,25 @@ const file_agentstate_v1_admin_proto_rawDesc = "" +
 	"\x13checked_checkpoints\x18\x01 \x01(\x04R\x12checkedCheckpoints\x12#\n" +
 	"\rchecked_blobs\x18\x02 \x01(\x04R\fcheckedBlobs\x12#\n" +
 	"\rmissing_blobs\x18\x03 \x01(\x04R\fmissingBlobs\x12\x1a\n" +
-	"\bproblems\x18\x04 \x03(\tR\bproblems2\xa8\x02\n" +
+	"\bproblems\x18\x04 \x03(\tR\bproblems\"(\n" +
+	"\x12BackupStoreRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xa7\x02\n" +
+	"\x13BackupStoreResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06blake3\x18\x05 \x01(\tR\x06blake3\x12 \n" +
+	"\vcheckpoints\x18\x06 \x01(\x04R\vcheckpoints\x12\x18\n" +
+	"\athreads\x18\a \x01(\x04R\athreads\x12\x14\n" +
+	"\x05blobs\x18\b \x01(\x04R\x05blobs\x12'\n" +
+	"\x0fsidecar_version\x18\t \x01(\tR\x0esidecarVersion2\xfe\x02\n" +
 	"\fAdminService\x12Z\n" +
 	"\rGetStoreStats\x12#.agentstate.v1.GetStoreStatsRequest\x1a$.agentstate.v1.GetStoreStatsResponse\x12]\n" +
 	"\x0eCollectGarbage\x12$.agentstate.v1.CollectGarbageRequest\x1a%.agentstate.v1.CollectGarbageResponse\x12]\n" +
-	"\x0eCheckIntegrity\x12$.agentstate.v1.CheckIntegrityRequest\x1a%.agentstate.v1.CheckIntegrityResponseB^\n" +
+	"\x0eCheckIntegrity\x12$.agentstate.v1.CheckIntegrityRequest\x1a%.agentstate.v1.CheckIntegrityResponse\x12T\n" +
+	"\vBackupStore\x12!.agentstate.v1.BackupStoreRequest\x1a\".agentstate.v1.BackupStoreResponseB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
@@ -418,7 +593,7 @@ func file_agentstate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_agentstate_v1_admin_proto_rawDescData
 }
 
-var file_agentstate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentstate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentstate_v1_admin_proto_goTypes = []any{
 	(*GetStoreStatsRequest)(nil),   // 0: agentstate.v1.GetStoreStatsRequest
 	(*GetStoreStatsResponse)(nil),  // 1: agentstate.v1.GetStoreStatsResponse
@@ -426,19 +601,25 @@ var file_agentstate_v1_admin_proto_goTypes = []any{
 	(*CollectGarbageResponse)(nil), // 3: agentstate.v1.CollectGarbageResponse
 	(*CheckIntegrityRequest)(nil),  // 4: agentstate.v1.CheckIntegrityRequest
 	(*CheckIntegrityResponse)(nil), // 5: agentstate.v1.CheckIntegrityResponse
+	(*BackupStoreRequest)(nil),     // 6: agentstate.v1.BackupStoreRequest
+	(*BackupStoreResponse)(nil),    // 7: agentstate.v1.BackupStoreResponse
+	(*timestamppb.Timestamp)(nil),  // 8: google.protobuf.Timestamp
 }
 var file_agentstate_v1_admin_proto_depIdxs = []int32{
-	0, // 0: agentstate.v1.AdminService.GetStoreStats:input_type -> agentstate.v1.GetStoreStatsRequest
-	2, // 1: agentstate.v1.AdminService.CollectGarbage:input_type -> agentstate.v1.CollectGarbageRequest
-	4, // 2: agentstate.v1.AdminService.CheckIntegrity:input_type -> agentstate.v1.CheckIntegrityRequest
-	1, // 3: agentstate.v1.AdminService.GetStoreStats:output_type -> agentstate.v1.GetStoreStatsResponse
-	3, // 4: agentstate.v1.AdminService.CollectGarbage:output_type -> agentstate.v1.CollectGarbageResponse
-	5, // 5: agentstate.v1.AdminService.CheckIntegrity:output_type -> agentstate.v1.CheckIntegrityResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	8, // 0: agentstate.v1.BackupStoreResponse.create_time:type_name -> google.protobuf.Timestamp
+	0, // 1: agentstate.v1.AdminService.GetStoreStats:input_type -> agentstate.v1.GetStoreStatsRequest
+	2, // 2: agentstate.v1.AdminService.CollectGarbage:input_type -> agentstate.v1.CollectGarbageRequest
+	4, // 3: agentstate.v1.AdminService.CheckIntegrity:input_type -> agentstate.v1.CheckIntegrityRequest
+	6, // 4: agentstate.v1.AdminService.BackupStore:input_type -> agentstate.v1.BackupStoreRequest
+	1, // 5: agentstate.v1.AdminService.GetStoreStats:output_type -> agentstate.v1.GetStoreStatsResponse
+	3, // 6: agentstate.v1.AdminService.CollectGarbage:output_type -> agentstate.v1.CollectGarbageResponse
+	5, // 7: agentstate.v1.AdminService.CheckIntegrity:output_type -> agentstate.v1.CheckIntegrityResponse
+	7, // 8: agentstate.v1.AdminService.BackupStore:output_type -> agentstate.v1.BackupStoreResponse
+	5, // [5:9] is the sub-list for method output_type
+	1, // [1:5] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_admin_proto_init() }
@@ -452,7 +633,7 @@ func file_agentstate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_admin_proto_rawDesc), len(file_agentstate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

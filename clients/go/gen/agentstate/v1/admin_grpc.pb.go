@@ -24,6 +24,7 @@ const (
 	AdminService_GetStoreStats_FullMethodName  = "/agentstate.v1.AdminService/GetStoreStats"
 	AdminService_CollectGarbage_FullMethodName = "/agentstate.v1.AdminService/CollectGarbage"
 	AdminService_CheckIntegrity_FullMethodName = "/agentstate.v1.AdminService/CheckIntegrity"
+	AdminService_BackupStore_FullMethodName    = "/agentstate.v1.AdminService/BackupStore"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -42,6 +43,14 @@ type AdminServiceClient interface {
 	// references to blobs that are missing (always 0 unless the store is
 	// damaged).
 	CheckIntegrity(ctx context.Context, in *CheckIntegrityRequest, opts ...grpc.CallOption) (*CheckIntegrityResponse, error)
+	// BackupStore writes an online, consistent, compacted copy of the store
+	// into a new directory in the sidecar's backup directory (--backup-dir):
+	// every write acknowledged before the call is in it, writes continue while
+	// it runs. The directory holds data.mdb and backup.json (its manifest,
+	// returned here) and appears under its name only when complete.
+	// INVALID_ARGUMENT (field name) when the name is not a plain file name or a
+	// backup of that name exists.
+	BackupStore(ctx context.Context, in *BackupStoreRequest, opts ...grpc.CallOption) (*BackupStoreResponse, error)
 }
 
 type adminServiceClient struct {
@@ -82,6 +91,16 @@ func (c *adminServiceClient) CheckIntegrity(ctx context.Context, in *CheckIntegr
 	return out, nil
 }
 
+func (c *adminServiceClient) BackupStore(ctx context.Context, in *BackupStoreRequest, opts ...grpc.CallOption) (*BackupStoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupStoreResponse)
+	err := c.cc.Invoke(ctx, AdminService_BackupStore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -98,6 +117,14 @@ type AdminServiceServer interface {
 	// references to blobs that are missing (always 0 unless the store is
 	// damaged).
 	CheckIntegrity(context.Context, *CheckIntegrityRequest) (*CheckIntegrityResponse, error)
+	// BackupStore writes an online, consistent, compacted copy of the store
+	// into a new directory in the sidecar's backup directory (--backup-dir):
+	// every write acknowledged before the call is in it, writes continue while
+	// it runs. The directory holds data.mdb and backup.json (its manifest,
+	// returned here) and appears under its name only when complete.
+	// INVALID_ARGUMENT (field name) when the name is not a plain file name or a
+	// backup of that name exists.
+	BackupStore(context.Context, *BackupStoreRequest) (*BackupStoreResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -116,6 +143,9 @@ func (UnimplementedAdminServiceServer) CollectGarbage(context.Context, *CollectG
 }
 func (UnimplementedAdminServiceServer) CheckIntegrity(context.Context, *CheckIntegrityRequest) (*CheckIntegrityResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckIntegrity not implemented")
+}
+func (UnimplementedAdminServiceServer) BackupStore(context.Context, *BackupStoreRequest) (*BackupStoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackupStore not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -192,6 +222,24 @@ func _AdminService_CheckIntegrity_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_BackupStore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupStoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).BackupStore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_BackupStore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).BackupStore(ctx, req.(*BackupStoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +258,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckIntegrity",
 			Handler:    _AdminService_CheckIntegrity_Handler,
+		},
+		{
+			MethodName: "BackupStore",
+			Handler:    _AdminService_BackupStore_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -8,13 +8,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentstate/v1/admin.proto.
  */
 export const file_agentstate_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChlhZ2VudHN0YXRlL3YxL2FkbWluLnByb3RvEg1hZ2VudHN0YXRlLnYxIhYKFEdldFN0b3JlU3RhdHNSZXF1ZXN0ItEBChVHZXRTdG9yZVN0YXRzUmVzcG9uc2USDwoHdGhyZWFkcxgBIAEoBBITCgtjaGVja3BvaW50cxgCIAEoBBIWCg5wZW5kaW5nX3dyaXRlcxgDIAEoBBINCgVibG9icxgEIAEoBBISCgpibG9iX2J5dGVzGAUgASgEEhcKD2RhdGFfZmlsZV9ieXRlcxgGIAEoBBIWCg5tYXBfc2l6ZV9ieXRlcxgHIAEoBBIWCg5mb3JtYXRfdmVyc2lvbhgIIAEoCRIOCgZuYXRpdmUYCSABKAgiFwoVQ29sbGVjdEdhcmJhZ2VSZXF1ZXN0IlsKFkNvbGxlY3RHYXJiYWdlUmVzcG9uc2USFwoPcmVhY2hhYmxlX2Jsb2JzGAEgASgEEhMKC2ZyZWVkX2Jsb2JzGAIgASgEEhMKC2ZyZWVkX2J5dGVzGAMgASgEIhcKFUNoZWNrSW50ZWdyaXR5UmVxdWVzdCJ1ChZDaGVja0ludGVncml0eVJlc3BvbnNlEhsKE2NoZWNrZWRfY2hlY2twb2ludHMYASABKAQSFQoNY2hlY2tlZF9ibG9icxgCIAEoBBIVCg1taXNzaW5nX2Jsb2JzGAMgASgEEhAKCHByb2JsZW1zGAQgAygJMqgCCgxBZG1pblNlcnZpY2USWgoNR2V0U3RvcmVTdGF0cxIjLmFnZW50c3RhdGUudjEuR2V0U3RvcmVTdGF0c1JlcXVlc3QaJC5hZ2VudHN0YXRlLnYxLkdldFN0b3JlU3RhdHNSZXNwb25zZRJdCg5Db2xsZWN0R2FyYmFnZRIkLmFnZW50c3RhdGUudjEuQ29sbGVjdEdhcmJhZ2VSZXF1ZXN0GiUuYWdlbnRzdGF0ZS52MS5Db2xsZWN0R2FyYmFnZVJlc3BvbnNlEl0KDkNoZWNrSW50ZWdyaXR5EiQuYWdlbnRzdGF0ZS52MS5DaGVja0ludGVncml0eVJlcXVlc3QaJS5hZ2VudHN0YXRlLnYxLkNoZWNrSW50ZWdyaXR5UmVzcG9uc2VCXgoRZGV2LmFnZW50c3RhdGUudjFQAVpHZ2l0aHViLmNvbS9hZ2VudHN0YXRlL3NpZGVjYXIvY2xpZW50cy9nby9nZW4vYWdlbnRzdGF0ZS92MTthZ2VudHN0YXRldjFiBnByb3RvMw");
+  fileDesc("ChlhZ2VudHN0YXRlL3YxL2FkbWluLnByb3RvEg1hZ2VudHN0YXRlLnYxIhYKFEdldFN0b3JlU3RhdHNSZXF1ZXN0ItEBChVHZXRTdG9yZVN0YXRzUmVzcG9uc2USDwoHdGhyZWFkcxgBIAEoBBITCgtjaGVja3BvaW50cxgCIAEoBBIWCg5wZW5kaW5nX3dyaXRlcxgDIAEoBBINCgVibG9icxgEIAEoBBISCgpibG9iX2J5dGVzGAUgASgEEhcKD2RhdGFfZmlsZV9ieXRlcxgGIAEoBBIWCg5tYXBfc2l6ZV9ieXRlcxgHIAEoBBIWCg5mb3JtYXRfdmVyc2lvbhgIIAEoCRIOCgZuYXRpdmUYCSABKAgiFwoVQ29sbGVjdEdhcmJhZ2VSZXF1ZXN0IlsKFkNvbGxlY3RHYXJiYWdlUmVzcG9uc2USFwoPcmVhY2hhYmxlX2Jsb2JzGAEgASgEEhMKC2ZyZWVkX2Jsb2JzGAIgASgEEhMKC2ZyZWVkX2J5dGVzGAMgASgEIhcKFUNoZWNrSW50ZWdyaXR5UmVxdWVzdCJ1ChZDaGVja0ludGVncml0eVJlc3BvbnNlEhsKE2NoZWNrZWRfY2hlY2twb2ludHMYASABKAQSFQoNY2hlY2tlZF9ibG9icxgCIAEoBBIVCg1taXNzaW5nX2Jsb2JzGAMgASgEEhAKCHByb2JsZW1zGAQgAygJIiIKEkJhY2t1cFN0b3JlUmVxdWVzdBIMCgRuYW1lGAEgASgJItEBChNCYWNrdXBTdG9yZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSDgoGZm9ybWF0GAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVieXRlcxgEIAEoBBIOCgZibGFrZTMYBSABKAkSEwoLY2hlY2twb2ludHMYBiABKAQSDwoHdGhyZWFkcxgHIAEoBBINCgVibG9icxgIIAEoBBIXCg9zaWRlY2FyX3ZlcnNpb24YCSABKAky/gIKDEFkbWluU2VydmljZRJaCg1HZXRTdG9yZVN0YXRzEiMuYWdlbnRzdGF0ZS52MS5HZXRTdG9yZVN0YXRzUmVxdWVzdBokLmFnZW50c3RhdGUudjEuR2V0U3RvcmVTdGF0c1Jlc3BvbnNlEl0KDkNvbGxlY3RHYXJiYWdlEiQuYWdlbnRzdGF0ZS52MS5Db2xsZWN0R2FyYmFnZVJlcXVlc3QaJS5hZ2VudHN0YXRlLnYxLkNvbGxlY3RHYXJiYWdlUmVzcG9uc2USXQoOQ2hlY2tJbnRlZ3JpdHkSJC5hZ2VudHN0YXRlLnYxLkNoZWNrSW50ZWdyaXR5UmVxdWVzdBolLmFnZW50c3RhdGUudjEuQ2hlY2tJbnRlZ3JpdHlSZXNwb25zZRJUCgtCYWNrdXBTdG9yZRIhLmFnZW50c3RhdGUudjEuQmFja3VwU3RvcmVSZXF1ZXN0GiIuYWdlbnRzdGF0ZS52MS5CYWNrdXBTdG9yZVJlc3BvbnNlQl4KEWRldi5hZ2VudHN0YXRlLnYxUAFaR2dpdGh1Yi5jb20vYWdlbnRzdGF0ZS9zaWRlY2FyL2NsaWVudHMvZ28vZ2VuL2FnZW50c3RhdGUvdjE7YWdlbnRzdGF0ZXYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message agentstate.v1.GetStoreStatsRequest
@@ -177,6 +179,91 @@ export const CheckIntegrityResponseSchema: GenMessage<CheckIntegrityResponse> = 
   messageDesc(file_agentstate_v1_admin, 5);
 
 /**
+ * @generated from message agentstate.v1.BackupStoreRequest
+ */
+export type BackupStoreRequest = Message<"agentstate.v1.BackupStoreRequest"> & {
+  /**
+   * name is the new backup's directory name in the backup directory
+   * (required): letters, digits, '.', '_' and '-', not starting with '.', at
+   * most 128 bytes. The clients' helpers name a backup backup-<UTC time>
+   * (e.g. backup-20261201T234500Z) when the caller gives no name, so that a
+   * retried call never makes a second backup.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message agentstate.v1.BackupStoreRequest.
+ * Use `create(BackupStoreRequestSchema)` to create a new message.
+ */
+export const BackupStoreRequestSchema: GenMessage<BackupStoreRequest> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_admin, 6);
+
+/**
+ * @generated from message agentstate.v1.BackupStoreResponse
+ */
+export type BackupStoreResponse = Message<"agentstate.v1.BackupStoreResponse"> & {
+  /**
+   * path is where the backup is on the sidecar's host; the rest is its
+   * manifest (backup.json).
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string format = 2;
+   */
+  format: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 3;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: uint64 bytes = 4;
+   */
+  bytes: bigint;
+
+  /**
+   * blake3 is the hex BLAKE3 of data.mdb.
+   *
+   * @generated from field: string blake3 = 5;
+   */
+  blake3: string;
+
+  /**
+   * @generated from field: uint64 checkpoints = 6;
+   */
+  checkpoints: bigint;
+
+  /**
+   * @generated from field: uint64 threads = 7;
+   */
+  threads: bigint;
+
+  /**
+   * @generated from field: uint64 blobs = 8;
+   */
+  blobs: bigint;
+
+  /**
+   * @generated from field: string sidecar_version = 9;
+   */
+  sidecarVersion: string;
+};
+
+/**
+ * Describes the message agentstate.v1.BackupStoreResponse.
+ * Use `create(BackupStoreResponseSchema)` to create a new message.
+ */
+export const BackupStoreResponseSchema: GenMessage<BackupStoreResponse> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_admin, 7);
+
+/**
  * AdminService reports on and maintains the whole store.
  *
  * @generated from service agentstate.v1.AdminService
@@ -215,6 +302,22 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof CheckIntegrityRequestSchema;
     output: typeof CheckIntegrityResponseSchema;
+  },
+  /**
+   * BackupStore writes an online, consistent, compacted copy of the store
+   * into a new directory in the sidecar's backup directory (--backup-dir):
+   * every write acknowledged before the call is in it, writes continue while
+   * it runs. The directory holds data.mdb and backup.json (its manifest,
+   * returned here) and appears under its name only when complete.
+   * INVALID_ARGUMENT (field name) when the name is not a plain file name or a
+   * backup of that name exists.
+   *
+   * @generated from rpc agentstate.v1.AdminService.BackupStore
+   */
+  backupStore: {
+    methodKind: "unary";
+    input: typeof BackupStoreRequestSchema;
+    output: typeof BackupStoreResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentstate_v1_admin, 0);

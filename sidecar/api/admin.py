@@ -1,0 +1,39 @@
+"""admin: store-wide operations of AdminService that need more than a line (backups)."""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+
+from agentstate.v1 import admin_pb2
+
+from .. import __version__
+from ..errors import ApiError, invalid
+from ..storage import backup
+from ..storage.store import Store
+from . import wire
+
+
+async def backup_store(store: Store, backup_dir: str, req: admin_pb2.BackupStoreRequest,
+                       ) -> admin_pb2.BackupStoreResponse:
+    """BackupStore: an online copy of the store into a new directory of ``backup_dir`` (storage/backup.py)."""
+    name = req.name
+    why = backup.check_name(name)
+    if why is not None:
+        raise invalid("name", why)
+    path = os.path.join(backup_dir, name)
+    if os.path.lexists(path):
+        raise invalid("name", f"a backup named {name!r} exists in {backup_dir}; a backup never overwrites")
+    loop = asyncio.get_running_loop()
+    try:
+        m = await loop.run_in_executor(None, lambda: backup.backup_store(store, path, version=__version__))
+    except backup.BackupError as e:
+        raise invalid("name", str(e)) from None
+    except OSError as e:
+        raise ApiError("INTERNAL_ERROR", f"cannot write the backup in {backup_dir}: {e.strerror or e}") from None
+    out = admin_pb2.BackupStoreResponse(path=path, format=m.format, bytes=m.bytes, blake3=m.blake3,
+                                        checkpoints=m.checkpoints, threads=m.threads, blobs=m.nodes,
+                                        sidecar_version=m.sidecar_version)
+    created = dt.datetime.strptime(m.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    wire.set_timestamp(out.create_time, int(created.timestamp() * 1_000_000))
+    return out

@@ -1,0 +1,139 @@
+"""maintenance: the ``sidecar backup``, ``restore`` and ``verify`` commands (progress on stderr, a summary
+at the end, exit codes: 0 done and clean, 1 damage found, 2 could not be done)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from . import __version__
+from .server import SOCKET_NAME
+from .storage import backup, verify
+
+
+class Progress:
+    """Progress lines on stderr: rewritten in place on a terminal, at most one a second otherwise."""
+
+    def __init__(self, stream=None, quiet: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.quiet = quiet
+        self._last = 0.0
+        self._phase = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        finished = total and done >= total
+        if phase == self._phase and not finished and now - self._last < (0.1 if self.tty else 1.0):
+            return
+        self._phase, self._last = phase, now
+        pct = f" {100 * done / total:5.1f}%" if total else ""
+        line = f"{phase}: {_amount(phase, done)} of {_amount(phase, total)}{pct}"
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line + ("\n" if finished else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _amount(phase: str, n: int) -> str:
+    if phase in ("copying", "hashing", "restoring"):
+        return _bytes(n)
+    return f"{n:,}"
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def cmd_backup(data_dir: str, to: str | None, address: str | None, name: str | None, quiet: bool) -> int:
+    """Back up through the serving sidecar (its socket or ``address``), or offline when none serves."""
+    progress = Progress(quiet=quiet)
+    try:
+        if address or backup.is_locked(data_dir):
+            if to:
+                print("sidecar backup: a serving sidecar writes its backups in its --backup-dir; give --name, not "
+                      "--to (or stop it for an offline backup to any path)", file=sys.stderr)
+                return 2
+            from agentstate import Client  # noqa: PLC0415 - only this path needs the client
+            target = address or f"unix:{os.path.join(os.path.abspath(data_dir), SOCKET_NAME)}"
+            if not quiet:
+                print(f"backing up through the sidecar at {target} ...", file=sys.stderr, flush=True)
+            with Client(target) as c:
+                r = c.backup_store(name)
+            _say(f"backup done: {r.path}\n  {r.bytes:,} bytes, {r.checkpoints:,} checkpoints, {r.threads:,} threads, "
+                 f"{r.blobs:,} nodes\n  blake3 {r.blake3}")
+            return 0
+        if not to:
+            to = os.path.join(backup.default_dir(data_dir), name or backup.timed_name())
+        started = time.monotonic()
+        m = backup.backup_path(data_dir, to, progress, version=__version__)
+    except (backup.BackupError, OSError, ValueError) as e:
+        print(f"sidecar backup: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # the client's errors (UNAVAILABLE, INVALID_ARGUMENT ...)
+        print(f"sidecar backup: {e}", file=sys.stderr)
+        return 2
+    _say(f"backup done: {os.path.abspath(to)} in {time.monotonic() - started:.1f} s\n  {m.bytes:,} bytes, "
+         f"{m.checkpoints:,} checkpoints, {m.threads:,} threads, {m.nodes:,} nodes\n  blake3 {m.blake3}")
+    return 0
+
+
+def cmd_restore(source: str, data_dir: str, replace: bool, quiet: bool) -> int:
+    progress = Progress(quiet=quiet)
+    started = time.monotonic()
+    try:
+        m, report, aside = backup.restore(source, data_dir, replace=replace, progress=progress)
+    except (backup.BackupError, OSError, ValueError) as e:
+        print(f"sidecar restore: {e}", file=sys.stderr)
+        return 2
+    _say(f"restore done: {os.path.abspath(data_dir)} from {source} (taken {m.created}) in "
+         f"{time.monotonic() - started:.1f} s\n  verified: {report.records:,} records, {report.nodes:,} nodes, "
+         f"{report.checkpoints:,} checkpoints, clean"
+         + (f"\n  the replaced store was moved to {aside}" if aside else ""))
+    return 0
+
+
+def cmd_verify(data_dir: str | None, backup_path: str | None, as_json: bool, quiet: bool) -> int:
+    progress = Progress(quiet=quiet or as_json)
+    try:
+        if backup_path:
+            manifest, report = backup.check_backup(backup_path, progress)
+            what = f"backup {backup_path} (taken {manifest.created}, blake3 matches)"
+        else:
+            if not os.path.exists(os.path.join(data_dir, backup.DATA)):
+                raise ValueError(f"{data_dir}: no store here (no {backup.DATA})")
+            report = verify.verify_path(data_dir, progress)
+            what = f"store {data_dir}"
+    except (backup.BackupError, OSError, ValueError) as e:
+        print(f"sidecar verify: {e}", file=sys.stderr)
+        return 2
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.clean else 1
+    _say(f"verified {what} in {report.seconds:.1f} s: {report.records:,} records, {report.nodes:,} nodes, "
+         f"{report.checkpoints:,} checkpoints of {report.threads:,} threads")
+    if report.clean:
+        _say("  clean: every node matches its hash, every reference resolves, every record decodes")
+        return 0
+    _say(f"  DAMAGE: {len(report.damaged)} damaged records, {len(report.missing_nodes)} missing nodes, "
+         f"{len(report.reached)} checkpoints or pending writes reach them")
+    for d in report.damaged[:50]:
+        _say(f"  damaged {d.table} record {d.key[:40]}: {d.problem}")
+    for m in report.missing_nodes[:20]:
+        _say(f"  missing node {m}")
+    for r in report.reached[:100]:
+        _say(f"  {r.what} {r.checkpoint_id!r} of thread {r.thread_id!r} (namespace {r.namespace!r}, checkpoint_ns "
+             f"{r.checkpoint_ns!r}) reaches damaged or missing nodes {', '.join(n[:16] for n in r.nodes)}")
+    return 1
