@@ -733,3 +733,41 @@ def test_langgraph_savers_pass_token_and_tls(tls_token_sidecar, tokens):
             bad.get_tuple(config)
     finally:
         bad.close()
+
+
+def test_health_needs_no_token(secured):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    channel = grpc.insecure_channel(secured.address)
+    try:
+        resp = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        channel.close()
+
+
+def test_dockerfile_follows_the_transport_rules():
+    """The image's default command passes the non-loopback check only because of its TLS and auth flags."""
+    import json
+    import re
+    from sidecar import cli
+    text = (Path(__file__).resolve().parent.parent / "Dockerfile").read_text().replace("\\\n", "")
+    entry = json.loads(re.search(r"^ENTRYPOINT (\[.*\])$", text, re.M).group(1))
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))
+    assert entry[:2] == ["sidecar", "serve"] and "0.0.0.0:7421" in cmd and "--insecure" not in cmd
+    seen = {}
+    real = cli.serve
+
+    async def capture(config):  # the parsed configuration, not a server
+        seen["config"] = config
+    cli.serve = capture
+    try:
+        cli.main(entry[1:] + cmd)
+    finally:
+        cli.serve = real
+    config = seen["config"]
+    server.check_transport(config)
+    assert config.auth_file and config.tls_cert and config.tls_key
+    for drop in ("auth_file", "tls_cert"):
+        weaker = server.Config(**{**config.__dict__, drop: None, **({"tls_key": None} if drop == "tls_cert" else {})})
+        with pytest.raises(server.ConfigError):
+            server.check_transport(weaker)
