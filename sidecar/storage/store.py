@@ -77,6 +77,10 @@ MAX_LAG = 0.5  # seconds the owner loop may run behind before writers are told t
 COMMIT_INTERVAL = 0.05  # process mode: seconds between synced LMDB commits (at most)
 COMMIT_BYTES = 8 * 1024 * 1024  # process mode: log bytes since the last commit that trigger one
 _LAG_PROBE = 0.05
+#: seconds between scans of LMDB's reader table for slots of processes that died holding a read
+#: transaction (a killed inspector, backup or test process): such a slot pins old pages, so the
+#: file would grow without bound; LMDB does not clear it by itself.
+READER_CHECK_INTERVAL = 5.0
 
 
 class RetryJob(Exception):
@@ -250,6 +254,8 @@ class Store:
         self._commit_soon = False
         self._commit_later: asyncio.TimerHandle | None = None
         self._lag_handle: asyncio.TimerHandle | None = None
+        self._reader_handle: asyncio.TimerHandle | None = None
+        self.stale_readers_cleared = 0
         # counters shared with other threads
         self._inflight = 0
         self._count_lock = threading.Lock()
@@ -275,6 +281,7 @@ class Store:
             self._loop = loop
             self._owner = threading.get_ident()
         self._loop.call_soon_threadsafe(self._probe_lag, time.monotonic())
+        self._loop.call_soon_threadsafe(self._check_readers)
 
     # ---------------------------------------------------------- setup
 
@@ -659,6 +666,20 @@ class Store:
         if not self._closed:
             self._lag_handle = self._loop.call_later(_LAG_PROBE, self._probe_lag, now + _LAG_PROBE)
 
+    def _check_readers(self) -> None:
+        """Clear reader slots of dead processes (now and every READER_CHECK_INTERVAL)."""
+        if self._closed:
+            return
+        try:  # (owner loop: never at the same time as a map resize)
+            cleared = self.env.reader_check()
+        except lmdb.Error as e:  # pragma: no cover - the lock file is gone or damaged
+            log.error("reader check failed: %s", e)
+            cleared = 0
+        if cleared:
+            self.stale_readers_cleared += cleared
+            log.warning("cleared %d stale LMDB reader slot(s) of dead processes", cleared)
+        self._reader_handle = self._loop.call_later(READER_CHECK_INTERVAL, self._check_readers)
+
     # ---------------------------------------------------------- lifecycle
 
     def flush(self) -> None:
@@ -704,6 +725,8 @@ class Store:
         self._closed = True
         if self._lag_handle is not None:
             self._lag_handle.cancel()
+        if self._reader_handle is not None:
+            self._reader_handle.cancel()
         if self._log is not None:
             self._log.close()
             if self._txn is None and self._committed_seq == self._log.seq:
