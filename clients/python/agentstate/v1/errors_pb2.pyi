@@ -39,6 +39,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AUTH_INVALID: _ClassVar[ErrorReason]
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
     ROLE_DENIED: _ClassVar[ErrorReason]
+    STORAGE_IO_ERROR: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -72,3 +73,4 @@ AUTH_REQUIRED: ErrorReason
 AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason
 ROLE_DENIED: ErrorReason
+STORAGE_IO_ERROR: ErrorReason

@@ -112,7 +112,8 @@ const (
 	// EFFECT_KEY_REUSED (FAILED_PRECONDITION): the idempotency key was begun
 	// with another request_digest.
 	ErrorReason_EFFECT_KEY_REUSED ErrorReason = 28
-	// Numbers 50-59: authentication and authorization (docs/security.md).
+	// Numbers 50-59: authentication and authorization (docs/security.md),
+	// storage faults.
 	// AUTH_REQUIRED (UNAUTHENTICATED): the sidecar requires a credential and
 	// the call carried none (no "authorization: Bearer ..." metadata and no
 	// client certificate mapped in the auth file).
@@ -127,6 +128,10 @@ const (
 	// ROLE_DENIED (PERMISSION_DENIED): the call needs a stronger role than the
 	// credential's ("role" is the role needed, "granted" the credential's).
 	ErrorReason_ROLE_DENIED ErrorReason = 53
+	// STORAGE_IO_ERROR (UNAVAILABLE): the disk failed a write or sync (EIO);
+	// nothing of the request was written. Retry later (with the same
+	// request_id).
+	ErrorReason_STORAGE_IO_ERROR ErrorReason = 54
 )
 
 // Enum value maps for ErrorReason.
@@ -165,6 +170,7 @@ var (
 		51: "AUTH_INVALID",
 		52: "NAMESPACE_DENIED",
 		53: "ROLE_DENIED",
+		54: "STORAGE_IO_ERROR",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -200,6 +206,7 @@ var (
 		"AUTH_INVALID":             51,
 		"NAMESPACE_DENIED":         52,
 		"ROLE_DENIED":              53,
+		"STORAGE_IO_ERROR":         54,
 	}
 )
 
@@ -234,7 +241,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xbb\x05\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xd1\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -272,7 +279,8 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\rAUTH_REQUIRED\x102\x12\x10\n" +
 	"\fAUTH_INVALID\x103\x12\x14\n" +
 	"\x10NAMESPACE_DENIED\x104\x12\x0f\n" +
-	"\vROLE_DENIED\x105B^\n" +
+	"\vROLE_DENIED\x105\x12\x14\n" +
+	"\x10STORAGE_IO_ERROR\x106B^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
