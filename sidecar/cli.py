@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from . import __version__
 from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
-from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, DataDirLocked, serve
+from .api import auth
+from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, ConfigError, DataDirLocked, serve
 
 
 def _size(text: str) -> int:
@@ -59,8 +61,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="take a backup this often while serving (default: never)")
     s.add_argument("--backup-keep", type=int, default=7, metavar="N",
                    help="scheduled backups kept; older time-named ones are deleted (default: %(default)s)")
+    s.add_argument("--auth-file", metavar="PATH",
+                   help="require a credential on every call: the TOML file of token hashes (and client "
+                        "certificate subjects) with their namespaces and roles; reloaded on SIGHUP "
+                        "(see `sidecar token` and docs/security.md)")
+    s.add_argument("--tls-cert", metavar="PEM", help="serve the TCP listeners over TLS with this certificate chain")
+    s.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    s.add_argument("--tls-client-ca", metavar="PEM",
+                   help="mutual TLS: require client certificates signed by this CA (their subjects map to "
+                        "namespaces in the auth file's [[client_cert]] entries; without an auth file every "
+                        "such certificate may do everything)")
+    s.add_argument("--insecure", action="store_true",
+                   help="allow a TCP listener on a non-loopback address without TLS and credentials")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-
+    t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
+                       description="Make a random bearer token. Prints the token (give it to the client; it is "
+                                   "not stored anywhere) on the first line, then its auth-file entry (holding the "
+                                   "token's SHA-256 only), or appends the entry to --append's file.")
+    t.add_argument("--role", required=True, choices=list(auth.ROLES),
+                   help="read: read calls; write: also writes; admin: also the store-wide AdminService calls")
+    t.add_argument("--namespace", action="append", required=True, dest="namespaces", metavar="NS",
+                   help="a namespace the token may use; repeatable; '*' for every namespace")
+    t.add_argument("--name", default="", help="a label for logs")
+    t.add_argument("--append", metavar="AUTH_FILE",
+                   help="append the entry to this auth file (created 0600) instead of printing it; "
+                        "send the sidecar SIGHUP afterwards")
     b = sub.add_parser("backup", help="an online, consistent, compacted copy of a store",
                        description="Back up the store in --data-dir. While a sidecar serves it, the backup is "
                                    "taken by that sidecar (through its socket, or --address) into its --backup-dir; "
@@ -70,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="offline: the new backup directory (default: <data dir>-backups/backup-<UTC time>)")
     b.add_argument("--name", default=None, help="online: the backup's name in the sidecar's backup directory")
     b.add_argument("--address", default=None, help="the serving sidecar's address (default: the data dir's socket)")
+    b.add_argument("--token", default=os.environ.get("SIDECAR_TOKEN"), help="online, with --auth-file: an admin "
+                   "token (default: $SIDECAR_TOKEN)")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     r = sub.add_parser("restore", help="restore a backup into a data directory (verified first)",
                        description="Restore a backup made by 'sidecar backup'. The backup is verified first; a data "
@@ -89,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--json", action="store_true", help="the report as JSON")
     v.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
-    if args.command != "serve":
+    if args.command == "token":
+        return _token(args)
+    if args.command in ("backup", "restore", "verify"):
         from . import maintenance  # noqa: PLC0415 - only the maintenance commands need it
         if args.command == "backup":
-            return maintenance.cmd_backup(args.data_dir, args.to, args.address, args.name, args.quiet)
+            return maintenance.cmd_backup(args.data_dir, args.to, args.address, args.name, args.quiet,
+                                          token=args.token)
         if args.command == "restore":
             return maintenance.cmd_restore(args.source, args.data_dir, args.replace, args.quiet)
         return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
@@ -102,15 +132,36 @@ def main(argv: list[str] | None = None) -> int:
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
                     compress=args.compress, backup_dir=args.backup_dir,
-                    backup_interval_seconds=args.backup_interval or 0.0, backup_keep=args.backup_keep)
+                    backup_interval_seconds=args.backup_interval or 0.0, backup_keep=args.backup_keep,
+                    auth_file=args.auth_file, tls_cert=args.tls_cert,
+                    tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, insecure=args.insecure)
     try:
         asyncio.run(serve(config))
-    except DataDirLocked as e:
+    except (DataDirLocked, ConfigError) as e:
         print(f"sidecar: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"sidecar: {e}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _token(args) -> int:
+    token = auth.new_token()
+    entry = auth.entry_toml(token, args.role, args.namespaces, args.name)
+    if args.append:
+        import os
+        fd = os.open(args.append, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            if f.tell():
+                f.write("\n")
+            f.write(entry)
+        print(token)
+        print(f"sidecar token: entry appended to {args.append}; send the sidecar SIGHUP to load it",
+              file=sys.stderr)
+    else:
+        print(token)
+        print(entry, end="")
     return 0
 
 

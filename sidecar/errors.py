@@ -46,6 +46,12 @@ REASONS: dict[str, grpc.StatusCode] = {
     "EFFECT_IN_PROGRESS": grpc.StatusCode.ABORTED,
     "EFFECT_TOKEN_STALE": grpc.StatusCode.FAILED_PRECONDITION,
     "EFFECT_KEY_REUSED": grpc.StatusCode.FAILED_PRECONDITION,
+    # 50-59: authentication and authorization (api/auth.py), storage faults
+    "AUTH_REQUIRED": grpc.StatusCode.UNAUTHENTICATED,
+    "AUTH_INVALID": grpc.StatusCode.UNAUTHENTICATED,
+    "NAMESPACE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
+    "ROLE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
+    "STORAGE_IO_ERROR": grpc.StatusCode.UNAVAILABLE,
 }
 
 

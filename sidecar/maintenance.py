@@ -57,7 +57,8 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def cmd_backup(data_dir: str, to: str | None, address: str | None, name: str | None, quiet: bool) -> int:
+def cmd_backup(data_dir: str, to: str | None, address: str | None, name: str | None, quiet: bool, *,
+               token: str | None = None) -> int:
     """Back up through the serving sidecar (its socket or ``address``), or offline when none serves."""
     progress = Progress(quiet=quiet)
     try:
@@ -70,7 +71,7 @@ def cmd_backup(data_dir: str, to: str | None, address: str | None, name: str | N
             target = address or f"unix:{os.path.join(os.path.abspath(data_dir), SOCKET_NAME)}"
             if not quiet:
                 print(f"backing up through the sidecar at {target} ...", file=sys.stderr, flush=True)
-            with Client(target) as c:
+            with Client(target, **({"token": token} if token else {})) as c:
                 r = c.backup_store(name)
             _say(f"backup done: {r.path}\n  {r.bytes:,} bytes, {r.checkpoints:,} checkpoints, {r.threads:,} threads, "
                  f"{r.blobs:,} nodes\n  blake3 {r.blake3}")

@@ -4,12 +4,21 @@ Defaults (no flags): data in ./sidecar-data, listening on the unix socket
 ./sidecar-data/sidecar.sock (mode 0600) and on 127.0.0.1:7421. Health
 checking (grpc.health.v1) and server reflection are always on. SIGTERM and
 SIGINT drain in-flight calls, stop the writer and close LMDB.
+
+Access (docs/security.md): ``auth_file`` turns on bearer tokens for every
+call (api/auth.py), reloaded on SIGHUP; ``tls_cert``/``tls_key`` serve TCP
+listeners over TLS, ``tls_client_ca`` requires client certificates signed by
+that CA (mutual TLS). A TCP listener on an address that is not loopback
+needs TLS and a credential check (tokens or client certificates), or
+``insecure`` said explicitly. Unix sockets are created 0600; the data
+directory is kept 0700.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import fcntl
+import ipaddress
 import logging
 import os
 import signal
@@ -22,7 +31,7 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 from . import __version__, limits
-from .api import context, service
+from .api import auth, context, service
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
 from .storage import backup, gc, hotpath
@@ -61,6 +70,11 @@ class Config:
     backup_dir: str | None = None  # where BackupStore and scheduled backups go (default: <data dir>-backups)
     backup_interval_seconds: float = 0.0  # scheduled backups this often (0: none)
     backup_keep: int = 7  # scheduled backups kept (the oldest time-named ones beyond it are deleted)
+    auth_file: str | None = None  # bearer tokens (api/auth.py); None: no credential checks
+    tls_cert: str | None = None  # PEM certificate chain of the TCP listeners
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # PEM CA bundle: client certificates required (mutual TLS)
+    insecure: bool = False  # allow a non-loopback TCP listener without TLS and credentials
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -71,6 +85,45 @@ class Config:
 
 class DataDirLocked(RuntimeError):
     pass
+
+
+class ConfigError(ValueError):
+    """Flags that do not go together, or that would expose the store (the message says why)."""
+
+
+def is_loopback(addr: str) -> bool:
+    """Whether the TCP listen address ``addr`` (HOST:PORT) only accepts connections from this host."""
+    host = addr.rsplit(":", 1)[0].strip("[]") if ":" in addr else addr
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name (or "" / "0.0.0.0" / "::": every interface)
+
+
+def check_transport(config: Config) -> None:
+    """Refuse configurations that would serve the store unprotected beyond this host."""
+    if bool(config.tls_cert) != bool(config.tls_key):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if config.tls_client_ca and not config.tls_cert:
+        raise ConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+    exposed = [a for a in config.addresses() if not a.startswith("unix:") and not is_loopback(a)]
+    if exposed and not config.insecure:
+        missing = [what for what, ok in (("TLS (--tls-cert, --tls-key)", config.tls_cert),
+                                         ("credentials (--auth-file or --tls-client-ca)",
+                                          config.auth_file or config.tls_client_ca)) if not ok]
+        if missing:
+            raise ConfigError(f"refusing to listen on {', '.join(exposed)} (not loopback) without "
+                              f"{' and '.join(missing)}; pass --insecure to do it anyway")
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
 
 
 class Sidecar:
@@ -87,6 +140,22 @@ class Sidecar:
         self._lock_fd: int | None = None
         self._backups: asyncio.Task | None = None
         self.bound: list[str] = []
+        self.authorizer: auth.Authorizer | None = None
+
+    def reload_auth(self) -> bool:
+        """SIGHUP: read the auth file again (connections and calls in flight stay). False if it failed,
+        the old file then stays in force."""
+        if self.authorizer is None or self.authorizer.path is None:
+            log.info("SIGHUP: no auth file to reload")
+            return False
+        try:
+            policy = self.authorizer.reload()
+        except auth.AuthFileError as e:
+            log.error("SIGHUP: auth file not reloaded, the previous one stays in force: %s", e)
+            return False
+        log.info("auth file reloaded: %d tokens, %d client certificates", len(policy.tokens),
+                 len(policy.subjects))
+        return True
 
     def _lock_data_dir(self) -> None:
         os.makedirs(self.config.data_dir, mode=0o700, exist_ok=True)
@@ -101,7 +170,19 @@ class Sidecar:
         self._lock_fd = fd
 
     async def start(self) -> None:
+        check_transport(self.config)
+        credentials = None
+        if self.config.tls_cert:
+            ca = _read(self.config.tls_client_ca) if self.config.tls_client_ca else None
+            credentials = grpc.ssl_server_credentials([(_read(self.config.tls_key), _read(self.config.tls_cert))],
+                                                      root_certificates=ca, require_client_auth=ca is not None)
+        if self.config.auth_file or self.config.tls_client_ca:
+            try:
+                self.authorizer = auth.Authorizer(self.config.auth_file, client_certs=bool(self.config.tls_client_ca))
+            except auth.AuthFileError as e:
+                raise ConfigError(str(e)) from None
         self._lock_data_dir()
+        os.chmod(self.config.data_dir, 0o700)  # the LMDB files and the default socket: this user only
         self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
                            commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
                            loop=asyncio.get_running_loop(), compress=self.config.compress)
@@ -128,7 +209,8 @@ class Sidecar:
             "EffectService": service.EffectService(self.ctx),
         }
         for module, name in SERVICES:
-            service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server)
+            service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
+                                  self.authorizer)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)
@@ -139,9 +221,13 @@ class Sidecar:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)  # stale socket of a killed sidecar (we hold the data-dir lock)
                 sockets.append(path)
+                _socket_dir(path)
             old_umask = os.umask(0o177) if addr.startswith("unix:") else None
             try:
-                port = self.server.add_insecure_port(addr)
+                if credentials is not None and not addr.startswith("unix:"):
+                    port = self.server.add_secure_port(addr, credentials)
+                else:
+                    port = self.server.add_insecure_port(addr)
             finally:
                 if old_umask is not None:
                     os.umask(old_umask)
@@ -158,8 +244,9 @@ class Sidecar:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("sidecar serving %s (data %s, durability %s, native hot path: %s%s)", ", ".join(self.bound),
+        log.info("sidecar serving %s (data %s, durability %s, native hot path: %s, %s%s)", ", ".join(self.bound),
                  os.path.abspath(self.config.data_dir), self.config.durability, hotpath.NATIVE,
+                 self._access_summary(),
                  f", replayed {self.store.replayed} log records" if self.store.replayed else "")
 
     async def _backup_loop(self) -> None:
@@ -179,6 +266,12 @@ class Sidecar:
                 raise
             except Exception as e:  # noqa: BLE001 - a failed backup is logged and retried at the next interval
                 log.error("scheduled backup to %s failed: %s", path, e)
+    def _access_summary(self) -> str:
+        tls = ("mutual TLS" if self.config.tls_client_ca else "TLS") if self.config.tls_cert else "no TLS"
+        if self.authorizer is None:
+            return f"{tls}, no credential checks"
+        p = self.authorizer.policy
+        return f"{tls}, credentials required ({len(p.tokens)} tokens, {len(p.subjects)} client certificates)"
 
     async def stop(self) -> None:
         if self._backups is not None:
@@ -214,6 +307,19 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, sidecar.reload_auth)
     print(f"sidecar ready: {' '.join(sidecar.bound)}", flush=True)
     await stop.wait()
     await sidecar.stop()
+
+
+def _socket_dir(path: str) -> None:
+    """A unix socket's directory: created 0700 when missing; a warning when others can enter it."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        return
+    mode = os.stat(directory).st_mode & 0o777
+    if mode & 0o077:
+        log.warning("the socket %s is in %s (mode %o): other users can reach its directory; the socket "
+                    "itself is 0600, a 0700 directory is safer", path, directory, mode)

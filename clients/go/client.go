@@ -3,8 +3,11 @@ package agentstate
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"iter"
+	"net"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -30,7 +33,14 @@ type Options struct {
 	NoRequestIDs bool                             // do not fill in request_id on mutating calls (which makes them unretried)
 	FailFast     bool                             // calls that may be retried do not wait for the connection to be ready
 	Credentials  credentials.TransportCredentials // default plaintext (unix sockets rely on file permissions)
-	DialOptions  []grpc.DialOption
+	// Token is a bearer token for a sidecar started with --auth-file, sent as
+	// "authorization: Bearer <token>" on every call; only over TLS or a local connection (a unix
+	// socket, TCP to a loopback address): Dial refuses it with another plaintext address.
+	Token string
+	// TLS, when set, connects over TLS with this configuration (RootCAs, Certificates for mutual
+	// TLS, ServerName). It takes the place of Credentials.
+	TLS         *tls.Config
+	DialOptions []grpc.DialOption
 }
 
 // Client is a thin client of agentstate.v1. Threads, Admin, Runs, Events, Effects and Artifacts
@@ -78,6 +88,16 @@ func Dial(address string, opts *Options) (*Client, error) {
 		timeout = DefaultTimeout
 	}
 	creds := opts.Credentials
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	var perRPC []grpc.DialOption
+	if opts.Token != "" {
+		if creds == nil && !isLocalAddress(address) {
+			return nil, fmt.Errorf("agentstate: a token is sent only over TLS or a local connection (unix socket, loopback); %q is neither: set Options.TLS", address)
+		}
+		perRPC = append(perRPC, grpc.WithPerRPCCredentials(bearer{"Bearer " + opts.Token}))
+	}
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	}
@@ -87,7 +107,7 @@ func Dial(address string, opts *Options) (*Client, error) {
 		grpc.WithConnectParams(reconnect),
 		grpc.WithChainUnaryInterceptor(unaryInterceptor(timeout, policy, opts.NoRequestIDs, opts.FailFast)),
 		grpc.WithChainStreamInterceptor(streamInterceptor()),
-	}, opts.DialOptions...)
+	}, append(perRPC, opts.DialOptions...)...)
 	conn, err := grpc.NewClient(address, dial...)
 	if err != nil {
 		return nil, err
@@ -469,4 +489,31 @@ func (c *Client) BackupStore(ctx context.Context, name string) (*pb.BackupStoreR
 // BackupName is backup-<UTC time>, the name of a backup the caller did not name.
 func BackupName(now time.Time) string {
 	return "backup-" + now.UTC().Format("20060102T150405Z")
+}
+
+// bearer sends the token on every call. The transport check is Dial's (TLS or a local address),
+// so RequireTransportSecurity is false: a unix socket or loopback TCP is plaintext to gRPC.
+type bearer struct{ value string }
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": b.value}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// isLocalAddress: a unix socket, or TCP to localhost or a loopback IP.
+func isLocalAddress(address string) bool {
+	if strings.HasPrefix(address, "unix:") || strings.HasPrefix(address, "unix-abstract:") {
+		return true
+	}
+	address = strings.TrimPrefix(strings.TrimPrefix(address, "dns:///"), "passthrough:///")
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		host = address
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -57,6 +57,8 @@ var (
 	ErrDeadlineExceeded   = &Error{Code: codes.DeadlineExceeded}
 	ErrCanceled           = &Error{Code: codes.Canceled}
 	ErrInternal           = &Error{Code: codes.Internal}
+	ErrUnauthenticated    = &Error{Code: codes.Unauthenticated}
+	ErrPermissionDenied   = &Error{Code: codes.PermissionDenied}
 )
 
 // codeName is the canonical upper-case name of a code ("NOT_FOUND"), as in the other clients.

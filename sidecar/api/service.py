@@ -20,7 +20,7 @@ from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effect
 from ..errors import ApiError
 from ..storage import backup, gc, hotpath, layout
 from ..storage.store import Store
-from . import admin, artifacts, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
+from . import admin, artifacts, auth, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
 
 log = logging.getLogger("sidecar.service")
 
@@ -62,18 +62,25 @@ _HANDLER_KINDS = {
 }
 
 
-def add_to_server(servicer, service_descriptor, server: grpc.aio.Server) -> None:
+def add_to_server(servicer, service_descriptor, server: grpc.aio.Server,
+                  authorizer: auth.Authorizer | None = None) -> None:
     """Register ``servicer`` like the generated add_*_to_server, but a body that
     does not parse reaches the handler as a MalformedRequest (for a client
     stream: as one item of the request iterator), so it is answered
     INVALID_ARGUMENT, never UNKNOWN. Every method kind is supported; wrap
     unary-response handlers with :func:`handler` (or :func:`client_streaming`)
-    and server-streaming ones with :func:`server_streaming`."""
+    and server-streaming ones with :func:`server_streaming`. With an
+    ``authorizer`` every handler is behind the checks of its rule in
+    :data:`auth.RULES` (an RPC missing from the table fails here, at start)."""
     handlers = {}
     for method in service_descriptor.methods:
         kind = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
+        behavior = getattr(servicer, method.name)
+        if authorizer is not None:
+            behavior = auth.guard(behavior, method.client_streaming, method.server_streaming,
+                                  auth.RULES[f"{service_descriptor.full_name}/{method.name}"], authorizer)
         handlers[method.name] = kind(
-            getattr(servicer, method.name),
+            behavior,
             request_deserializer=_tolerant(message_factory.GetMessageClass(method.input_type)),
             response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString)
     name = service_descriptor.full_name

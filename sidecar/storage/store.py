@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -81,6 +82,10 @@ MIN_LAG_BACKLOG = 8
 COMMIT_INTERVAL = 0.05  # process mode: seconds between synced LMDB commits (at most)
 COMMIT_BYTES = 8 * 1024 * 1024  # process mode: log bytes since the last commit that trigger one
 _LAG_PROBE = 0.05
+#: seconds between scans of LMDB's reader table for slots of processes that died holding a read
+#: transaction (a killed inspector, backup or test process): such a slot pins old pages, so the
+#: file would grow without bound; LMDB does not clear it by itself.
+READER_CHECK_INTERVAL = 5.0
 
 
 class RetryJob(Exception):
@@ -224,12 +229,11 @@ class Store:
         data_file = os.path.join(path, "data.mdb")
         current = os.path.getsize(data_file) if os.path.exists(data_file) else 0
         size = max(map_size or DEFAULT_MAP_SIZE, 2 * current)
-        self.env = lmdb.open(path, map_size=size, max_dbs=len(layout.DB_NAMES) + 8, max_readers=126,
-                             sync=sync, metasync=sync, subdir=True, lock=True, readahead=False, mode=0o600,
-                             meminit=False, writemap=False)
-        self.db = {name: self.env.open_db(name.encode()) for name in layout.DB_NAMES}
-        self._by_index = [self.db[name] for name in layout.DB_NAMES]
-        self._index = {id(handle): i for i, handle in enumerate(self._by_index)}
+        self._sync = sync
+        self.db: dict = {}
+        self._by_index: list = []
+        self._open_env(size)
+        self.reopened = 0  # times the environment was reopened after a fatal write error
         self._nodes_index = layout.DB_NAMES.index("nodes")
         self._gate = _Gate()
         self._closed = False
@@ -254,6 +258,8 @@ class Store:
         self._commit_soon = False
         self._commit_later: asyncio.TimerHandle | None = None
         self._lag_handle: asyncio.TimerHandle | None = None
+        self._reader_handle: asyncio.TimerHandle | None = None
+        self.stale_readers_cleared = 0
         # counters shared with other threads
         self._inflight = 0
         self._count_lock = threading.Lock()
@@ -279,8 +285,40 @@ class Store:
             self._loop = loop
             self._owner = threading.get_ident()
         self._loop.call_soon_threadsafe(self._probe_lag, time.monotonic())
+        self._loop.call_soon_threadsafe(self._check_readers)
 
     # ---------------------------------------------------------- setup
+
+    def _open_env(self, size: int) -> None:
+        """Open the LMDB environment and its sub-databases (the handle dicts are updated in place)."""
+        self.env = lmdb.open(self.path, map_size=size, max_dbs=len(layout.DB_NAMES) + 8, max_readers=126,
+                             sync=self._sync, metasync=self._sync, subdir=True, lock=True, readahead=False,
+                             mode=0o600, meminit=False, writemap=False)
+        self.db.clear()
+        self.db.update({name: self.env.open_db(name.encode()) for name in layout.DB_NAMES})
+        self._by_index[:] = [self.db[name] for name in layout.DB_NAMES]
+        self._index = {id(handle): i for i, handle in enumerate(self._by_index)}
+
+    def _recover_env(self) -> bool:
+        """After a failed commit (owner thread, no write transaction open): when the failure left LMDB
+        unusable (a failed meta-page write sets its fatal flag: every later transaction fails with
+        MDB_PANIC), close and reopen the environment. What LMDB committed before is intact (the meta
+        page in force is the last one fully written); the failed transaction is gone. True if reopened."""
+        try:
+            self.env.begin(write=True).abort()
+            return False
+        except lmdb.PanicError:
+            pass
+        except lmdb.Error:
+            return False
+        size = self._known_map_size
+        with self._gate.exclusive():
+            with contextlib.suppress(Exception):
+                self.env.close()
+            self._open_env(size)
+        self.reopened += 1
+        log.warning("LMDB environment reopened after a fatal write error (%d so far)", self.reopened)
+        return True
 
     def _init_meta(self) -> None:
         with self.env.begin(write=True, db=self.db["meta"]) as txn:
@@ -367,6 +405,13 @@ class Store:
     @property
     def map_size(self) -> int:
         return self.env.info()["map_size"]
+
+    @property
+    def _known_map_size(self) -> int:
+        try:
+            return self.map_size
+        except lmdb.Error:  # a panicked environment
+            return max(DEFAULT_MAP_SIZE, 2 * self.data_file_bytes())
 
     def data_file_bytes(self) -> int:
         return os.path.getsize(os.path.join(self.path, "data.mdb"))
@@ -483,7 +528,12 @@ class Store:
 
     def _begin(self):
         if self._txn is None:
-            self._txn = self.env.begin(write=True, db=self.db["nodes"])
+            try:
+                self._txn = self.env.begin(write=True, db=self.db["nodes"])
+            except lmdb.PanicError:
+                if not self._recover_env():
+                    raise
+                self._txn = self.env.begin(write=True, db=self.db["nodes"])
         return self._txn
 
     def _run(self, job: _Job) -> None:
@@ -522,7 +572,8 @@ class Store:
             except OSError as e:  # nothing acknowledged may be missing from the log: take the job out again
                 log.error("write-ahead log: %s", e)
                 self._rebuild()
-                self._done(job, None, ApiError("STORAGE_FULL", f"cannot write the log: nothing was written ({e})"))
+                reason = "STORAGE_FULL" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "STORAGE_IO_ERROR"
+                self._done(job, None, ApiError(reason, f"cannot write the log: nothing was written ({e})"))
                 return
             self._pending.append(ops)
             self._pending_bytes += sum(len(k) + (len(v) if v is not None else 0) for _, k, v in ops)
@@ -580,6 +631,7 @@ class Store:
             with contextlib.suppress(Exception):
                 txn.abort()
             log.error("commit failed: %s", e)
+            self._recover_env()
             self._after_lost_txn(waiting, error=_storage_error(e))
             return
         self.commits += 1
@@ -663,6 +715,20 @@ class Store:
         if not self._closed:
             self._lag_handle = self._loop.call_later(_LAG_PROBE, self._probe_lag, now + _LAG_PROBE)
 
+    def _check_readers(self) -> None:
+        """Clear reader slots of dead processes (now and every READER_CHECK_INTERVAL)."""
+        if self._closed:
+            return
+        try:  # (owner loop: never at the same time as a map resize)
+            cleared = self.env.reader_check()
+        except lmdb.Error as e:  # pragma: no cover - the lock file is gone or damaged
+            log.error("reader check failed: %s", e)
+            cleared = 0
+        if cleared:
+            self.stale_readers_cleared += cleared
+            log.warning("cleared %d stale LMDB reader slot(s) of dead processes", cleared)
+        self._reader_handle = self._loop.call_later(READER_CHECK_INTERVAL, self._check_readers)
+
     # ---------------------------------------------------------- lifecycle
 
     def flush(self) -> None:
@@ -708,6 +774,8 @@ class Store:
         self._closed = True
         if self._lag_handle is not None:
             self._lag_handle.cancel()
+        if self._reader_handle is not None:
+            self._reader_handle.cancel()
         if self._log is not None:
             self._log.close()
             if self._txn is None and self._committed_seq == self._log.seq:
@@ -720,6 +788,8 @@ class Store:
 def _storage_error(e: lmdb.Error) -> ApiError:
     if isinstance(e, lmdb.DiskError) or "No space" in str(e):
         return ApiError("STORAGE_FULL", f"disk full or failing: nothing was written ({e})")
+    if "Input/output error" in str(e) or isinstance(e, lmdb.PanicError):
+        return ApiError("STORAGE_IO_ERROR", f"the disk failed a write: nothing was written ({e}); retry later")
     log.error("LMDB error: %s", e)
     return ApiError("INTERNAL_ERROR", f"storage error: {e}")
 

@@ -8,10 +8,12 @@ LangGraph checkpointer (:mod:`agentstate.langgraph`).
 """
 from .retries import NO_RETRY, RULES, RetryPolicy, register_idempotent
 from .aio import AsyncClient
+from .transport import TLS
 from .client import Client, checkpoint_values, decode_map
 from .codec import Opaque, UnsupportedValue
 from .errors import (AgentStateError, Aborted, AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal,
-                     InvalidArgument, LeaseExpired, NotFound, ResourceExhausted, Unavailable)
+                     InvalidArgument, LeaseExpired, NotFound, PermissionDenied, ResourceExhausted, Unauthenticated,
+                     Unavailable)
 from .values import Append, Encoded, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
 from .held_runs import AsyncHeldRun, HeldRun
 from .run_records import effect_done, effect_failed, event, status_name, step
@@ -19,10 +21,11 @@ from .run_records import effect_done, effect_failed, event, status_name, step
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "AsyncClient", "RetryPolicy", "NO_RETRY", "RULES", "register_idempotent", "checkpoint_values",
+    "Client", "AsyncClient", "TLS", "RetryPolicy", "NO_RETRY", "RULES", "register_idempotent", "checkpoint_values",
     "decode_map",
     "Opaque", "UnsupportedValue", "Append", "SetKeys", "Keep", "Encoded", "to_value", "from_value", "channel_value",
     "apply_list_delta", "AgentStateError", "InvalidArgument", "NotFound", "AlreadyExists", "FailedPrecondition",
     "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal", "LeaseExpired",
+    "Unauthenticated", "PermissionDenied",
     "HeldRun", "AsyncHeldRun", "step", "event", "effect_done", "effect_failed", "status_name",
 ]

@@ -25,6 +25,8 @@ from typing import Any, AsyncIterator, Iterable, Mapping
 import grpc
 
 from . import _requests as rq
+from . import transport
+from .transport import TLS
 from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
 from .retries import DEFAULT_TIMEOUT
 from .client import backup_name, checkpoint_values
@@ -39,7 +41,8 @@ class AsyncClient:
                  timeout: float = DEFAULT_TIMEOUT,
                  channel: grpc.aio.Channel | None = None, retry: RetryPolicy | None = None,
                  auto_request_ids: bool = True, wait_for_ready: bool | None = None,
-                 options: Iterable[tuple[str, Any]] = ()) -> None:
+                 options: Iterable[tuple[str, Any]] = (), token: str | None = None,
+                 tls: "TLS | bool | None" = None) -> None:
         self.address = address
         self.namespace = namespace
         self.timeout = timeout
@@ -47,7 +50,7 @@ class AsyncClient:
         self.auto_request_ids = auto_request_ids
         self.wait_for_ready = wait_for_ready
         self._own_channel = channel is None
-        self.channel = channel or grpc.aio.insecure_channel(address, options=channel_options(options))
+        self.channel = channel or transport.aio_channel(address, channel_options(options), token, tls)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, effects, events, runs  # facets of the run, event, artifact and effect services

@@ -29,6 +29,8 @@ from typing import Any, Iterable, Iterator, Mapping
 import grpc
 
 from . import _requests as rq
+from . import transport
+from .transport import TLS
 from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
 from .retries import DEFAULT_TIMEOUT
 from .errors import DeadlineExceeded, from_rpc_error
@@ -59,13 +61,19 @@ class Client:
     (up to their deadline) instead of failing at once with UNAVAILABLE: by
     default (None) the calls that may be retried wait and the others do not;
     True makes every call wait, False none.
+
+    ``token`` is a bearer token for a sidecar started with ``--auth-file``
+    (sent as call credentials: over TLS or a local connection only); ``tls``
+    a :class:`agentstate.TLS` (or True: TLS with the system's roots) for a
+    sidecar serving TLS. See :mod:`agentstate.transport`.
     """
 
     def __init__(self, address: str = DEFAULT_ADDRESS, *, namespace: str = "default",
                  timeout: float = DEFAULT_TIMEOUT,
                  channel: grpc.Channel | None = None, retry: RetryPolicy | None = None,
                  auto_request_ids: bool = True, wait_for_ready: bool | None = None,
-                 options: Iterable[tuple[str, Any]] = ()) -> None:
+                 options: Iterable[tuple[str, Any]] = (), token: str | None = None,
+                 tls: "TLS | bool | None" = None) -> None:
         self.address = address
         self.namespace = namespace
         self.timeout = timeout
@@ -73,7 +81,7 @@ class Client:
         self.auto_request_ids = auto_request_ids
         self.wait_for_ready = wait_for_ready
         self._own_channel = channel is None
-        self.channel = channel or grpc.insecure_channel(address, options=channel_options(options))
+        self.channel = channel or transport.channel(address, channel_options(options), token, tls)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, effects, events, runs  # facets of the run, event, artifact and effect services

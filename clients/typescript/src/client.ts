@@ -24,7 +24,7 @@ import * as grpc from "@grpc/grpc-js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { DescMessage, DescMethod, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
-import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub } from "./rpc.js";
+import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub, type TlsOptions } from "./rpc.js";
 import { safeAsSent } from "./retries.js";
 import { HeldRun } from "./runs.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
@@ -67,6 +67,10 @@ export interface ClientOptions {
   waitForReady?: boolean;
   /** TLS or other channel credentials (default plaintext; unix sockets rely on file permissions). */
   credentials?: grpc.ChannelCredentials;
+  /** Bearer token for a sidecar started with `--auth-file` (sent over TLS or a local connection only). */
+  token?: string;
+  /** TLS for a sidecar serving TLS (`true`: the system's roots). */
+  tls?: TlsOptions | boolean;
   channelOptions?: grpc.ChannelOptions;
 }
 
@@ -172,7 +176,7 @@ export class Client {
     this.policy = { ...DEFAULT_RETRY, ...opts.retry };
     this.autoRequestId = opts.autoRequestId ?? true;
     this.waitForReady = opts.waitForReady;
-    this.grpcClient = connect(address, opts.credentials, opts.channelOptions);
+    this.grpcClient = connect(address, opts.credentials, opts.channelOptions, { token: opts.token, tls: opts.tls });
     this.threads = this.stub(ThreadService);
     this.admin = this.stub(AdminService);
     this.runs = this.stub(RunService);

@@ -55,6 +55,8 @@ export class Unavailable extends AgentStateError {}
 export class DeadlineExceeded extends AgentStateError {}
 export class Cancelled extends AgentStateError {}
 export class Internal extends AgentStateError {}
+export class Unauthenticated extends AgentStateError {}
+export class PermissionDenied extends AgentStateError {}
 
 /**
  * A held run's lease ran out on the holder's clock before a heartbeat got through (the sidecar
@@ -78,6 +80,8 @@ const BY_CODE: Record<number, new (c: number, d: string, r?: string, m?: Record<
   [GrpcStatus.DEADLINE_EXCEEDED]: DeadlineExceeded,
   [GrpcStatus.CANCELLED]: Cancelled,
   [GrpcStatus.INTERNAL]: Internal,
+  [GrpcStatus.UNAUTHENTICATED]: Unauthenticated,
+  [GrpcStatus.PERMISSION_DENIED]: PermissionDenied,
 };
 
 /** Build the AgentStateError of a code, message, reason and metadata. */

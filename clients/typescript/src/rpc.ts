@@ -101,9 +101,60 @@ export const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.max_reconnect_backoff_ms": 250,
 };
 
-/** Open a grpc-js client for `unix:PATH` or `HOST:PORT` (plaintext unless credentials are given). */
-export function connect(address: string, credentials?: grpc.ChannelCredentials, options?: grpc.ChannelOptions): grpc.Client {
-  return new grpc.Client(address, credentials ?? grpc.credentials.createInsecure(), { ...CHANNEL_OPTIONS, ...options });
+/** TLS options (PEM). No `rootCerts`: the system's roots. `certChain` + `privateKey`: the client's
+ * certificate (mutual TLS). `serverName`: the name to check in the server's certificate. */
+export interface TlsOptions {
+  rootCerts?: Buffer | string;
+  certChain?: Buffer | string;
+  privateKey?: Buffer | string;
+  serverName?: string;
+}
+
+const pem = (v?: Buffer | string): Buffer | null => (v === undefined ? null : Buffer.isBuffer(v) ? v : Buffer.from(v));
+
+/** Whether `address` is a local connection: a unix socket or TCP to a loopback address. */
+export function isLocalAddress(address: string): boolean {
+  if (address.startsWith("unix:") || address.startsWith("unix-abstract:")) return true;
+  let host = address.includes(":") ? address.slice(0, address.lastIndexOf(":")) : address;
+  host = host.replace(/^\[|\]$/g, "");
+  return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/** An interceptor that sends `authorization: Bearer <token>` on every call (streams included). */
+export function tokenInterceptor(token: string): grpc.Interceptor {
+  const value = `Bearer ${token}`;
+  return (options, nextCall) =>
+    new grpc.InterceptingCall(nextCall(options), {
+      start(metadata, listener, next) {
+        metadata.set("authorization", value);
+        next(metadata, listener);
+      },
+    });
+}
+
+/**
+ * Open a grpc-js client for `unix:PATH` or `HOST:PORT` (plaintext unless credentials or `tls` are
+ * given). A `token` goes as `authorization: Bearer` metadata on every call, and only over TLS or a
+ * local connection (unix socket, loopback): with another plaintext address this throws.
+ */
+export function connect(address: string, credentials?: grpc.ChannelCredentials, options?: grpc.ChannelOptions,
+                        auth: { token?: string; tls?: TlsOptions | boolean } = {}): grpc.Client {
+  const tls = auth.tls === true ? {} : auth.tls || undefined;
+  let creds = credentials;
+  const extra: grpc.ClientOptions = {};
+  if (tls) {
+    creds = grpc.credentials.createSsl(pem(tls.rootCerts), pem(tls.privateKey), pem(tls.certChain));
+    if (tls.serverName) extra["grpc.ssl_target_name_override"] = tls.serverName;
+  }
+  if (auth.token !== undefined) {
+    if (!auth.token) throw new TypeError("token is empty");
+    if (!tls && !credentials && !isLocalAddress(address)) {
+      throw new TypeError(`a token is sent only over TLS or a local connection (unix socket, loopback); ` +
+                          `${JSON.stringify(address)} is neither: pass tls`);
+    }
+    extra.interceptors = [tokenInterceptor(auth.token)];
+  }
+  return new grpc.Client(address, creds ?? grpc.credentials.createInsecure(), { ...CHANNEL_OPTIONS, ...options, ...extra });
 }
 
 function grpcMetadata(extra?: Record<string, string>, waitForReady = false): grpc.Metadata {

@@ -353,17 +353,19 @@ class SidecarSaver(_SaverBase):
     nothing; every value is sent whole). ``timeout`` is each call's
     deadline, retries included; ``retry_for`` how long queued writes are
     retried while the sidecar is unreachable. ``write_behind=False`` makes
-    every put wait for the sidecar, whatever the durability mode.
+    every put wait for the sidecar, whatever the durability mode. ``token``
+    and ``tls`` go to the client the saver makes (see :class:`agentstate.Client`).
     """
 
     def __init__(self, target: str | Client = "unix:sidecar-data/sidecar.sock", *, namespace: str | None = None,
                  serde=None, allowed_modules=(), strict: bool | None = None, cache_size: int = 512,
-                 timeout: float = 30.0, retry_for: float = 120.0, write_behind: bool = False) -> None:
+                 timeout: float = 30.0, retry_for: float = 120.0, write_behind: bool = False,
+                 token: str | None = None, tls=None) -> None:
         if isinstance(target, Client):
             self.client, self._own = target, False
         else:
             self.client = Client(target, namespace=namespace or "default", timeout=timeout, retry=SAVER_RETRY,
-                                 wait_for_ready=True)
+                                 wait_for_ready=True, token=token, tls=tls)
             self._own = True
         super().__init__(namespace=namespace or self.client.namespace, serde=serde,
                          allowed_modules=allowed_modules, strict=strict, cache_size=cache_size, timeout=timeout,
@@ -435,7 +437,8 @@ class AsyncSidecarSaver(_SaverBase):
     def __init__(self, target: str | AsyncClient | Client = "unix:sidecar-data/sidecar.sock", *,
                  namespace: str | None = None, serde=None, allowed_modules=(), strict: bool | None = None,
                  cache_size: int = 512, timeout: float = 30.0, retry_for: float = 120.0,
-                 write_behind: bool = False) -> None:
+                 write_behind: bool = False, token: str | None = None, tls=None) -> None:
+        self._token, self._tls = token, tls
         self._given_async = target if isinstance(target, AsyncClient) else None
         self._given_sync = target if isinstance(target, Client) else None
         given = self._given_async or self._given_sync
@@ -455,14 +458,15 @@ class AsyncSidecarSaver(_SaverBase):
         with self._clients_lock:
             if self._aclient is None or self._aclient[0] is not loop:
                 self._aclient = (loop, AsyncClient(self.address, namespace=self.namespace, timeout=self.timeout,
-                                                   retry=SAVER_RETRY, wait_for_ready=True))
+                                                   retry=SAVER_RETRY, wait_for_ready=True, token=self._token,
+                                                   tls=self._tls))
             return self._aclient[1]
 
     def _blocking(self) -> Client:
         with self._clients_lock:
             if self._sclient is None:
                 self._sclient = Client(self.address, namespace=self.namespace, timeout=self.timeout,
-                                       retry=SAVER_RETRY, wait_for_ready=True)
+                                       retry=SAVER_RETRY, wait_for_ready=True, token=self._token, tls=self._tls)
             return self._sclient
 
     async def aflush(self) -> None:

@@ -35,6 +35,11 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EFFECT_IN_PROGRESS: _ClassVar[ErrorReason]
     EFFECT_TOKEN_STALE: _ClassVar[ErrorReason]
     EFFECT_KEY_REUSED: _ClassVar[ErrorReason]
+    AUTH_REQUIRED: _ClassVar[ErrorReason]
+    AUTH_INVALID: _ClassVar[ErrorReason]
+    NAMESPACE_DENIED: _ClassVar[ErrorReason]
+    ROLE_DENIED: _ClassVar[ErrorReason]
+    STORAGE_IO_ERROR: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -64,3 +69,8 @@ EFFECT_NOT_FOUND: ErrorReason
 EFFECT_IN_PROGRESS: ErrorReason
 EFFECT_TOKEN_STALE: ErrorReason
 EFFECT_KEY_REUSED: ErrorReason
+AUTH_REQUIRED: ErrorReason
+AUTH_INVALID: ErrorReason
+NAMESPACE_DENIED: ErrorReason
+ROLE_DENIED: ErrorReason
+STORAGE_IO_ERROR: ErrorReason

@@ -112,6 +112,26 @@ const (
 	// EFFECT_KEY_REUSED (FAILED_PRECONDITION): the idempotency key was begun
 	// with another request_digest.
 	ErrorReason_EFFECT_KEY_REUSED ErrorReason = 28
+	// Numbers 50-59: authentication and authorization (docs/security.md),
+	// storage faults.
+	// AUTH_REQUIRED (UNAUTHENTICATED): the sidecar requires a credential and
+	// the call carried none (no "authorization: Bearer ..." metadata and no
+	// client certificate mapped in the auth file).
+	ErrorReason_AUTH_REQUIRED ErrorReason = 50
+	// AUTH_INVALID (UNAUTHENTICATED): the credential is not one the auth file
+	// lists (unknown or revoked token, a malformed authorization header, an
+	// unmapped client certificate subject).
+	ErrorReason_AUTH_INVALID ErrorReason = 51
+	// NAMESPACE_DENIED (PERMISSION_DENIED): the credential may not use the
+	// request's namespace ("namespace"; "field" names where it was found).
+	ErrorReason_NAMESPACE_DENIED ErrorReason = 52
+	// ROLE_DENIED (PERMISSION_DENIED): the call needs a stronger role than the
+	// credential's ("role" is the role needed, "granted" the credential's).
+	ErrorReason_ROLE_DENIED ErrorReason = 53
+	// STORAGE_IO_ERROR (UNAVAILABLE): the disk failed a write or sync (EIO);
+	// nothing of the request was written. Retry later (with the same
+	// request_id).
+	ErrorReason_STORAGE_IO_ERROR ErrorReason = 54
 )
 
 // Enum value maps for ErrorReason.
@@ -146,6 +166,11 @@ var (
 		26: "EFFECT_IN_PROGRESS",
 		27: "EFFECT_TOKEN_STALE",
 		28: "EFFECT_KEY_REUSED",
+		50: "AUTH_REQUIRED",
+		51: "AUTH_INVALID",
+		52: "NAMESPACE_DENIED",
+		53: "ROLE_DENIED",
+		54: "STORAGE_IO_ERROR",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED": 0,
@@ -177,6 +202,11 @@ var (
 		"EFFECT_IN_PROGRESS":       26,
 		"EFFECT_TOKEN_STALE":       27,
 		"EFFECT_KEY_REUSED":        28,
+		"AUTH_REQUIRED":            50,
+		"AUTH_INVALID":             51,
+		"NAMESPACE_DENIED":         52,
+		"ROLE_DENIED":              53,
+		"STORAGE_IO_ERROR":         54,
 	}
 )
 
@@ -211,7 +241,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xef\x04\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xd1\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -245,7 +275,12 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x10EFFECT_NOT_FOUND\x10\x19\x12\x16\n" +
 	"\x12EFFECT_IN_PROGRESS\x10\x1a\x12\x16\n" +
 	"\x12EFFECT_TOKEN_STALE\x10\x1b\x12\x15\n" +
-	"\x11EFFECT_KEY_REUSED\x10\x1cB^\n" +
+	"\x11EFFECT_KEY_REUSED\x10\x1c\x12\x11\n" +
+	"\rAUTH_REQUIRED\x102\x12\x10\n" +
+	"\fAUTH_INVALID\x103\x12\x14\n" +
+	"\x10NAMESPACE_DENIED\x104\x12\x0f\n" +
+	"\vROLE_DENIED\x105\x12\x14\n" +
+	"\x10STORAGE_IO_ERROR\x106B^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
