@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 
-from . import __version__
+from . import __version__, logs
+from .metrics import parse_listen
 from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, DataDirLocked, serve
 
@@ -24,6 +24,14 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return value
+
+
+def _listen(text: str) -> str:
+    try:
+        parse_listen(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,13 +61,20 @@ def main(argv: list[str] | None = None) -> int:
                    help="writes in flight before new ones get OVERLOADED with a retry hint (default: %(default)s)")
     s.add_argument("--no-compress", dest="compress", action="store_false",
                    help="store value nodes as they are, not zstd-compressed (reading compressed ones still works)")
-    s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    s.add_argument("--metrics-listen", type=_listen, default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; see "
+                        "docs/operations.md)")
+    s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="DEBUG also logs every successful call (failed ones are logged at INFO)")
+    s.add_argument("--log-format", default="text", choices=list(logs.FORMATS),
+                   help="text lines, or one JSON object per line with the request's namespace, thread_id, "
+                        "run_id and request_id as keys (default: %(default)s)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(args.log_level, args.log_format)
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
-                    compress=args.compress)
+                    compress=args.compress, metrics_listen=args.metrics_listen)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

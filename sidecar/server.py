@@ -23,6 +23,7 @@ from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, run
 
 from . import limits
 from .api import context, service
+from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
 from .storage import gc, hotpath
@@ -58,6 +59,7 @@ class Config:
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
     max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
     compress: bool = True  # value nodes stored zstd-compressed (compression.py)
+    metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (metrics.py); off when None
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -78,6 +80,7 @@ class Sidecar:
         self.ctx: context.Ctx | None = None
         self.watchdog: Watchdog | None = None
         self.health = health.aio.HealthServicer()
+        self.metrics = Metrics()
         self._lock_fd: int | None = None
         self.bound: list[str] = []
 
@@ -121,7 +124,8 @@ class Sidecar:
             "EffectService": service.EffectService(self.ctx),
         }
         for module, name in SERVICES:
-            service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server)
+            service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
+                                  wrap=self.metrics.wrap)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)
@@ -142,8 +146,11 @@ class Sidecar:
                 raise OSError(f"cannot listen on {addr}")
             self.bound.append(addr if addr.startswith("unix:") or not addr.endswith(":0")
                               else f"{addr.rsplit(':', 1)[0]}:{port}")
-        await self.server.start()
         self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
+        self.metrics.watch(self.store, self.collector, self.ctx, self.watchdog)
+        if self.config.metrics_listen:
+            log.info("metrics at http://%s/metrics", self.metrics.serve(self.config.metrics_listen))
+        await self.server.start()
         self.watchdog.start()
         for path in sockets:
             os.chmod(path, 0o600)
@@ -159,6 +166,7 @@ class Sidecar:
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(self.config.grace_seconds)
+        self.metrics.close()
         if self.watchdog is not None:
             await self.watchdog.stop()
         if self.collector is not None:

@@ -62,18 +62,24 @@ _HANDLER_KINDS = {
 }
 
 
-def add_to_server(servicer, service_descriptor, server: grpc.aio.Server) -> None:
+def add_to_server(servicer, service_descriptor, server: grpc.aio.Server, wrap=None) -> None:
     """Register ``servicer`` like the generated add_*_to_server, but a body that
     does not parse reaches the handler as a MalformedRequest (for a client
     stream: as one item of the request iterator), so it is answered
     INVALID_ARGUMENT, never UNKNOWN. Every method kind is supported; wrap
     unary-response handlers with :func:`handler` (or :func:`client_streaming`)
-    and server-streaming ones with :func:`server_streaming`."""
+    and server-streaming ones with :func:`server_streaming`.
+
+    ``wrap(service_name, method_descriptor, behavior) -> behavior``, when given, wraps every method's
+    behaviour (the server's request metrics and request logs: sidecar/metrics.py)."""
     handlers = {}
     for method in service_descriptor.methods:
         kind = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
+        behavior = getattr(servicer, method.name)
+        if wrap is not None:
+            behavior = wrap(service_descriptor.name, method, behavior)
         handlers[method.name] = kind(
-            getattr(servicer, method.name),
+            behavior,
             request_deserializer=_tolerant(message_factory.GetMessageClass(method.input_type)),
             response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString)
     name = service_descriptor.full_name
