@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
-from . import __version__, logs
+from . import __version__, inspector, logs
 from .metrics import parse_listen
 from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, DataDirLocked, serve
@@ -69,7 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--log-format", default="text", choices=list(logs.FORMATS),
                    help="text lines, or one JSON object per line with the request's namespace, thread_id, "
                         "run_id and request_id as keys (default: %(default)s)")
+    default_socket = os.path.join(DEFAULT_DATA_DIR, SOCKET_NAME)
+    default_address = f"unix:{default_socket}" if os.path.exists(default_socket) else DEFAULT_TCP
+    inspector.add_parser(sub, default_address)
     args = parser.parse_args(argv)
+    if args.command == "inspect":
+        return inspector.run(args, default_address)
     logs.configure(args.log_level, args.log_format)
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
