@@ -35,6 +35,14 @@ def _listen(text: str) -> str:
     return text
 
 
+def _http(text: str) -> str:
+    try:
+        parse_listen(text if not text.isdigit() else f"127.0.0.1:{text}")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sidecar", description="Agent State Sidecar: agent state over gRPC on LMDB.")
     parser.add_argument("--version", action="version", version=f"sidecar {__version__}")
@@ -65,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--metrics-listen", type=_listen, default=None, metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; see "
                         "docs/operations.md)")
+    s.add_argument("--http", type=_http, default=None, metavar="HOST:PORT",
+                   help="serve the web inspector (read-only, no authentication) at http://HOST:PORT/; PORT alone "
+                        "binds 127.0.0.1 (off by default)")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="DEBUG also logs every successful call (failed ones are logged at INFO)")
     s.add_argument("--log-format", default="text", choices=list(logs.FORMATS),
@@ -80,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
-                    compress=args.compress, metrics_listen=args.metrics_listen)
+                    compress=args.compress, metrics_listen=args.metrics_listen, http_listen=args.http)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

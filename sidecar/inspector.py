@@ -11,6 +11,7 @@ in this process; a sidecar may be running on it). Views:
 ``checkpoint``  one checkpoint's channel values, metadata and pending writes
 ``diff``        what changed between two checkpoints, channel by channel
 ``bytes``       where a checkpoint's bytes go, per channel, and in how many checkpoints each changed
+``runs``        a thread's runs
 ``run``         a run's timeline: its steps, events, effects and artifacts in time order
 ``stats``       the store's counts (GetStoreStats)
 
@@ -95,6 +96,7 @@ class DirSource:
             ("ThreadService", "DiffCheckpoints"): lambda r: api_checkpoints.diff(s, r),
             ("AdminService", "GetStoreStats"): lambda r: service.store_stats(s),
             ("RunService", "GetRun"): lambda r: api_runs.get(c, r),
+            ("RunService", "ListRuns"): lambda r: api_runs.list_(c, r),
             ("RunService", "ListSteps"): lambda r: api_runs.list_steps(c, r),
             ("RunService", "ListBranches"): lambda r: api_runs.list_branches(c, r),
             ("EventService", "ListEvents"): lambda r: api_events.list_(c, r),
@@ -299,6 +301,14 @@ def view_bytes(src, ns: str, thread_id: str, checkpoint_id: str, cns: str) -> di
                     "keeps values shared across checkpoints once (GetStoreStats: blob_bytes)"}
 
 
+def view_runs(src, ns: str, thread_id: str) -> dict:
+    runs = pages(src, "RunService", "ListRuns", runs_pb2.ListRunsRequest(namespace=ns, thread_id=thread_id), "runs")
+    return {"namespace": ns, "thread_id": thread_id, "runs": [
+        {"run_id": r.run_id, "status": _enum(runs_pb2.RunStatus, r.status, "RUN_STATUS_"), "held": r.held,
+         "attempt": r.attempt, "create_time": ts(r.create_time), "end_time": ts(r.end_time),
+         "last_checkpoint_id": r.last_checkpoint_id, "branch_of": r.branch_of} for r in runs]}
+
+
 def view_run(src, ns: str, run_id: str) -> dict:
     run = src.call("RunService", "GetRun", runs_pb2.GetRunRequest(namespace=ns, run_id=run_id)).run
     steps = pages(src, "RunService", "ListSteps", runs_pb2.ListStepsRequest(namespace=ns, run_id=run_id), "steps")
@@ -501,12 +511,24 @@ def render_run(m: dict, full: bool) -> str:
     return "\n".join(lines)
 
 
+def render_runs(m: dict, full: bool) -> str:
+    if not m["runs"]:
+        return f"no runs on thread {m['thread_id']}"
+    width = max(len(r["run_id"]) for r in m["runs"])
+    lines = [f"{'RUN':<{width}}  {'STATUS':<11}  {'CREATED':<24}  {'ENDED':<24}  LAST CHECKPOINT"]
+    for r in m["runs"]:
+        status = r["status"] + (" (held)" if r["held"] else "")
+        lines.append(f"{r['run_id']:<{width}}  {status:<11}  {r['create_time']:<24}  {r['end_time'] or '-':<24}  "
+                     f"{r['last_checkpoint_id'] or '-'}")
+    return "\n".join(lines)
+
+
 def render_stats(m: dict, full: bool) -> str:
     return "\n".join(f"{k:<16} {v}" for k, v in m.items())
 
 
 RENDER = {"threads": render_threads, "tree": render_tree, "checkpoint": render_checkpoint, "diff": render_diff,
-          "bytes": render_bytes, "run": render_run, "stats": render_stats}
+          "bytes": render_bytes, "runs": render_runs, "run": render_run, "stats": render_stats}
 
 
 # ----------------------------------------------------------------- command line
@@ -544,6 +566,8 @@ def add_parser(sub, default_address: str) -> None:
     v.add_argument("thread_id")
     v.add_argument("checkpoint_id", nargs="?", default="", help="(default: the latest)")
     v.add_argument("--checkpoint-ns", default="")
+    v = views.add_parser("runs", parents=[common], help="a thread's runs")
+    v.add_argument("thread_id")
     v = views.add_parser("run", parents=[common], help="a run's timeline: steps, events, effects, artifacts")
     v.add_argument("run_id")
     views.add_parser("stats", parents=[common], help="the store's counts")
@@ -570,6 +594,8 @@ def run(args, default_address: str, out=None) -> int:
                               args.checkpoint_ns)
         elif view == "bytes":
             model = view_bytes(src, ns, args.thread_id, args.checkpoint_id, args.checkpoint_ns)
+        elif view == "runs":
+            model = view_runs(src, ns, args.thread_id)
         elif view == "run":
             model = view_run(src, ns, args.run_id)
         else:

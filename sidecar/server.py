@@ -60,6 +60,7 @@ class Config:
     max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
     compress: bool = True  # value nodes stored zstd-compressed (compression.py)
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (metrics.py); off when None
+    http_listen: str | None = None  # HOST:PORT (or PORT: loopback) of the web inspector (web.py); off when None
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -81,6 +82,7 @@ class Sidecar:
         self.watchdog: Watchdog | None = None
         self.health = health.aio.HealthServicer()
         self.metrics = Metrics()
+        self.web = None  # the web inspector (web.py), when asked for
         self._lock_fd: int | None = None
         self.bound: list[str] = []
 
@@ -150,6 +152,10 @@ class Sidecar:
         self.metrics.watch(self.store, self.collector, self.ctx, self.watchdog)
         if self.config.metrics_listen:
             log.info("metrics at http://%s/metrics", self.metrics.serve(self.config.metrics_listen))
+        if self.config.http_listen:
+            from .web import WebInspector  # starlette, uvicorn and jinja2 load only when asked for
+            self.web = WebInspector(self.store, self.ctx)
+            log.info("web inspector at http://%s/", await self.web.start(self.config.http_listen))
         await self.server.start()
         self.watchdog.start()
         for path in sockets:
@@ -167,6 +173,9 @@ class Sidecar:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(self.config.grace_seconds)
         self.metrics.close()
+        if self.web is not None:
+            await self.web.stop()
+            self.web = None
         if self.watchdog is not None:
             await self.watchdog.stop()
         if self.collector is not None:

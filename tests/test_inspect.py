@@ -174,10 +174,19 @@ def test_run_timeline(capsys, source, seeded):
     assert "  effect    mail:1 done" in text
 
 
+def test_a_threads_runs(capsys, source, seeded):
+    runs = inspect(capsys, source, "runs", "t-a")["runs"]
+    assert [(r["run_id"], r["status"], r["last_checkpoint_id"]) for r in runs] == [(seeded[1], "success", "c4")]
+    branch = inspect(capsys, source, "runs", "t-a-branch")["runs"]
+    assert [(r["run_id"], r["branch_of"]) for r in branch] == [(seeded[2], "t-a")]
+    text = inspect(capsys, source, "runs", "t-a", json_out=False)
+    assert text.splitlines()[1].startswith(f"{seeded[1]}  success ")
+
+
 def test_the_data_dir_source_answers_like_the_sidecar(capsys, seeded):
     proc = seeded[0]
     for view in (["threads"], ["tree", "t-a"], ["checkpoint", "t-a", "c3"], ["diff", "t-a", "c1", "c4"],
-                 ["bytes", "t-a"], ["run", seeded[1]]):
+                 ["bytes", "t-a"], ["runs", "t-a"], ["run", seeded[1]]):
         by_grpc = inspect(capsys, ["--address", proc.address], *view)
         by_dir = inspect(capsys, ["--data-dir", str(proc.data_dir)], *view)
         assert by_dir == by_grpc, view

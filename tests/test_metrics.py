@@ -98,11 +98,13 @@ def test_requests_by_rpc_and_status_code_with_latency(c, m):
     for _ in range(3):
         with expect_error(CODES.NOT_FOUND, "THREAD_NOT_FOUND"):
             c.get_thread("missing")
-    after = m.scrape()
+    get = dict(service="ThreadService", method="GetThread")
+    # a failed call is counted as its handler ends, just after its status went out: wait a moment for it
+    after = wait_for(lambda: (s := m.scrape()) and value(s, "sidecar_request_duration_seconds_count", **get) - value(
+        before, "sidecar_request_duration_seconds_count", **get) >= 3 and s)
     rpc = dict(service="ThreadService", method="PutCheckpoint")
     assert value(after, "sidecar_requests_total", code="OK", **rpc) - \
         value(before, "sidecar_requests_total", code="OK", **rpc) == 1
-    get = dict(service="ThreadService", method="GetThread")
     assert value(after, "sidecar_requests_total", code="NOT_FOUND", **get) - \
         value(before, "sidecar_requests_total", code="NOT_FOUND", **get) == 3
     assert value(after, "sidecar_requests_total", code="OK", **get) == value(before, "sidecar_requests_total",
