@@ -104,14 +104,16 @@ def _reason(context) -> str:
     return ""
 
 
-def request(rpc: str, code: str, seconds: float, ids: dict | None, context) -> None:
-    """Log one finished call (see the module doc for levels and fields)."""
+def request(rpc: str, code: str, seconds: float, ids, request, context) -> None:
+    """Log one finished call (see the module doc for levels and fields); ``ids`` is the call's
+    :func:`id_getter` (None for a client stream), asked only when the line is written."""
     level = logging.DEBUG if code == "OK" else logging.WARNING if code in _WARN_CODES else logging.INFO
     if not requests_log.isEnabledFor(level):
         return
     extra = {"rpc": rpc, "code": code, "duration_ms": round(seconds * 1000, 3)}
-    if ids:
-        extra.update(ids)
+    found = ids(request) if ids is not None else None
+    if found:
+        extra.update(found)
     reason = _reason(context) if code != "OK" else ""
     if reason:
         extra["reason"] = reason

@@ -100,7 +100,7 @@ class Metrics:
             if child is None:
                 child = by_code[code] = self.requests.labels(service, name, code)
             child.inc()
-            logs.request(full, code, elapsed, ids(request) if ids is not None else None, context)
+            logs.request(full, code, elapsed, ids, request, context)
 
         if method.server_streaming:
             async def streaming(request, context):
