@@ -544,7 +544,9 @@ def add_parser(sub, default_address: str) -> None:
     common.add_argument("--json", action="store_true", help="one JSON document, for scripts")
     common.add_argument("--full", action="store_true", help="do not shorten long values")
     p = sub.add_parser("inspect", help="look at threads, checkpoints and runs (read-only)",
-                       description=__doc__.split("\n\n")[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description="Read-only views of a sidecar's state, against a running sidecar (--address) or "
+                                   "a data directory opened read-only (--data-dir; the sidecar may be running). "
+                                   "Human output, or --json for scripts. Each view has its own --help.")
     views = p.add_subparsers(dest="view", required=True)
     v = views.add_parser("threads", parents=[common], help="threads, by metadata")
     v.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",

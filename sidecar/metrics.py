@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
+import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import start_http_server
@@ -168,7 +169,6 @@ def _code(context, error: BaseException | None) -> str:
     if code is None:
         return "OK" if error is None else "UNKNOWN"
     if isinstance(code, int):  # some grpc versions hand out the number
-        import grpc
         code = next((c for c in grpc.StatusCode if c.value[0] == code), None)
         if code is None:
             return "UNKNOWN"
