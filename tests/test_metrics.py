@@ -275,3 +275,16 @@ def _version() -> str:
     from sidecar import __version__
     return __version__
 
+
+
+def test_a_taken_port_is_a_start_up_error(tmp_path):
+    import subprocess
+    import sys
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path / "d"),
+                              "--listen", f"unix:{tmp_path}/s.sock", "--metrics-listen", f"127.0.0.1:{port}"],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Address already in use" in out.stderr, out.stderr

@@ -206,3 +206,16 @@ def test_read_only_and_loopback(served):
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req, timeout=10)
     assert info.value.code == 405  # no page takes a write
+
+
+def test_a_taken_port_is_a_start_up_error(tmp_path):
+    import subprocess
+    import sys
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path / "d"),
+                              "--listen", f"unix:{tmp_path}/s.sock", "--http", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Address already in use" in out.stderr, out.stderr
