@@ -56,7 +56,7 @@ setup(
     packages=["sidecar", "sidecar.storage", "sidecar.state", "sidecar.ops", "sidecar.api", "agentstate", "agentstate.v1",
               "agentstate.langgraph"],
     package_dir={"agentstate": "clients/python/agentstate"},
-    package_data={"agentstate": ["py.typed"], "agentstate.v1": ["*.pyi"]},
+    package_data={"agentstate": ["py.typed"], "agentstate.v1": ["*.pyi"], "sidecar": ["web_templates/*.html"]},
     ext_modules=ext_modules,
     cmdclass={"build_ext": OptionalBuildExt},
 )

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 
-from . import __version__
+from . import __version__, inspector, logs
+from .metrics import parse_listen
 from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
 from .api import auth
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, ConfigError, DataDirLocked, serve
@@ -26,6 +26,22 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
     return value
+
+
+def _listen(text: str) -> str:
+    try:
+        parse_listen(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _http(text: str) -> str:
+    try:
+        parse_listen(text if not text.isdigit() else f"127.0.0.1:{text}")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +89,17 @@ def main(argv: list[str] | None = None) -> int:
                         "such certificate may do everything)")
     s.add_argument("--insecure", action="store_true",
                    help="allow a TCP listener on a non-loopback address without TLS and credentials")
-    s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    s.add_argument("--metrics-listen", type=_listen, default=None, metavar="HOST:PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; see "
+                        "docs/operations.md)")
+    s.add_argument("--http", type=_http, default=None, metavar="HOST:PORT",
+                   help="serve the web inspector (read-only, no authentication) at http://HOST:PORT/; PORT alone "
+                        "binds 127.0.0.1 (off by default)")
+    s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="DEBUG also logs every successful call (failed ones are logged at INFO)")
+    s.add_argument("--log-format", default="text", choices=list(logs.FORMATS),
+                   help="text lines, or one JSON object per line with the request's namespace, thread_id, "
+                        "run_id and request_id as keys (default: %(default)s)")
     t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
                        description="Make a random bearer token. Prints the token (give it to the client; it is "
                                    "not stored anywhere) on the first line, then its auth-file entry (holding the "
@@ -115,7 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--backup", default=None, metavar="PATH", help="a backup directory (its BLAKE3 checked too)")
     v.add_argument("--json", action="store_true", help="the report as JSON")
     v.add_argument("--quiet", action="store_true", help="no progress lines")
+    default_socket = os.path.join(DEFAULT_DATA_DIR, SOCKET_NAME)
+    default_address = f"unix:{default_socket}" if os.path.exists(default_socket) else DEFAULT_TCP
+    inspector.add_parser(sub, default_address)
     args = parser.parse_args(argv)
+    if args.command == "inspect":
+        return inspector.run(args, default_address)
     if args.command == "token":
         return _token(args)
     if args.command in ("backup", "restore", "verify"):
@@ -127,14 +158,15 @@ def main(argv: list[str] | None = None) -> int:
             return maintenance.cmd_restore(args.source, args.data_dir, args.replace, args.quiet)
         return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
                                       args.json, args.quiet)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(args.log_level, args.log_format)
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
                     compress=args.compress, backup_dir=args.backup_dir,
                     backup_interval_seconds=args.backup_interval or 0.0, backup_keep=args.backup_keep,
                     auth_file=args.auth_file, tls_cert=args.tls_cert,
-                    tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, insecure=args.insecure)
+                    tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, insecure=args.insecure,
+                    metrics_listen=args.metrics_listen, http_listen=args.http)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

@@ -32,6 +32,7 @@ from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, run
 
 from . import __version__, limits
 from .api import auth, context, service
+from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
 from .storage import backup, gc, hotpath
@@ -75,6 +76,8 @@ class Config:
     tls_key: str | None = None
     tls_client_ca: str | None = None  # PEM CA bundle: client certificates required (mutual TLS)
     insecure: bool = False  # allow a non-loopback TCP listener without TLS and credentials
+    metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (metrics.py); off when None
+    http_listen: str | None = None  # HOST:PORT (or PORT: loopback) of the web inspector (web.py); off when None
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -137,6 +140,8 @@ class Sidecar:
         self.ctx: context.Ctx | None = None
         self.watchdog: Watchdog | None = None
         self.health = health.aio.HealthServicer()
+        self.metrics = Metrics()
+        self.web = None  # the web inspector (web.py), when asked for
         self._lock_fd: int | None = None
         self._backups: asyncio.Task | None = None
         self.bound: list[str] = []
@@ -210,7 +215,7 @@ class Sidecar:
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
-                                  self.authorizer)
+                                  self.authorizer, wrap=self.metrics.wrap)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)
@@ -235,8 +240,15 @@ class Sidecar:
                 raise OSError(f"cannot listen on {addr}")
             self.bound.append(addr if addr.startswith("unix:") or not addr.endswith(":0")
                               else f"{addr.rsplit(':', 1)[0]}:{port}")
-        await self.server.start()
         self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
+        self.metrics.watch(self.store, self.collector, self.ctx, self.watchdog)
+        if self.config.metrics_listen:
+            log.info("metrics at http://%s/metrics", self.metrics.serve(self.config.metrics_listen))
+        if self.config.http_listen:
+            from .web import WebInspector  # starlette, uvicorn and jinja2 load only when asked for
+            self.web = WebInspector(self.store, self.ctx)
+            log.info("web inspector at http://%s/", await self.web.start(self.config.http_listen))
+        await self.server.start()
         self.watchdog.start()
         if self.config.backup_interval_seconds > 0:
             self._backups = asyncio.get_running_loop().create_task(self._backup_loop())
@@ -284,6 +296,10 @@ class Sidecar:
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(self.config.grace_seconds)
+        self.metrics.close()
+        if self.web is not None:
+            await self.web.stop()
+            self.web = None
         if self.watchdog is not None:
             await self.watchdog.stop()
         if self.collector is not None:

@@ -94,6 +94,14 @@ def test_every_import_points_down():
     assert not problems, "\n".join(problems)
 
 
+def test_only_the_top_layer_imports_the_metrics_library():
+    """prometheus_client stays in sidecar.metrics (the top layer); below it, plain counters (storage/stats.py)."""
+    problems = [f"{name} ({layer_of(name)}) imports {target}" for name, imported in graph().items()
+                if layer_of(name) != "top" for target in imported if target.startswith("prometheus_client")]
+    assert not problems, "\n".join(problems)
+    assert any(t.startswith("prometheus_client") for t in graph()["sidecar.metrics"])
+
+
 def test_resource_modules_do_not_import_each_other():
     problems = []
     for name, imported in graph().items():

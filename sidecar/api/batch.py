@@ -32,6 +32,19 @@ def _at(e: ApiError, i: int, op: str) -> ApiError:
 
 async def batch_write(store: Store, req: pb.BatchWriteRequest,
                       ctx: context.Ctx | None = None) -> pb.BatchWriteResponse:
+    if ctx is None:
+        return await _batch_write(store, req, None)
+    puts = sum(1 for item in req.writes if item.WhichOneof("op") == "put_checkpoint")
+    try:
+        resp = await _batch_write(store, req, ctx)
+    except BaseException as e:  # the batch is one transaction: each of its puts failed
+        ctx.saves.failure(e, puts)
+        raise
+    ctx.saves.succeeded(puts)
+    return resp
+
+
+async def _batch_write(store: Store, req: pb.BatchWriteRequest, ctx: context.Ctx | None) -> pb.BatchWriteResponse:
     ns = validate.namespace(req.namespace)
     validate.ident(req.request_id, "request_id", required=False)
     if len(req.writes) > limits.MAX_BATCH_WRITES:

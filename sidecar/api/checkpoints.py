@@ -166,6 +166,18 @@ def put_job(store: Store, req: pb.PutCheckpointRequest, plan: PutPlan | None = N
 
 
 async def put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | None = None) -> pb.PutCheckpointResponse:
+    if ctx is None:
+        return await _put(store, req, None)
+    try:
+        resp = await _put(store, req, ctx)
+    except BaseException as e:
+        ctx.saves.failure(e)
+        raise
+    ctx.saves.succeeded()
+    return resp
+
+
+async def _put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | None) -> pb.PutCheckpointResponse:
     durability = wire.durability(req.durability)
     if req.ByteSize() <= LARGE_REQUEST:  # small: prepared and applied in one go, inside the write
         resp, touched = await store.run(put_job(store, req), durability)

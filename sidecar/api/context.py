@@ -8,7 +8,7 @@ and wakes the watchers of the threads it touched.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..errors import ApiError
@@ -21,6 +21,24 @@ from . import idempotency, validate
 DEFAULT_LEASE_MS = 30_000
 
 
+class SaveTally:
+    """Checkpoint saves (PutCheckpoint, and each put of a BatchWrite or StreamWrites) that succeeded and
+    that failed, by ErrorReason: the save failure rate operators alert on (sidecar/metrics.py reads it)."""
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.failed: dict[str, int] = {}
+
+    def succeeded(self, n: int = 1) -> None:
+        self.ok += n
+
+    def failure(self, e: BaseException, n: int = 1) -> None:
+        if isinstance(e, asyncio.CancelledError) or n <= 0:
+            return  # the caller went away: not the save's failure
+        reason = e.reason if isinstance(e, ApiError) else "INTERNAL_ERROR"
+        self.failed[reason] = self.failed.get(reason, 0) + n
+
+
 @dataclass
 class Ctx:
     """What the run, event, artifact and effect calls need from the server."""
@@ -29,6 +47,7 @@ class Ctx:
     hub: "Hub"
     on_garbage: Callable[[], None] | None = None
     default_lease_ms: int = DEFAULT_LEASE_MS
+    saves: SaveTally = field(default_factory=SaveTally)
 
     def notify(self, touched: Iterable[tuple[str, str]]) -> None:
         self.hub.notify(touched)

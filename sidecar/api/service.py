@@ -63,7 +63,7 @@ _HANDLER_KINDS = {
 
 
 def add_to_server(servicer, service_descriptor, server: grpc.aio.Server,
-                  authorizer: auth.Authorizer | None = None) -> None:
+                  authorizer: auth.Authorizer | None = None, wrap=None) -> None:
     """Register ``servicer`` like the generated add_*_to_server, but a body that
     does not parse reaches the handler as a MalformedRequest (for a client
     stream: as one item of the request iterator), so it is answered
@@ -71,7 +71,11 @@ def add_to_server(servicer, service_descriptor, server: grpc.aio.Server,
     unary-response handlers with :func:`handler` (or :func:`client_streaming`)
     and server-streaming ones with :func:`server_streaming`. With an
     ``authorizer`` every handler is behind the checks of its rule in
-    :data:`auth.RULES` (an RPC missing from the table fails here, at start)."""
+    :data:`auth.RULES` (an RPC missing from the table fails here, at start).
+
+    ``wrap(service_name, method_descriptor, behavior) -> behavior``, when given, wraps every method's
+    behaviour outside the checks, so denied calls are counted too (the server's request metrics and
+    request logs: sidecar/metrics.py)."""
     handlers = {}
     for method in service_descriptor.methods:
         kind = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
@@ -79,6 +83,8 @@ def add_to_server(servicer, service_descriptor, server: grpc.aio.Server,
         if authorizer is not None:
             behavior = auth.guard(behavior, method.client_streaming, method.server_streaming,
                                   auth.RULES[f"{service_descriptor.full_name}/{method.name}"], authorizer)
+        if wrap is not None:
+            behavior = wrap(service_descriptor.name, method, behavior)
         handlers[method.name] = kind(
             behavior,
             request_deserializer=_tolerant(message_factory.GetMessageClass(method.input_type)),

@@ -125,8 +125,12 @@ async def _ack(out: pb.StreamWritesResponse, entry, ctx) -> None:
         raise
     except Exception as e:  # noqa: BLE001 - reported in the ack
         ack.error.CopyFrom(_error(e))
+        if op == "put_checkpoint" and ctx is not None:
+            ctx.saves.failure(e)
         return
     if op == "put_checkpoint":
+        if ctx is not None:
+            ctx.saves.succeeded()
         if isinstance(value, tuple):
             value, touched = value
             if ctx is not None:

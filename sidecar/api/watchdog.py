@@ -45,6 +45,9 @@ class Watchdog:
         self._task: asyncio.Task | None = None
         self._failed: dict[bytes, float] = {}  # timer key -> when to try again
         self.fired = 0
+        #: what fired timers did ("lease_requeued", "lease_held", "timeout", "stale"; "failed": a job
+        #: that raised), read by the metrics endpoint
+        self.actions: dict[str, int] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="sidecar-watchdog")
@@ -82,9 +85,9 @@ class Watchdog:
         def job(key):
             def run(txn):
                 tx = Tx(txn, store)
-                runs.fire_timer(tx, key)
+                action = runs.fire_timer(tx, key)
                 tx.flush()
-                return tx.touched, tx.garbage
+                return tx.touched, action
             return run
 
         mono = time.monotonic()
@@ -92,14 +95,19 @@ class Watchdog:
         futures = [(k, asyncio.wrap_future(store.submit(job(k)))) for k in due_keys]
         for key, fut in futures:
             try:
-                touched, _ = await fut
+                touched, action = await fut
             except ApiError:
                 raise
             except Exception:  # noqa: BLE001 - one bad timer must not stop the others
                 log.exception("watchdog: timer %s failed; retrying in %d s", key.hex(), FAILED_TIMER_RETRY_SECONDS)
                 self._failed[key] = mono + FAILED_TIMER_RETRY_SECONDS
+                self._count("failed")
                 continue
+            self._count(action or "stale")
             self._failed.pop(key, None)
             self.ctx.notify(touched)
         self.fired += len(due_keys)
         return len(due_keys)
+
+    def _count(self, action: str) -> None:
+        self.actions[action] = self.actions.get(action, 0) + 1

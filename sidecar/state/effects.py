@@ -203,3 +203,19 @@ def delete_thread_effects(txn, store: Store, ns: str, tkey: int) -> None:
         if raw is not None and layout.effect_decoder.decode(raw).tkey == tkey:
             txn.delete(ekey, db=db["effects"])
     records.delete_prefix(txn, db["effthr"], prefix)
+
+
+def count_by_state(txn, store: Store, now: int) -> dict[int, int]:
+    """{EffectState as read now: effects in it} over every namespace (a PENDING effect whose lease is gone
+    counts as UNKNOWN): one pass over the effects."""
+    counts: dict[int, int] = {}
+    runs: dict[str, dict] = {}  # namespace -> run id -> record
+    decode = layout.effect_decoder.decode
+    for key, raw in txn.cursor(db=store.db["effects"]).iternext():
+        e = decode(raw)
+        state = e.state
+        if state == PENDING:
+            ns = bytes(key).split(layout.SEP, 1)[0].decode()
+            state = state_of(e, _run_of(txn, store, ns, e.run_id, runs.setdefault(ns, {})), now)
+        counts[state] = counts.get(state, 0) + 1
+    return counts

@@ -340,8 +340,9 @@ def check_idle(tx: Tx, thread_id: str, tkey: int) -> None:
 
 # ----------------------------------------------------------------- timers
 
-def expire_lease(tx: Tx, ns: str, run_id: str, rec: RunRec) -> None:
-    """The watchdog's verdict on a run whose lease expired: re-queue it or hold it."""
+def expire_lease(tx: Tx, ns: str, run_id: str, rec: RunRec) -> str:
+    """The watchdog's verdict on a run whose lease expired: re-queue it or hold it (returns which:
+    "requeued" or "held")."""
     release(tx, ns, run_id, rec)
     rec.status = INTERRUPTED
     tx.put_run(ns, run_id, rec)
@@ -352,10 +353,11 @@ def expire_lease(tx: Tx, ns: str, run_id: str, rec: RunRec) -> None:
         rec.attempt += 1
         tx.server_event(ns, rec, run_id, "requeued", attempt=rec.attempt,
                         resume_checkpoint_id=rec.last_checkpoint_id or rec.start_checkpoint_id)
-    else:
-        rec.held = True
-        rec.error = ("lease expired; held for an operator" if rec.on_expiry == HOLD
-                     else f"lease expired after {rec.attempt} attempts; held for an operator")
+        return "requeued"
+    rec.held = True
+    rec.error = ("lease expired; held for an operator" if rec.on_expiry == HOLD
+                 else f"lease expired after {rec.attempt} attempts; held for an operator")
+    return "held"
 
 
 def due_timers(txn, store: Store, now: int, limit: int) -> list[bytes]:
@@ -369,21 +371,24 @@ def due_timers(txn, store: Store, now: int, limit: int) -> list[bytes]:
     return due_keys
 
 
-def fire_timer(tx: Tx, key: bytes) -> None:
-    """Handle one due timer (lease or deadline), ignoring stale ones."""
+def fire_timer(tx: Tx, key: bytes) -> str | None:
+    """Handle one due timer (lease or deadline), ignoring stale ones. Returns what was done:
+    "lease_requeued", "lease_held", "timeout", or None for a stale timer."""
     due, kind, ns, run_id = layout.split_timer_key(key)
     tx.txn.delete(key, db=tx.db["timers"])
     rec = tx.run(ns, run_id)
     if rec is None:
-        return
+        return None
     if kind == layout.TIMER_LEASE:
         if rec.status == RUNNING and rec.lease_expires_us == due:
             rec.lease_expires_us = 0  # its timer row is gone already
-            expire_lease(tx, ns, run_id, rec)
+            return "lease_" + expire_lease(tx, ns, run_id, rec)
     elif kind == layout.TIMER_DEADLINE:
         st = tx.state_of(ns, rec)
         if rec.deadline_us == due and st.active == run_id and rec.status in (PENDING, RUNNING, INTERRUPTED):
             end_run(tx, ns, run_id, rec, TIMEOUT, error=f"the run exceeded its timeout of {rec.timeout_ms} ms")
+            return "timeout"
+    return None
 
 
 def extend_leases(tx: Tx) -> int:
@@ -438,3 +443,17 @@ def delete_thread_runs(txn, store: Store, ns: str, tkey: int) -> None:
         txn.delete(rkey, db=db["runs"])
     txn.delete(layout.u64(tkey), db=db["tstate"])
     records.delete_prefix(txn, db["thruns"], prefix)
+
+
+# ----------------------------------------------------------------- census (the metrics endpoint)
+
+def count_by_status(txn, store: Store) -> tuple[dict[int, int], int]:
+    """({RunStatus: runs in it}, runs held for an operator) over every namespace: one pass over the runs."""
+    counts: dict[int, int] = {}
+    held = 0
+    decode = layout.run_decoder.decode
+    for _, raw in txn.cursor(db=store.db["runs"]).iternext():
+        rec = decode(raw)
+        counts[rec.status] = counts.get(rec.status, 0) + 1
+        held += rec.held
+    return counts, held

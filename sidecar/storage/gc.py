@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from . import hotpath as hp
-from . import layout, nodes, records
+from . import layout, nodes, records, stats
 from .store import Store
 
 log = logging.getLogger("sidecar.gc")
@@ -89,7 +89,11 @@ class GarbageCollector:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._timer_lock = threading.Lock()
-        self.runs = 0
+        self.totals = stats.GcTotals()  # read by the metrics endpoint
+
+    @property
+    def runs(self) -> int:
+        return self.totals.runs
 
     def soon(self) -> None:
         """Schedule a collection ``delay`` seconds from now (coalescing requests)."""
@@ -116,7 +120,17 @@ class GarbageCollector:
 
     def collect(self) -> GcStats:
         with self._lock:
-            return self._collect()
+            try:
+                result = self._collect()
+            except BaseException:
+                self.totals.failures += 1
+                raise
+            totals = self.totals
+            totals.runs += 1
+            totals.freed_blobs += result.freed_blobs
+            totals.freed_bytes += result.freed_bytes
+            totals.seconds.observe(result.seconds)
+            return result
 
     def _collect(self) -> GcStats:
         store = self.store
@@ -148,7 +162,6 @@ class GarbageCollector:
 
             store.write(switch_off)
         stats.seconds = time.monotonic() - started
-        self.runs += 1
         log.info("gc: %d reachable, freed %d blobs (%d bytes) in %.3fs", stats.reachable_blobs,
                  stats.freed_blobs, stats.freed_bytes, stats.seconds)
         return stats

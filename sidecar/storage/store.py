@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterator
 
 import lmdb
 
-from . import compression, layout, wal
+from . import compression, layout, stats, wal
 from ..errors import ApiError
 
 log = logging.getLogger("sidecar.store")
@@ -239,6 +239,8 @@ class Store:
         self._closed = False
         self.gc_keep: set[bytes] | None = None  # node ids to keep while a GC cycle runs (see gc.py)
         self.commits = 0
+        self.stats = stats.StoreStats()  # read by the metrics endpoint (sidecar/metrics.py)
+        self._jobs_in_txn = 0  # write jobs in the open transaction (the group commit's size)
         self.durability = durability
         self.commit_interval = commit_interval
         self.max_queue = max_queue
@@ -553,6 +555,7 @@ class Store:
         try:
             result = job.fn(txn)
             child.commit()
+            self._jobs_in_txn += 1
         except lmdb.MapFullError:
             self._job_txn = None
             child.abort()
@@ -568,7 +571,9 @@ class Store:
             self._job_txn = None
         if ops:
             try:
+                started = time.perf_counter()
                 self._log.append(ops)
+                self.stats.wal_append_seconds.observe(time.perf_counter() - started)
             except OSError as e:  # nothing acknowledged may be missing from the log: take the job out again
                 log.error("write-ahead log: %s", e)
                 self._rebuild()
@@ -589,6 +594,10 @@ class Store:
     def _done(self, job: _Job, result: Any, error: BaseException | None) -> None:
         with self._count_lock:
             self._inflight -= 1
+        if error is not None:
+            reason = error.reason if isinstance(error, ApiError) else type(error).__name__
+            failures = self.stats.write_failures
+            failures[reason] = failures.get(reason, 0) + 1
         fut = job.future
         if fut.done():
             return
@@ -617,14 +626,18 @@ class Store:
         if txn is None:
             return
         waiting, self._waiting = self._waiting, []
+        group, self._jobs_in_txn = self._jobs_in_txn, 0
         seq = self._log.seq if self._log is not None else 0
         try:
             if self._log is not None:
                 txn.put(b"wal_seq", layout.u64(seq), db=self.db["meta"])
+            started = time.perf_counter()
             txn.commit()
+            elapsed = time.perf_counter() - started
         except lmdb.MapFullError:
             with contextlib.suppress(Exception):
                 txn.abort()
+            self.stats.commit_failures += 1
             self._after_lost_txn(waiting, grow=True)
             return
         except lmdb.Error as e:
@@ -632,9 +645,13 @@ class Store:
                 txn.abort()
             log.error("commit failed: %s", e)
             self._recover_env()
+            self.stats.commit_failures += 1
             self._after_lost_txn(waiting, error=_storage_error(e))
             return
         self.commits += 1
+        self.stats.commit_seconds.observe(elapsed)
+        if group:
+            self.stats.group_size.observe(group)
         if self._log is not None:
             self._pending.clear()
             self._pending_bytes = 0
@@ -678,6 +695,7 @@ class Store:
             try:
                 for ops in self._pending:
                     self._apply_ops(txn, ops)
+                self._jobs_in_txn = len(self._pending)
                 return
             except lmdb.MapFullError:
                 txn.abort()
@@ -705,6 +723,7 @@ class Store:
         target = current * 2
         with self._gate.exclusive():
             self.env.set_mapsize(target)
+        self.stats.map_grows += 1
         log.info("grew LMDB map from %d to %d bytes", current, target)
         return True
 

@@ -1,0 +1,252 @@
+"""web: the web inspector (``--http HOST:PORT``), the views of ``sidecar inspect`` in a browser.
+
+A Starlette application with Jinja2 templates (``sidecar/web_templates``),
+served by uvicorn as a task on the sidecar's own event loop. Read-only: every
+page is built by the inspector's views (``sidecar/inspector.py``) from the
+api layer's read calls, run on the event loop like a gRPC call's (the view
+itself runs on a worker thread). Pages: thread search by metadata, a thread's
+checkpoint tree with forks and branches (click a checkpoint for its values,
+tick two to diff them), its runs, a run's timeline, store stats. The pages
+load nothing from elsewhere: styles are inline, there is no script.
+
+Off unless asked; ``--http PORT`` alone binds 127.0.0.1. No authentication:
+keep it on loopback (or behind something that authenticates).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from typing import Any
+
+import uvicorn
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse
+from starlette.routing import Route
+
+from . import inspector
+from .api import artifacts as api_artifacts
+from .api import checkpoints as api_checkpoints
+from .api import context, service
+from .api import effects as api_effects
+from .api import events as api_events
+from .api import runs as api_runs
+from .api import threads as api_threads
+from .errors import ApiError
+
+log = logging.getLogger("sidecar.web")
+
+TEMPLATES = os.path.join(os.path.dirname(__file__), "web_templates")
+
+
+def parse_http(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` (then 127.0.0.1) -> (host, port)."""
+    if text.isdigit():
+        text = f"127.0.0.1:{text}"
+    from .metrics import parse_listen
+    return parse_listen(text)
+
+
+class LiveSource:
+    """The inspector's source inside a running sidecar: each call runs on the event loop (the store's
+    owner), awaited from the worker thread a view runs on."""
+
+    def __init__(self, store, ctx: context.Ctx, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        s, c = store, ctx
+        self._calls = {
+            ("ThreadService", "ListThreads"): lambda r: api_threads.list_(s, r),
+            ("ThreadService", "GetThread"): lambda r: api_threads.get(s, r),
+            ("ThreadService", "ListCheckpoints"): lambda r: api_checkpoints.list_(s, r),
+            ("ThreadService", "GetCheckpoint"): lambda r: api_checkpoints.get(s, r),
+            ("ThreadService", "DiffCheckpoints"): lambda r: api_checkpoints.diff(s, r),
+            ("AdminService", "GetStoreStats"): lambda r: _in_thread(service.store_stats, s),  # a scan: off the loop
+            ("RunService", "GetRun"): lambda r: api_runs.get(c, r),
+            ("RunService", "ListRuns"): lambda r: api_runs.list_(c, r),
+            ("RunService", "ListSteps"): lambda r: api_runs.list_steps(c, r),
+            ("RunService", "ListBranches"): lambda r: api_runs.list_branches(c, r),
+            ("EventService", "ListEvents"): lambda r: api_events.list_(c, r),
+            ("EffectService", "ListEffects"): lambda r: api_effects.list_(c, r),
+            ("ArtifactService", "ListArtifacts"): lambda r: api_artifacts.list_(c, r),
+        }
+
+    def call(self, service_name: str, method: str, request):
+        try:
+            return asyncio.run_coroutine_threadsafe(self._calls[(service_name, method)](request), self.loop).result(60)
+        except ApiError as e:
+            raise inspector.InspectError(f"{method}: {e.code.name}: {e.message}") from None
+
+    def close(self) -> None:
+        pass
+
+
+async def _in_thread(fn, *args):
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+
+def _chain(nodes: dict, key) -> dict:
+    """A run of checkpoints without forks, then the chains its last one forks into."""
+    chain: list[dict] = []
+    while True:
+        n = nodes[key]
+        chain.append(n)
+        kids = n["children"]
+        if len(kids) != 1:
+            return {"nodes": chain, "forks": [_chain(nodes, (key[0], k)) for k in kids]}
+        key = (key[0], kids[0])
+
+
+def tree_chains(model: dict) -> list[tuple[str, list[dict]]]:
+    """[(checkpoint_ns, [root chains])] of a ``view_tree`` model."""
+    nodes = {(n["checkpoint_ns"], n["checkpoint_id"]): n for n in model["checkpoints"]}
+    out: dict[str, list] = {}
+    for key, n in nodes.items():
+        if not n["parent_checkpoint_id"] or (key[0], n["parent_checkpoint_id"]) not in nodes:
+            out.setdefault(key[0], []).append(_chain(nodes, key))
+    return sorted(out.items())
+
+
+class WebInspector:
+    """The ASGI application and its uvicorn server (see the module doc)."""
+
+    def __init__(self, store, ctx: context.Ctx) -> None:
+        self.store = store
+        self.ctx = ctx
+        self.env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
+        self.env.filters["pretty"] = _pretty
+        self.env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
+        self.app = Starlette(routes=[
+            Route("/", self.threads), Route("/thread", self.thread), Route("/checkpoint", self.checkpoint),
+            Route("/diff", self.diff), Route("/run", self.run), Route("/stats", self.stats),
+            Route("/healthz", lambda r: PlainTextResponse("ok")),
+        ])
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task | None = None
+        self.address: str | None = None
+        self._source: LiveSource | None = None
+
+    # ------------------------------------------------------------ pages
+
+    async def _view(self, fn, *args):
+        if self._source is None:
+            self._source = LiveSource(self.store, self.ctx, asyncio.get_running_loop())
+        return await asyncio.get_running_loop().run_in_executor(None, fn, self._source, *args)
+
+    def _page(self, template: str, status: int = 200, **values) -> HTMLResponse:
+        return HTMLResponse(self.env.get_template(template).render(**values), status_code=status)
+
+    async def _guard(self, request: Request, build):
+        try:
+            return await build()
+        except inspector.InspectError as e:
+            status = 404 if "NOT_FOUND" in str(e) else 400
+            return self._page("error.html", status, message=str(e), ns=request.query_params.get("ns", "default"))
+
+    async def threads(self, request: Request):
+        ns = request.query_params.get("ns", "default") or "default"
+        text = request.query_params.get("filter", "")
+
+        async def build():
+            filters = inspector._parse_filter(text.split()) if text.strip() else {}
+            model = await self._view(inspector.view_threads, ns, filters, 1000)
+            return self._page("threads.html", ns=ns, filter=text, model=model)
+
+        return await self._guard(request, build)
+
+    async def thread(self, request: Request):
+        q = request.query_params
+        ns, thread_id = q.get("ns", "default"), q.get("id", "")
+
+        async def build():
+            tree = await self._view(inspector.view_tree, ns, thread_id, None)
+            runs = await self._view(inspector.view_runs, ns, thread_id)
+            return self._page("thread.html", ns=ns, thread_id=thread_id, tree=tree, chains=tree_chains(tree),
+                              runs=runs)
+
+        return await self._guard(request, build)
+
+    async def checkpoint(self, request: Request):
+        q = request.query_params
+        ns, thread_id, cid, cns = q.get("ns", "default"), q.get("thread", ""), q.get("id", ""), q.get("cns", "")
+
+        async def build():
+            model = await self._view(inspector.view_checkpoint, ns, thread_id, cid, cns)
+            sizes = await self._view(inspector.view_bytes, ns, thread_id, model["checkpoint_id"], cns)
+            return self._page("checkpoint.html", ns=ns, m=model, sizes=sizes)
+
+        return await self._guard(request, build)
+
+    async def diff(self, request: Request):
+        q = request.query_params
+        ns, thread_id, cns = q.get("ns", "default"), q.get("thread", ""), q.get("cns", "")
+        picked = q.getlist("pick")
+
+        async def build():
+            if len(picked) != 2:
+                raise inspector.InspectError(f"pick two checkpoints to compare ({len(picked)} picked)")
+            tree = await self._view(inspector.view_tree, ns, thread_id, cns)
+            order = [n["checkpoint_id"] for n in tree["checkpoints"]]  # oldest first: diff older -> newer
+            a, b = sorted(picked, key=lambda c: order.index(c) if c in order else -1)
+            model = await self._view(inspector.view_diff, ns, thread_id, a, b, cns)
+            return self._page("diff.html", ns=ns, m=model)
+
+        return await self._guard(request, build)
+
+    async def run(self, request: Request):
+        q = request.query_params
+        ns, run_id = q.get("ns", "default"), q.get("id", "")
+
+        async def build():
+            model = await self._view(inspector.view_run, ns, run_id)
+            return self._page("run.html", ns=ns, m=model)
+
+        return await self._guard(request, build)
+
+    async def stats(self, request: Request):
+        async def build():
+            return self._page("stats.html", ns=request.query_params.get("ns", "default"),
+                              stats=await self._view(inspector.view_stats))
+
+        return await self._guard(request, build)
+
+    # ------------------------------------------------------------ serving
+
+    async def start(self, listen: str) -> str:
+        host, port = parse_http(listen)
+        # bound here, so a taken port is an OSError of ours (uvicorn would exit the process)
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._server = _Server(config)
+        self._task = asyncio.get_running_loop().create_task(self._server.serve(sockets=[sock]), name="sidecar-web")
+        while not self._server.started:
+            if self._task.done():
+                sock.close()
+                self._task.result()
+                raise OSError(f"the web inspector could not start on {listen}")
+            await asyncio.sleep(0.01)
+        self.address = f"{host}:{sock.getsockname()[1]}"
+        return self.address
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._task, 5)
+        self._server = self._task = None
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its signal handlers: the sidecar's own stop it (server.py)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield
