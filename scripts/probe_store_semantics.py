@@ -291,7 +291,17 @@ def vector_cases() -> list[tuple[str, Callable[[BaseStore], Any]]]:
         fill(store)
         return fmt(store.search(NS, query="q", filter={"g": 2}, limit=10))
 
-    return [("query 'q' = east, limit 10 (ties e/e2; 'plain' has no vector; 'many' has 2 vectors)", top),
+    def stale(store: BaseStore) -> Any:
+        store.put(NS, "k", {"t": "east"})
+        store.delete(NS, "k")
+        store.put(NS, "k", {"t": "west"}, index=False)
+        store.put(NS, "j", {"t": "east"})
+        store.put(NS, "j", {"t": "west"}, index=False)
+        return fmt(store.search(NS, query="q"))
+
+    return [("stale vectors: k put (east), deleted, put unindexed (west); j put (east), put again unindexed (west)",
+             stale),
+            ("query 'q' = east, limit 10 (ties e/e2; 'plain' has no vector; 'many' has 2 vectors)", top),
             ("the same in pages of 2 (offset 0, 2, 4, 6)", page),
             ("query with filter g=2", filtered)]
 

@@ -9,10 +9,11 @@
 // is addressed by a *path* (a tuple of labels, LangGraph's store namespace,
 // e.g. ["users", "u-42", "prefs"]) and a *key* within the path.
 //
-// Identifiers: a path has 1 to 32 labels; a label is 1 to 128 bytes of UTF-8
+// Identifiers: a path has 0 to 32 labels; a label is 1 to 128 bytes of UTF-8
 // without NUL; the labels of a path take at most 384 bytes together. A key is
 // 0 to 256 bytes of UTF-8 (NUL allowed). Label rules a framework adds (no ".",
-// no "langgraph" root) are the adapter's to check, not the server's.
+// no "langgraph" root, a non-empty path for puts) are the adapter's to check,
+// not the server's.
 //
 // Failure modes common to every call (errors.proto): INVALID_ARGUMENT
 // INVALID_FIELD names the field at fault ("path[2]", "filter.all[1].field.value",
