@@ -53,13 +53,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="writes in flight before new ones get OVERLOADED with a retry hint (default: %(default)s)")
     s.add_argument("--no-compress", dest="compress", action="store_false",
                    help="store value nodes as they are, not zstd-compressed (reading compressed ones still works)")
+    s.add_argument("--memory-sweep-interval", type=float, default=60.0, metavar="SECONDS",
+                   help="how often expired memory items are deleted (0: only on SweepExpiredMemoryItems; expired "
+                        "items are invisible at once either way; default: %(default)s)")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
-                    compress=args.compress)
+                    compress=args.compress, memory_sweep_interval_seconds=args.memory_sweep_interval)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

@@ -19,10 +19,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
+from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2, threads_pb2
 
 from . import limits
-from .api import context, service
+from .api import context, memory, service
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
 from .storage import gc, hotpath
@@ -41,6 +41,7 @@ SERVICES = (
     (events_pb2, "EventService"),
     (artifacts_pb2, "ArtifactService"),
     (effects_pb2, "EffectService"),
+    (memory_pb2, "MemoryService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -58,6 +59,7 @@ class Config:
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
     max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
     compress: bool = True  # value nodes stored zstd-compressed (compression.py)
+    memory_sweep_interval_seconds: float = 60.0  # how often expired memory items are swept (0: never)
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -77,6 +79,8 @@ class Sidecar:
         self.collector: gc.GarbageCollector | None = None
         self.ctx: context.Ctx | None = None
         self.watchdog: Watchdog | None = None
+        self.memory: memory.Memory | None = None
+        self._sweeper: asyncio.Task | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
         self.bound: list[str] = []
@@ -112,6 +116,10 @@ class Sidecar:
             self.collector.soon()
         if extended or dropped:
             log.info("startup: %d running leases extended, %d unfinished uploads dropped", extended, dropped)
+        self.memory = memory.Memory(self.store)
+        indexed = self.memory.build_index()
+        if indexed:
+            log.info("startup: vectors of %d memory items loaded into the index", indexed)
         servicers = {
             "ThreadService": service.ThreadService(self.store, self.collector, self.ctx),
             "AdminService": service.AdminService(self.store, self.collector),
@@ -119,6 +127,7 @@ class Sidecar:
             "EventService": service.EventService(self.ctx),
             "ArtifactService": service.ArtifactService(self.ctx),
             "EffectService": service.EffectService(self.ctx),
+            "MemoryService": service.MemoryService(self.memory, self.collector.soon),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server)
@@ -145,6 +154,8 @@ class Sidecar:
         await self.server.start()
         self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
         self.watchdog.start()
+        if self.config.memory_sweep_interval_seconds > 0:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
@@ -153,7 +164,24 @@ class Sidecar:
                  os.path.abspath(self.config.data_dir), self.config.durability, hotpath.NATIVE,
                  f", replayed {self.store.replayed} log records" if self.store.replayed else "")
 
+    async def _sweep_memory(self) -> None:
+        """Sweep expired memory items every ``memory_sweep_interval_seconds`` (small jobs; see api/memory.sweep)."""
+        while True:
+            await asyncio.sleep(self.config.memory_sweep_interval_seconds)
+            try:
+                n = await memory.sweep(self.memory, None, self.collector.soon)
+                if n:
+                    log.info("memory sweeper: %d expired items deleted", n)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("memory sweeper failed")
+
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         if self.ctx is not None:
             self.ctx.hub.close()  # open watches and claim waits end now (UNAVAILABLE): clients resume later
         if self.server is not None:
