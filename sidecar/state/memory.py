@@ -567,6 +567,30 @@ class Memory:
             if s.refresh:
                 self._refresh(f._path_id, f.key, f, now, write_txn)  # type: ignore[attr-defined]
 
+    def _candidates(self, txn, ns: str, s: SearchInput, match):
+        """(tie key, labels, key, record, path id) of the items under the prefix, for a vector query: ties go
+        in the request's order. A filter that can fail (LANGGRAPH_PYTHON) is evaluated in that order, so the
+        first error is the one the reference store raises; otherwise the items are read path by path (the
+        cheapest walk) and tie keys stand in for the order."""
+        if match is not None and mf.LANGGRAPH_PYTHON in mf.modes_of(s.filter):
+            for pos, (sk, labels, key, rec, path_id) in enumerate(self._ordered(txn, ns, s.prefix, s.order, None)):
+                yield pos, labels, key, rec, path_id
+            return
+        order = s.order
+        pos = 0
+        for labels, prec in self._paths_under(txn, ns, s.prefix):
+            if prec.live <= 0:
+                continue
+            for key, rec in self._items_of(txn, prec.path_id):
+                pos += 1  # walk position: path (label by label), then key = PATH_KEY order
+                if order == ORDER_UPDATED_DESC:
+                    tie = (-rec.updated_us, pos)
+                elif order == ORDER_INSERTION:
+                    tie = (prec.first_seq, rec.ins_seq)
+                else:
+                    tie = pos
+                yield tie, labels, key, rec, prec.path_id
+
     def _vector_search(self, txn, ns: str, s: SearchInput, now: int, match, write_txn) -> list[Found]:
         q = s.vector
         raw = txn.get(layout.mem_space_key(ns, q.space), db=self.db["memspace"])
@@ -579,32 +603,29 @@ class Memory:
                            f"vector.vector: {q.dims} dimensions, but vector space {q.space!r} has {space.dims}",
                            field="vector.vector", dims=space.dims, space=q.space)
         fields = set(q.fields)
-        scored: list = []  # (candidate position, Found, rows)
-        unscored: list[Found] = []
-        order = s.order
-        for pos, (sk, labels, key, rec, path_id) in enumerate(self._ordered(txn, ns, s.prefix, order, None)):
+        scored: list = []  # (Found, wanted fields, tie key)
+        unscored: list = []  # (tie key, Found)
+        for tie, labels, key, rec, path_id in self._candidates(txn, ns, s, match):
             if not visible(rec, now):
                 continue
-            wanted = [f for f in rec.vector_fields if not fields or f in fields] if rec.space == q.space else []
-            enc = None
-            if match is not None:
-                enc = nodes.value_encoding(rec.value, txn.get)
-                if not self._matches(match, enc, labels, key):
-                    continue
-            f = Found(labels, key, rec, enc)
+            wanted = [f for f in rec.vector_fields if not fields or f in fields] if rec.space == q.space else ()
+            if match is not None and not self._matches(match, nodes.value_encoding(rec.value, txn.get), labels, key):
+                continue
+            f = Found(labels, key, rec)
             f._path_id = path_id  # type: ignore[attr-defined]
             if wanted:
-                scored.append((pos, f, wanted))
+                scored.append((f, wanted, tie))
             else:
-                unscored.append(f)
+                unscored.append((tie, f))
         if q.unscored == UNSCORED_ONLY:
-            out = unscored[s.offset:s.offset + s.limit]
+            unscored.sort(key=lambda e: e[0])
+            out = [f for _, f in unscored[s.offset:s.offset + s.limit]]
         else:
-            rows = self.index.rows_for(txn, self.db, space, [(f.rec, wanted) for _, f, wanted in scored])
-            best = mv.top_items(rows, q.vector, s.offset + s.limit)
+            rows = self.index.rows_for(txn, self.db, space, [(f.rec, wanted) for f, wanted, _ in scored])
+            best = mv.top_items(rows, q.vector, s.offset + s.limit, [tie for _, _, tie in scored])
             out = []
             for cand, score, fld in best[s.offset:]:
-                f = scored[cand][1]
+                f = scored[cand][0]
                 f.score, f.field = score, fld
                 out.append(f)
         for f in out:

@@ -10,6 +10,7 @@ persisted. Everything here runs on the store's owner loop; the kernel (storage/v
 """
 from __future__ import annotations
 
+import heapq
 from array import array
 
 from ..storage import layout, vectors
@@ -125,10 +126,10 @@ class Candidates:
         self.temp: list[int] = []
 
 
-def top_items(c: Candidates, query: bytes, k: int) -> list[tuple[int, float, str]]:
+def top_items(c: Candidates, query: bytes, k: int, ties: list) -> list[tuple[int, float, str]]:
     """The best ``k`` candidates (candidate index, score, field) by cosine similarity to ``query``: an item
-    scores the highest of its rows (the first such field on a tie); ties between items go to the earlier
-    candidate (the request's order)."""
+    scores the highest of its rows (the first such field on a tie); ties between items go by ``ties[i]`` (the
+    request's order)."""
     try:
         scores = vectors.cosine_scores(c.space.buf, c.space.dims, c.rows, query)
     finally:
@@ -139,5 +140,5 @@ def top_items(c: Candidates, query: bytes, k: int) -> list[tuple[int, float, str
         cur = best.get(owner)
         if cur is None or score > cur[0]:
             best[owner] = (score, field)
-    ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))
-    return [(owner, score, field) for owner, (score, field) in ranked[:k]]
+    ranked = heapq.nsmallest(k, ((-sf[0], ties[owner], owner) for owner, sf in best.items()))
+    return [(owner, -neg, best[owner][1]) for neg, _, owner in ranked]
