@@ -771,17 +771,20 @@ def _pattern_match(labels, prefix, suffix) -> bool:
 
 def batch_order(ops: list[tuple[str, object]], semantics: int) -> list[tuple[int, str, object, bool]]:
     """The order a batch's ops run in: (index, kind, op, applied). SEQUENTIAL: as given. SNAPSHOT: every read
-    first (op order), then the writes in op order, of several writes to one item only the last applied."""
+    first (op order); then, for each item written, its last write, in the order the items were first written
+    in the batch (what LangGraph's stores do: a dict of puts keyed by item); earlier writes are dropped."""
     if semantics != SNAPSHOT:
         return [(i, kind, op, True) for i, (kind, op) in enumerate(ops)]
     reads = [(i, kind, op, True) for i, (kind, op) in enumerate(ops) if kind not in ("put", "delete")]
-    last: dict = {}
+    last: dict = {}  # item -> index of its last write, in first-write order
     for i, (kind, op) in enumerate(ops):
         if kind in ("put", "delete"):
             last[(tuple(op.path), op.key)] = i
-    writes = [(i, kind, op, last[(tuple(op.path), op.key)] == i) for i, (kind, op) in enumerate(ops)
-              if kind in ("put", "delete")]
-    return reads + writes
+    applied = [(i, ops[i][0], ops[i][1], True) for i in last.values()]
+    kept = set(last.values())
+    dropped = [(i, kind, op, False) for i, (kind, op) in enumerate(ops)
+               if kind in ("put", "delete") and i not in kept]
+    return reads + applied + dropped
 
 
 __all__ = ["Memory", "PutInput", "DeleteInput", "SearchInput", "ListInput", "VectorQuery", "Found", "batch_order"]
