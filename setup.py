@@ -1,7 +1,8 @@
 """Build script: packages plus the compiled hot path.
 
 ``_native/_hotpath_c.pyx`` is compiled (Cython) into the extension module
-``sidecar.storage._hotpath_c``, and ``_native/_mirror_c.pyx`` (the LangGraph savers'
+``sidecar.storage._hotpath_c``, ``_native/_vectors_c.pyx`` (the memory vector kernel) into
+``sidecar.storage._vectors_c``, and ``_native/_mirror_c.pyx`` (the LangGraph savers'
 value mirrors) into ``agentstate.langgraph._mirror_c``. If they cannot be built
 (no compiler), the install still succeeds and the selectors (``sidecar.storage.hotpath``,
 ``agentstate.langgraph._mirror``) use the pure-Python twins; set
@@ -44,7 +45,9 @@ ext_modules = []
 if cythonize is not None and not os.environ.get("SIDECAR_NO_EXTENSIONS"):
     ext_modules = cythonize(
         [Extension("sidecar.storage._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"]),
-         Extension("agentstate.langgraph._mirror_c", ["_native/_mirror_c.pyx"], extra_compile_args=["-O3"])],
+         Extension("agentstate.langgraph._mirror_c", ["_native/_mirror_c.pyx"], extra_compile_args=["-O3"]),
+         Extension("sidecar.storage._vectors_c", ["_native/_vectors_c.pyx"],
+                   extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"])],
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},
         quiet=True,

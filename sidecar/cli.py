@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                         "such certificate may do everything)")
     s.add_argument("--insecure", action="store_true",
                    help="allow a TCP listener on a non-loopback address without TLS and credentials")
+    s.add_argument("--memory-sweep-interval", type=float, default=60.0, metavar="SECONDS",
+                   help="how often expired memory items are deleted (0: only on SweepExpiredMemoryItems; expired "
+                        "items are invisible at once either way; default: %(default)s)")
     s.add_argument("--metrics-listen", type=_listen, default=None, metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; see "
                         "docs/operations.md)")
@@ -166,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                     backup_interval_seconds=args.backup_interval or 0.0, backup_keep=args.backup_keep,
                     auth_file=args.auth_file, tls_cert=args.tls_cert,
                     tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, insecure=args.insecure,
-                    metrics_listen=args.metrics_listen, http_listen=args.http)
+                    metrics_listen=args.metrics_listen, http_listen=args.http,
+                    memory_sweep_interval_seconds=args.memory_sweep_interval)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

@@ -46,6 +46,14 @@ REASONS: dict[str, grpc.StatusCode] = {
     "EFFECT_IN_PROGRESS": grpc.StatusCode.ABORTED,
     "EFFECT_TOKEN_STALE": grpc.StatusCode.FAILED_PRECONDITION,
     "EFFECT_KEY_REUSED": grpc.StatusCode.FAILED_PRECONDITION,
+    # 37-43: memory (api/memory.py)
+    "MEMORY_ITEM_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "MEMORY_ITEM_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "INVALID_FILTER": grpc.StatusCode.INVALID_ARGUMENT,
+    "FILTER_EVALUATION_ERROR": grpc.StatusCode.INVALID_ARGUMENT,
+    "VECTOR_DIMENSION_MISMATCH": grpc.StatusCode.INVALID_ARGUMENT,
+    "VECTOR_INVALID": grpc.StatusCode.INVALID_ARGUMENT,
+    "VECTOR_SPACE_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     # 50-59: authentication and authorization (api/auth.py), storage faults
     "AUTH_REQUIRED": grpc.StatusCode.UNAUTHENTICATED,
     "AUTH_INVALID": grpc.StatusCode.UNAUTHENTICATED,

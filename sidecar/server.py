@@ -28,10 +28,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
+from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2, threads_pb2
 
 from . import __version__, limits
-from .api import auth, context, service
+from .api import auth, context, memory, service
 from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
@@ -51,6 +51,7 @@ SERVICES = (
     (events_pb2, "EventService"),
     (artifacts_pb2, "ArtifactService"),
     (effects_pb2, "EffectService"),
+    (memory_pb2, "MemoryService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -78,6 +79,8 @@ class Config:
     insecure: bool = False  # allow a non-loopback TCP listener without TLS and credentials
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (metrics.py); off when None
     http_listen: str | None = None  # HOST:PORT (or PORT: loopback) of the web inspector (web.py); off when None
+
+    memory_sweep_interval_seconds: float = 60.0  # how often expired memory items are swept (0: never)
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -139,6 +142,8 @@ class Sidecar:
         self.collector: gc.GarbageCollector | None = None
         self.ctx: context.Ctx | None = None
         self.watchdog: Watchdog | None = None
+        self.memory: memory.Memory | None = None
+        self._sweeper: asyncio.Task | None = None
         self.health = health.aio.HealthServicer()
         self.metrics = Metrics()
         self.web = None  # the web inspector (web.py), when asked for
@@ -205,6 +210,10 @@ class Sidecar:
             self.collector.soon()
         if extended or dropped:
             log.info("startup: %d running leases extended, %d unfinished uploads dropped", extended, dropped)
+        self.memory = memory.Memory(self.store)
+        indexed = self.memory.build_index()
+        if indexed:
+            log.info("startup: vectors of %d memory items loaded into the index", indexed)
         servicers = {
             "ThreadService": service.ThreadService(self.store, self.collector, self.ctx),
             "AdminService": service.AdminService(self.store, self.collector, self.config.backups()),
@@ -212,6 +221,7 @@ class Sidecar:
             "EventService": service.EventService(self.ctx),
             "ArtifactService": service.ArtifactService(self.ctx),
             "EffectService": service.EffectService(self.ctx),
+            "MemoryService": service.MemoryService(self.memory, self.collector.soon),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
@@ -252,6 +262,8 @@ class Sidecar:
         self.watchdog.start()
         if self.config.backup_interval_seconds > 0:
             self._backups = asyncio.get_running_loop().create_task(self._backup_loop())
+        if self.config.memory_sweep_interval_seconds > 0:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
@@ -278,6 +290,7 @@ class Sidecar:
                 raise
             except Exception as e:  # noqa: BLE001 - a failed backup is logged and retried at the next interval
                 log.error("scheduled backup to %s failed: %s", path, e)
+
     def _access_summary(self) -> str:
         tls = ("mutual TLS" if self.config.tls_client_ca else "TLS") if self.config.tls_cert else "no TLS"
         if self.authorizer is None:
@@ -285,7 +298,25 @@ class Sidecar:
         p = self.authorizer.policy
         return f"{tls}, credentials required ({len(p.tokens)} tokens, {len(p.subjects)} client certificates)"
 
+    async def _sweep_memory(self) -> None:
+        """Sweep expired memory items every ``memory_sweep_interval_seconds`` (small jobs; see api/memory.sweep)."""
+        while True:
+            await asyncio.sleep(self.config.memory_sweep_interval_seconds)
+            try:
+                n = await memory.sweep(self.memory, None, self.collector.soon)
+                if n:
+                    log.info("memory sweeper: %d expired items deleted", n)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("memory sweeper failed")
+
     async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
         if self._backups is not None:
             self._backups.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -29,8 +29,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from agentstate import TLS, AsyncClient, Client, PermissionDenied, Unauthenticated
-from agentstate.v1 import (admin_pb2, artifacts_pb2 as apb, effects_pb2 as fpb, events_pb2 as epb, runs_pb2 as rpb,
-                           threads_pb2 as pb)
+from agentstate.v1 import (admin_pb2, artifacts_pb2 as apb, effects_pb2 as fpb, events_pb2 as epb, memory_pb2 as mpb,
+                           runs_pb2 as rpb, threads_pb2 as pb)
 from agentstate.values import to_value
 from sidecar import server
 from sidecar.api import auth
@@ -41,7 +41,7 @@ from conftest import SidecarProcess
 
 NS = "team-a"
 OTHER = "team-b"
-PROTO_MODULES = (pb, admin_pb2, rpb, epb, apb, fpb)
+PROTO_MODULES = tuple(module for module, _ in server.SERVICES)  # every service the sidecar serves
 AUTH_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 
 
@@ -200,8 +200,8 @@ def build_requests(w) -> dict:
         namespace=ns, thread_id=tid or u("t"), checkpoint_id="c1",
         channels={"n": pb.ChannelWrite(value=to_value(7))})
     lease = dict(run_id=w.run_id, lease_id=w.lease_id)
-    T, R, E, A, F = ("agentstate.v1.ThreadService/", "agentstate.v1.RunService/", "agentstate.v1.EventService/",
-                     "agentstate.v1.ArtifactService/", "agentstate.v1.EffectService/")
+    T, R, E, A, F, M = ("agentstate.v1.ThreadService/", "agentstate.v1.RunService/", "agentstate.v1.EventService/",
+                        "agentstate.v1.ArtifactService/", "agentstate.v1.EffectService/", "agentstate.v1.MemoryService/")
     return {
         T + "CreateThread": pb.CreateThreadRequest(namespace=NS, thread_id=u("t")),
         T + "GetThread": pb.GetThreadRequest(namespace=NS, thread_id=w.thread),
@@ -258,6 +258,18 @@ def build_requests(w) -> dict:
         F + "FailEffect": fpb.FailEffectRequest(namespace=NS, idempotency_key=u("k"), token="x", error="e"),
         F + "GetEffect": fpb.GetEffectRequest(namespace=NS, idempotency_key=u("k")),
         F + "ListEffects": fpb.ListEffectsRequest(namespace=NS, thread_id="t-run"),
+        M + "PutMemoryItem": mpb.PutMemoryItemRequest(namespace=NS, path=["users", "u1"], key=u("k"),
+                                                      value=to_value({"a": 1})),
+        M + "GetMemoryItem": mpb.GetMemoryItemRequest(namespace=NS, path=["users", "u1"], key="k0",
+                                                      allow_missing=True),
+        M + "DeleteMemoryItem": mpb.DeleteMemoryItemRequest(namespace=NS, path=["users", "u1"], key=u("gone"),
+                                                            allow_missing=True),
+        M + "BatchMemory": mpb.BatchMemoryRequest(namespace=NS, ops=[mpb.MemoryOp(put=mpb.PutMemoryItemRequest(
+            path=["users", "u1"], key=u("b"), value=to_value({"b": 2})))]),
+        M + "ListMemoryNamespaces": mpb.ListMemoryNamespacesRequest(namespace=NS),
+        M + "SearchMemoryItems": mpb.SearchMemoryItemsRequest(namespace=NS, path_prefix=["users"]),
+        M + "GetMemoryItemHistory": mpb.GetMemoryItemHistoryRequest(namespace=NS, path=["users", "u1"], key="k0"),
+        M + "SweepExpiredMemoryItems": mpb.SweepExpiredMemoryItemsRequest(namespace=NS),
     }
 
 

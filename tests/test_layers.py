@@ -102,13 +102,34 @@ def test_only_the_top_layer_imports_the_metrics_library():
     assert any(t.startswith("prometheus_client") for t in graph()["sidecar.metrics"])
 
 
+def private_helper_of(helper: str, owner: str) -> bool:
+    """``sidecar.state.memory_filters`` is a private helper of ``sidecar.state.memory`` (its resource's module
+    split in two): only that module may import it."""
+    return helper.startswith(owner + "_") and "." not in helper[len(owner) + 1:]
+
+
+def test_private_helpers_are_imported_by_their_owner_only():
+    problems = []
+    for name, imported in graph().items():
+        for target in imported:
+            if layer_of(target) != "state" or target in STATE_SHARED:
+                continue
+            owner = target.rsplit("_", 1)[0] if "_" in target.rsplit(".", 1)[-1] else None
+            if owner and _exists(owner) and name not in (owner, target) and name.startswith("sidecar.state"):
+                problems.append(f"{name} imports {target}, a private helper of {owner}")
+    assert not problems, "\n".join(problems)
+    assert private_helper_of("sidecar.state.memory_filters", "sidecar.state.memory")
+    assert not private_helper_of("sidecar.state.memory_filters", "sidecar.state.threads")
+
+
 def test_resource_modules_do_not_import_each_other():
     problems = []
     for name, imported in graph().items():
         if layer_of(name) != "state" or name in STATE_SHARED:
             continue
         for target in imported:
-            if layer_of(target) == "state" and target not in STATE_SHARED and target != name:
+            if layer_of(target) == "state" and target not in STATE_SHARED and target != name \
+                    and not private_helper_of(target, name):
                 problems.append(f"{name} imports {target}: compose them in sidecar.ops")
     assert not problems, "\n".join(problems)
 

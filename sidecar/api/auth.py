@@ -177,6 +177,8 @@ class Rule:
     access: str
     namespaces: Callable[[object], list[tuple[str, str]]] | None
     per_message: bool = False
+    #: the role a request needs when it depends on the request (a batch of reads needs only ``read``)
+    access_of: Callable[[object], str] | None = None
 
 
 def _field(req) -> list[tuple[str, str]]:
@@ -199,6 +201,19 @@ def _streamed(msg) -> list[tuple[str, str]]:
         if op:
             out.append((f"writes[{i}].{op}.namespace", getattr(w, op).namespace))
     return out
+
+
+def _memory_batch(req) -> list[tuple[str, str]]:
+    out = [("namespace", req.namespace)]
+    for i, o in enumerate(req.ops):
+        kind = o.WhichOneof("op")
+        if kind and getattr(o, kind).namespace:
+            out.append((f"ops[{i}].{kind}.namespace", getattr(o, kind).namespace))
+    return out
+
+
+def _memory_batch_access(req) -> str:
+    return WRITE if any(o.WhichOneof("op") in ("put", "delete") for o in req.ops) else READ
 
 
 def _upload(msg) -> list[tuple[str, str]]:
@@ -229,6 +244,14 @@ def _table() -> dict[str, Rule]:
         },
         "EffectService": {"BeginEffect": w, "CompleteEffect": w, "FailEffect": w, "GetEffect": r,
                           "ListEffects": r},
+        "MemoryService": {
+            "PutMemoryItem": w, "GetMemoryItem": r, "DeleteMemoryItem": w,
+            "BatchMemory": Rule(WRITE, _memory_batch, access_of=_memory_batch_access),
+            "ListMemoryNamespaces": r, "SearchMemoryItems": r, "GetMemoryItemHistory": r,
+            # without a namespace it sweeps every namespace: a store-wide call
+            "SweepExpiredMemoryItems": Rule(WRITE, lambda r: [("namespace", r.namespace)] if r.namespace else [],
+                                            access_of=lambda r: WRITE if r.namespace else ADMIN),
+        },
     }
     return {f"agentstate.v1.{s}/{m}": rule for s, methods in services.items() for m, rule in methods.items()}
 
@@ -294,9 +317,12 @@ class Authorizer:
     @staticmethod
     def check(principal: Principal, rule: Rule, request=None) -> None:
         """Refuse ``request`` (None: the start of a client stream) if ``principal`` may not make it."""
-        if ROLES[principal.role] < ROLES[rule.access]:
-            raise ApiError("ROLE_DENIED", f"this call needs the {rule.access} role; the credential has "
-                                          f"{principal.role}", role=rule.access, granted=principal.role)
+        access = rule.access
+        if rule.access_of is not None and isinstance(request, _message.Message):
+            access = rule.access_of(request)
+        if ROLES[principal.role] < ROLES[access]:
+            raise ApiError("ROLE_DENIED", f"this call needs the {access} role; the credential has "
+                                          f"{principal.role}", role=access, granted=principal.role)
         if request is None or rule.namespaces is None or not isinstance(request, _message.Message):
             return  # (a body that does not parse is refused INVALID_ARGUMENT by its handler)
         for field, namespace in rule.namespaces(request):

@@ -15,12 +15,13 @@ from google.protobuf import message as _message
 from google.protobuf import message_factory
 
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
-                           runs_pb2_grpc, threads_pb2_grpc)
+                           memory_pb2, memory_pb2_grpc, runs_pb2_grpc, threads_pb2_grpc)
 
 from ..errors import ApiError
 from ..storage import backup, gc, hotpath, layout
 from ..storage.store import Store
-from . import admin, artifacts, auth, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
+from . import (admin, artifacts, auth, batch, checkpoints, context, effects, events, history, memory, runs, stream, threads,
+               validate)
 
 log = logging.getLogger("sidecar.service")
 
@@ -411,6 +412,45 @@ class EffectService(effects_pb2_grpc.EffectServiceServicer):
     @handler
     async def ListEffects(self, request, context):
         return await effects.list_(self.ctx, request)
+
+
+class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
+    def __init__(self, mem: memory.Memory, on_garbage=None) -> None:
+        self.mem = mem
+        self.on_garbage = on_garbage
+
+    @handler
+    async def PutMemoryItem(self, request, context):
+        return await memory.put(self.mem, request)
+
+    @handler
+    async def GetMemoryItem(self, request, context):
+        return await memory.get(self.mem, request)
+
+    @handler
+    async def DeleteMemoryItem(self, request, context):
+        return await memory.delete(self.mem, request, self.on_garbage)
+
+    @handler
+    async def BatchMemory(self, request, context):
+        return await memory.batch(self.mem, request, self.on_garbage)
+
+    @handler
+    async def ListMemoryNamespaces(self, request, context):
+        return await memory.list_namespaces(self.mem, request)
+
+    @handler
+    async def SearchMemoryItems(self, request, context):
+        return await memory.search(self.mem, request)
+
+    @handler
+    async def GetMemoryItemHistory(self, request, context):
+        return await memory.history(self.mem, request)
+
+    @handler
+    async def SweepExpiredMemoryItems(self, request, context):
+        n = await memory.sweep(self.mem, request, self.on_garbage)
+        return memory_pb2.SweepExpiredMemoryItemsResponse(expired_items=n)
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

@@ -48,7 +48,8 @@ class GcStats:
 
 
 def roots_of(txn, store: Store):
-    """Every node id a manifest, pending write, artifact or upload in progress refers to directly."""
+    """Every node id a manifest, pending write, artifact, upload in progress, memory item or memory revision
+    refers to directly."""
     for _, raw in txn.cursor(db=store.db["ckpts"]).iternext():
         m = layout.manifest_decoder.decode(raw)
         for _, node_id in m.channels:
@@ -61,6 +62,12 @@ def roots_of(txn, store: Store):
         yield layout.artifact_decoder.decode(raw).content
     for _, raw in txn.cursor(db=store.db["uploads"]).iternext():
         yield from layout.upload_decoder.decode(raw).chunks
+    for _, raw in txn.cursor(db=store.db["memitems"]).iternext():
+        yield layout.memitem_decoder.decode(raw).value
+    for _, raw in txn.cursor(db=store.db["memhist"]).iternext():
+        value = layout.memrev_decoder.decode(raw).value
+        if value is not None:
+            yield value
 
 
 def mark(get, start, marked: set[bytes], missing: list | None = None) -> None:

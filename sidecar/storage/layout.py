@@ -29,6 +29,18 @@ effects.py, branches.py):
 ``effthr``    tkey idempotency_key -> b"" (a thread's effects)
 ``branches``  tkey seq(u64 BE) -> BranchRec (fork branches of a thread)
 
+Memory items (sidecar/state/memory.py, docs/memory.md §10):
+
+``mempaths``  ns NUL label NUL label NUL ... -> MemPathRec (tuple order: NUL sorts first)
+``mempathid`` path id(u64 BE) -> MemPathName [ns, labels] (reverse lookup)
+``memitems``  path id key -> MemItemRec
+``memids``    item id(u64 BE) -> path id + key
+``memupd``    ns NUL ~updated_us(u64 BE) item id -> b"" (tenant-wide, newest first)
+``memexp``    expires_us(u64 BE) item id -> b"" (sweeper order, all tenants)
+``memhist``   path id blake3(key)[:16] version(u64 BE) -> MemRevRec (history, newest last)
+``memvec``    item id field -> MemVecRec (one client-supplied float32 vector)
+``memspace``  ns NUL space name -> MemSpaceRec (a vector space's id and dimension)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -56,7 +68,8 @@ FORMAT_NAME = "agentstate-lmdb-1"
 
 DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime",
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
-            "effects", "effthr", "branches")
+            "effects", "effthr", "branches",
+            "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -239,6 +252,69 @@ class BranchRec(msgspec.Struct, array_like=True):
     promoted_us: int
 
 
+#: A memory item's provenance as stored: (thread_id, run_id, conversation_seq or None, step_id, checkpoint_id)
+Provenance = tuple[str, str, "int | None", str, str]
+NO_PROVENANCE: Provenance = ("", "", None, "", "")
+
+
+class MemPathRec(msgspec.Struct, array_like=True):
+    fmt: int
+    path_id: int
+    first_seq: int  # when the path was first written (INSERTION order)
+    live: int  # items stored under it (expired ones count until swept)
+
+
+class MemPathName(msgspec.Struct, array_like=True):
+    fmt: int
+    ns: str
+    labels: list[str]
+
+
+class MemItemRec(msgspec.Struct, array_like=True):
+    fmt: int
+    item_id: int
+    ins_seq: int  # when the item was created (INSERTION order)
+    created_us: int
+    updated_us: int
+    version: int
+    value: bytes  # node id of the value (a map)
+    origin: int  # MemoryOrigin
+    actor: str
+    provenance: Provenance
+    ttl_ms: int | None  # None: never expires
+    expires_us: int  # 0: never
+    space: str  # vector space of its vectors ("" when none)
+    vector_fields: list[str]  # sorted
+
+
+class MemRevRec(msgspec.Struct, array_like=True):
+    fmt: int
+    key: str  # the item's full key (checked on read: the record key holds a hash of it)
+    kind: int  # RevisionKind
+    time_us: int
+    actor: str
+    provenance: Provenance
+    origin: int
+    ttl_ms: int | None
+    value: bytes | None  # node id of the value (PUT)
+    vector_fields: list[str]
+    etag: str
+
+
+class MemVecRec(msgspec.Struct, array_like=True):
+    fmt: int
+    space_id: int
+    dims: int
+    version: int  # the item version that wrote it
+    data: bytes  # float32 little-endian components
+
+
+class MemSpaceRec(msgspec.Struct, array_like=True):
+    fmt: int
+    space_id: int
+    dims: int
+
+
 EMPTY_MAP = msgspec.Raw(b"\x80")
 
 _enc = msgspec.msgpack.Encoder()
@@ -256,6 +332,12 @@ artname_decoder = msgspec.msgpack.Decoder(ArtifactNameRec)
 upload_decoder = msgspec.msgpack.Decoder(UploadRec)
 effect_decoder = msgspec.msgpack.Decoder(EffectRec)
 branch_decoder = msgspec.msgpack.Decoder(BranchRec)
+mempath_decoder = msgspec.msgpack.Decoder(MemPathRec)
+mempathname_decoder = msgspec.msgpack.Decoder(MemPathName)
+memitem_decoder = msgspec.msgpack.Decoder(MemItemRec)
+memrev_decoder = msgspec.msgpack.Decoder(MemRevRec)
+memvec_decoder = msgspec.msgpack.Decoder(MemVecRec)
+memspace_decoder = msgspec.msgpack.Decoder(MemSpaceRec)
 encode = _enc.encode
 
 
@@ -414,6 +496,59 @@ def split_artifact_key(key: bytes) -> tuple[int, str, int]:
     """(tkey, name, version) of an artifacts key."""
     key = bytes(key)
     return _U64.unpack_from(key)[0], key[8:-5].decode(), _U32.unpack(key[-4:])[0]
+
+
+MASK64 = 2**64 - 1
+
+
+def mem_path_key(ns: str, labels) -> bytes:
+    """``ns NUL label NUL ...``: tuple order of paths (a prefix's paths share its key as a prefix)."""
+    return ns.encode() + SEP + b"".join(label.encode() + SEP for label in labels)
+
+
+def mem_labels_of(key: bytes, ns_len: int) -> list[str]:
+    parts = bytes(key[ns_len + 1:]).split(SEP)
+    return [p.decode() for p in parts[:-1]]
+
+
+def mem_item_key(path_id: int, key: str) -> bytes:
+    return _U64.pack(path_id) + key.encode()
+
+
+def mem_upd_key(ns: str, updated_us: int, item_id: int) -> bytes:
+    return ns.encode() + SEP + _U64.pack(MASK64 - updated_us) + _U64.pack(item_id)
+
+
+def mem_exp_key(expires_us: int, item_id: int) -> bytes:
+    return _U64.pack(expires_us) + _U64.pack(item_id)
+
+
+def mem_hist_prefix(path_id: int, key: str) -> bytes:
+    return _U64.pack(path_id) + blake3(b"agentstate.v1 memhist" + key.encode()).digest()[:16]
+
+
+def mem_hist_key(path_id: int, key: str, version: int) -> bytes:
+    return mem_hist_prefix(path_id, key) + _U64.pack(version)
+
+
+def mem_vec_key(item_id: int, field: str) -> bytes:
+    return _U64.pack(item_id) + field.encode()
+
+
+def mem_space_key(ns: str, space: str) -> bytes:
+    return ns.encode() + SEP + space.encode()
+
+
+def mem_etag(item_id: int, version: int) -> str:
+    return f"{item_id:x}-{version}"
+
+
+def next_counter(txn, meta_db, name: bytes) -> int:
+    """The next value of a counter in ``meta`` (starting at 1)."""
+    raw = txn.get(name, db=meta_db)
+    n = read_u64(raw) if raw is not None else 1
+    txn.put(name, _U64.pack(n + 1), db=meta_db)
+    return n
 
 
 # ----------------------------------------------------------------- records

@@ -5,6 +5,8 @@
     graph = builder.compile(checkpointer=SidecarSaver("unix:sidecar-data/sidecar.sock"))
     # or, in asyncio code:
     graph = builder.compile(checkpointer=AsyncSidecarSaver("unix:sidecar-data/sidecar.sock"))
+    # long-term memory (LangGraph's BaseStore), injected into nodes like InMemoryStore:
+    graph = builder.compile(checkpointer=saver, store=SidecarStore("unix:sidecar-data/sidecar.sock"))
 
 Needs LangGraph: ``pip install 'agentstate[langgraph]'``. See
 docs/langgraph.md for what is stored and sent, durability and the
@@ -18,5 +20,6 @@ except ImportError as e:  # pragma: no cover - exercised without the extra insta
 from ._serde import SafeSerializer, UnsafeValueError
 from ._writer import WriteBehindError
 from .saver import AsyncSidecarSaver, SidecarSaver
+from .store import AsyncSidecarStore, SidecarStore
 
-__all__ = ["SidecarSaver", "AsyncSidecarSaver", "SafeSerializer", "UnsafeValueError", "WriteBehindError"]
+__all__ = ["SidecarSaver", "AsyncSidecarSaver", "SidecarStore", "AsyncSidecarStore", "SafeSerializer", "UnsafeValueError", "WriteBehindError"]

@@ -35,6 +35,13 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EFFECT_IN_PROGRESS: _ClassVar[ErrorReason]
     EFFECT_TOKEN_STALE: _ClassVar[ErrorReason]
     EFFECT_KEY_REUSED: _ClassVar[ErrorReason]
+    MEMORY_ITEM_NOT_FOUND: _ClassVar[ErrorReason]
+    MEMORY_ITEM_ALREADY_EXISTS: _ClassVar[ErrorReason]
+    INVALID_FILTER: _ClassVar[ErrorReason]
+    FILTER_EVALUATION_ERROR: _ClassVar[ErrorReason]
+    VECTOR_DIMENSION_MISMATCH: _ClassVar[ErrorReason]
+    VECTOR_INVALID: _ClassVar[ErrorReason]
+    VECTOR_SPACE_NOT_FOUND: _ClassVar[ErrorReason]
     AUTH_REQUIRED: _ClassVar[ErrorReason]
     AUTH_INVALID: _ClassVar[ErrorReason]
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
@@ -69,6 +76,13 @@ EFFECT_NOT_FOUND: ErrorReason
 EFFECT_IN_PROGRESS: ErrorReason
 EFFECT_TOKEN_STALE: ErrorReason
 EFFECT_KEY_REUSED: ErrorReason
+MEMORY_ITEM_NOT_FOUND: ErrorReason
+MEMORY_ITEM_ALREADY_EXISTS: ErrorReason
+INVALID_FILTER: ErrorReason
+FILTER_EVALUATION_ERROR: ErrorReason
+VECTOR_DIMENSION_MISMATCH: ErrorReason
+VECTOR_INVALID: ErrorReason
+VECTOR_SPACE_NOT_FOUND: ErrorReason
 AUTH_REQUIRED: ErrorReason
 AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason

@@ -1,0 +1,790 @@
+"""memory: memory items — the rules over their records (docs/memory.md).
+
+An item lives at (tenant namespace, path, key). Its record (``memitems``, layout.MemItemRec) holds the value as
+one value node (content-addressed, shared with the item's history), the times, version, provenance, origin,
+actor, TTL and the names of its vectors; ``memupd`` orders the tenant's items newest first, ``memexp`` orders
+expiries for the sweeper, ``memhist`` keeps one revision per change (PUT, DELETE, EXPIRE), ``memvec`` the
+client-supplied float32 vectors.
+
+Everything takes validated Python values and the time ``now`` (microseconds) from the caller, so a test can
+run the rules with a clock of its own (:class:`Memory` holds the clock the server uses). Visibility: an item
+whose ``expires_us`` is not after ``now`` is invisible to every read at once, swept or not.
+
+Filters are evaluated by ``memory_filters`` (this module's private helper); vector scores by
+``storage/vectors.py`` over the index in ``memory_vectors``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from ..errors import ApiError
+from .. import limits
+from ..storage import hotpath as hp
+from ..storage import layout, nodes
+from ..storage.layout import MemItemRec, MemPathRec, MemRevRec, NO_PROVENANCE, Provenance
+from ..storage.store import Store, now_us
+from . import memory_filters as mf
+from . import memory_vectors as mv
+
+# agentstate.v1 enums (tests/test_memory.py checks the numbers against the proto)
+ORIGIN_UNSPECIFIED, ORIGIN_EXPLICIT, ORIGIN_INFERRED = 0, 1, 2
+VECTOR_REPLACE, VECTOR_MERGE = 1, 2
+REV_PUT, REV_DELETE, REV_EXPIRE = 1, 2, 3
+ORDER_UPDATED_DESC, ORDER_INSERTION, ORDER_PATH_KEY = 1, 2, 3
+UNSCORED_OMIT, UNSCORED_ONLY = 1, 2
+SEQUENTIAL, SNAPSHOT = 1, 2
+
+SWEEP_ACTOR = "agentstate:ttl"
+DEFAULT_SPACE = "default"
+REFRESH_MIN_US = 1_000_000  # a refresh moving the expiry by less than this is skipped
+
+_NEXT_PATH = b"mem_next_path"
+_NEXT_ITEM = b"mem_next_item"
+_NEXT_SEQ = b"mem_next_seq"
+_NEXT_SPACE = b"mem_next_space"
+
+
+@dataclass
+class PutInput:
+    path: tuple[str, ...]
+    key: str
+    value: bytes  # canonical encoding of a map
+    vectors: dict[str, bytes] = field(default_factory=dict)  # field -> float32 LE components
+    space: str = ""
+    vector_update: int = VECTOR_REPLACE
+    ttl_ms: int | None = None
+    provenance: Provenance = NO_PROVENANCE
+    origin: int = ORIGIN_UNSPECIFIED
+    actor: str = ""
+    etag: str = ""
+    must_not_exist: bool = False
+
+
+@dataclass
+class DeleteInput:
+    path: tuple[str, ...]
+    key: str
+    purge: bool = False
+    allow_missing: bool = False
+    etag: str = ""
+    actor: str = ""
+    provenance: Provenance = NO_PROVENANCE
+
+
+@dataclass
+class Found:
+    """One item as a read returns it."""
+
+    path: tuple[str, ...]
+    key: str
+    rec: MemItemRec
+    value: bytes | None = None  # canonical encoding (when asked for)
+    vectors: dict[str, bytes] | None = None
+    score: float | None = None
+    field: str = ""
+
+
+@dataclass
+class VectorQuery:
+    vector: bytes  # float32 LE
+    dims: int
+    space: str
+    fields: tuple[str, ...] = ()
+    unscored: int = UNSCORED_OMIT
+
+
+@dataclass
+class SearchInput:
+    prefix: tuple[str, ...] = ()
+    filter: object = None  # a memory_filters tree
+    order: int = ORDER_UPDATED_DESC
+    limit: int = limits.DEFAULT_MEMORY_SEARCH_LIMIT
+    offset: int = 0
+    after: tuple | None = None  # a page token's position
+    vector: VectorQuery | None = None
+    refresh: bool = True
+    values: bool = True
+    include_vectors: bool = False
+    paged: bool = False  # page_size/page_token: look one item ahead to know whether a next page exists
+
+
+@dataclass
+class ListInput:
+    prefix: tuple = ()  # labels, or None for a wildcard
+    suffix: tuple = ()
+    max_depth: int | None = None
+    include_empty: bool = False
+    limit: int = 100
+    offset: int = 0
+    after: tuple | None = None
+
+
+def not_found(path, key: str) -> ApiError:
+    return ApiError("MEMORY_ITEM_NOT_FOUND", f"no memory item {key!r} at path {list(path)!r}",
+                    path="/".join(path), key=key)
+
+
+def visible(rec: MemItemRec, now: int) -> bool:
+    return rec.expires_us == 0 or rec.expires_us > now
+
+
+def etag_of(rec: MemItemRec) -> str:
+    return layout.mem_etag(rec.item_id, rec.version)
+
+
+class Memory:
+    """The memory rules of one store, with its clock, its vector index and its queue of TTL refreshes."""
+
+    def __init__(self, store: Store, clock: Callable[[], int] = now_us) -> None:
+        self.store = store
+        self.clock = clock
+        self.db = store.db
+        self.index = mv.Index()
+        self._refreshes: dict[bytes, tuple[int, int]] = {}  # memitems key -> (item id, new expiry)
+        self._refresh_scheduled = False
+
+    # ---------------------------------------------------------- records
+
+    def _path(self, txn, ns: str, labels) -> MemPathRec | None:
+        raw = txn.get(layout.mem_path_key(ns, labels), db=self.db["mempaths"])
+        return None if raw is None else layout.mempath_decoder.decode(raw)
+
+    def _make_path(self, txn, ns: str, labels) -> MemPathRec:
+        rec = self._path(txn, ns, labels)
+        if rec is None:
+            meta = self.db["meta"]
+            rec = MemPathRec(layout.FORMAT_VERSION, layout.next_counter(txn, meta, _NEXT_PATH),
+                             layout.next_counter(txn, meta, _NEXT_SEQ), 0)
+            txn.put(layout.u64(rec.path_id), layout.encode(layout.MemPathName(layout.FORMAT_VERSION, ns, list(labels))),
+                    db=self.db["mempathid"])
+            self._save_path(txn, ns, labels, rec)
+        return rec
+
+    def _save_path(self, txn, ns: str, labels, rec: MemPathRec) -> None:
+        txn.put(layout.mem_path_key(ns, labels), layout.encode(rec), db=self.db["mempaths"])
+
+    def _item(self, txn, path_id: int, key: str) -> MemItemRec | None:
+        raw = txn.get(layout.mem_item_key(path_id, key), db=self.db["memitems"])
+        return None if raw is None else layout.memitem_decoder.decode(raw)
+
+    def _path_name(self, txn, path_id: int, cache: dict) -> layout.MemPathName:
+        name = cache.get(path_id)
+        if name is None:
+            name = cache[path_id] = layout.mempathname_decoder.decode(
+                txn.get(layout.u64(path_id), db=self.db["mempathid"]))
+        return name
+
+    def _last_version(self, txn, path_id: int, key: str) -> int:
+        """The version of the item's newest revision (0: no history)."""
+        prefix = layout.mem_hist_prefix(path_id, key)
+        cursor = txn.cursor(db=self.db["memhist"])
+        end = layout.prefix_end(prefix)
+        found = cursor.set_range(end) if end is not None else cursor.last()
+        if found:
+            found = cursor.prev()
+        else:
+            found = cursor.last()
+        while found and bytes(cursor.key()).startswith(prefix):
+            rev = layout.memrev_decoder.decode(cursor.value())
+            if rev.key == key:
+                return layout.read_u64(bytes(cursor.key())[-8:])
+            found = cursor.prev()
+        return 0
+
+    def _revision(self, txn, path_id: int, key: str, version: int, kind: int, now: int, actor: str,
+                  provenance: Provenance, origin: int, ttl_ms: int | None, value: bytes | None,
+                  fields: list[str], etag: str) -> None:
+        rev = MemRevRec(layout.FORMAT_VERSION, key, kind, now, actor, provenance, origin, ttl_ms, value,
+                        fields, etag)
+        txn.put(layout.mem_hist_key(path_id, key, version), layout.encode(rev), db=self.db["memhist"])
+
+    def _unindex(self, txn, ns: str, rec: MemItemRec) -> None:
+        txn.delete(layout.mem_upd_key(ns, rec.updated_us, rec.item_id), db=self.db["memupd"])
+        if rec.expires_us:
+            txn.delete(layout.mem_exp_key(rec.expires_us, rec.item_id), db=self.db["memexp"])
+
+    def _drop_vectors(self, txn, item_id: int, fields) -> None:
+        db = self.db["memvec"]
+        for f in fields:
+            txn.delete(layout.mem_vec_key(item_id, f), db=db)
+
+    def _remove(self, txn, ns: str, labels, prec: MemPathRec, rec: MemItemRec, key: str, kind: int, now: int,
+                actor: str, provenance: Provenance) -> None:
+        """Delete a stored item (DELETE or EXPIRE revision)."""
+        self._unindex(txn, ns, rec)
+        self._drop_vectors(txn, rec.item_id, rec.vector_fields)
+        self.index.discard(rec.item_id)
+        txn.delete(layout.mem_item_key(prec.path_id, key), db=self.db["memitems"])
+        txn.delete(layout.u64(rec.item_id), db=self.db["memids"])
+        prec.live -= 1
+        self._save_path(txn, ns, labels, prec)
+        version = rec.version + 1
+        self._revision(txn, prec.path_id, key, version, kind, now, actor, provenance, rec.origin, None, None, [],
+                       layout.mem_etag(rec.item_id, version))
+
+    def _space(self, txn, ns: str, space: str, dims: int, create: bool, field: str) -> layout.MemSpaceRec | None:
+        key = layout.mem_space_key(ns, space)
+        raw = txn.get(key, db=self.db["memspace"])
+        if raw is None:
+            if not create:
+                return None
+            rec = layout.MemSpaceRec(layout.FORMAT_VERSION, layout.next_counter(txn, self.db["meta"], _NEXT_SPACE),
+                                     dims)
+            txn.put(key, layout.encode(rec), db=self.db["memspace"])
+            return rec
+        rec = layout.memspace_decoder.decode(raw)
+        if rec.dims != dims:
+            raise ApiError("VECTOR_DIMENSION_MISMATCH",
+                           f"{field}: {dims} dimensions, but vector space {space!r} has {rec.dims}",
+                           field=field, dims=rec.dims, space=space)
+        return rec
+
+    # ---------------------------------------------------------- writes
+
+    def put(self, txn, ns: str, p: PutInput, now: int) -> tuple[MemItemRec, bool]:
+        """(stored record, created): create or replace an item, with a PUT revision."""
+        prec = self._make_path(txn, ns, p.path)
+        path_id = prec.path_id
+        old = self._item(txn, path_id, p.key)
+        if old is not None and not visible(old, now):
+            self._remove(txn, ns, p.path, prec, old, p.key, REV_EXPIRE, old.expires_us, SWEEP_ACTOR, NO_PROVENANCE)
+            old = None
+        if p.etag and (old is None or p.etag != etag_of(old)):
+            current = etag_of(old) if old is not None else ""
+            raise ApiError("ETAG_MISMATCH", f"memory item etag {p.etag!r} is stale", field="etag", etag=p.etag,
+                           current_etag=current)
+        if p.must_not_exist and old is not None:
+            raise ApiError("MEMORY_ITEM_ALREADY_EXISTS", f"memory item {p.key!r} exists at path {list(p.path)!r}",
+                           field="must_not_exist", path="/".join(p.path), key=p.key)
+        # vectors: one space per item; its dimension fixed by the first vector stored in it
+        space = ""
+        fields: list[str] = []
+        if p.vectors:
+            space = p.space or DEFAULT_SPACE
+            for f, data in p.vectors.items():
+                srec = self._space(txn, ns, space, len(data) // 4, True, f"vectors[{f!r}]")
+        if old is not None:
+            self._unindex(txn, ns, old)
+            version = old.version + 1
+            item_id, ins_seq, created_us = old.item_id, old.ins_seq, old.created_us
+            keep_old = (p.vector_update == VECTOR_MERGE and old.vector_fields
+                        and (not p.vectors or old.space == space))
+            if keep_old:
+                space = old.space
+                fields = [f for f in old.vector_fields if f not in p.vectors]
+                self._drop_vectors(txn, item_id, [f for f in old.vector_fields if f in p.vectors])
+                # the kept vectors are re-stamped with this version below
+            else:
+                self._drop_vectors(txn, item_id, old.vector_fields)
+            self.index.discard(item_id)
+        else:
+            version = self._last_version(txn, path_id, p.key) + 1
+            meta = self.db["meta"]
+            item_id = layout.next_counter(txn, meta, _NEXT_ITEM)
+            ins_seq = layout.next_counter(txn, meta, _NEXT_SEQ)
+            created_us = now
+            txn.put(layout.u64(item_id), layout.mem_item_key(path_id, p.key), db=self.db["memids"])
+            prec.live += 1
+            self._save_path(txn, ns, p.path, prec)
+        if p.vectors:
+            vdb = self.db["memvec"]
+            sid = self._space(txn, ns, space, len(next(iter(p.vectors.values()))) // 4, False, "vectors")
+            for f, data in p.vectors.items():
+                txn.put(layout.mem_vec_key(item_id, f),
+                        layout.encode(layout.MemVecRec(layout.FORMAT_VERSION, sid.space_id, len(data) // 4, version,
+                                                       data)), db=vdb)
+            fields = sorted(set(fields) | set(p.vectors))
+        if len(fields) > limits.MAX_MEMORY_VECTORS:
+            raise ApiError("LIMIT_EXCEEDED", f"vectors: an item holds at most {limits.MAX_MEMORY_VECTORS} vectors",
+                           limit="memory_vectors", field="vectors")
+        value_id = self._store_value(txn, p.value)
+        expires = 0 if p.ttl_ms is None else now + p.ttl_ms * 1000
+        rec = MemItemRec(layout.FORMAT_VERSION, item_id, ins_seq, created_us, now, version, value_id, p.origin,
+                         p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields)
+        txn.put(layout.mem_item_key(path_id, p.key), layout.encode(rec), db=self.db["memitems"])
+        txn.put(layout.mem_upd_key(ns, now, item_id), b"", db=self.db["memupd"])
+        if expires:
+            txn.put(layout.mem_exp_key(expires, item_id), b"", db=self.db["memexp"])
+        self._revision(txn, path_id, p.key, version, REV_PUT, now, p.actor, p.provenance, p.origin, p.ttl_ms,
+                       value_id, fields, etag_of(rec))
+        return rec, old is None
+
+    def _store_value(self, txn, encoding: bytes) -> bytes:
+        built: list = []
+        root = hp.value_node(encoding, built)
+        ids = nodes.write(txn, self.store, built, {}, [root])
+        keep = self.store.gc_keep
+        if keep is not None:
+            keep.update(ids.values())
+        return ids[root]
+
+    def delete(self, txn, ns: str, d: DeleteInput, now: int) -> tuple[bool, int]:
+        """(deleted, revisions purged)."""
+        prec = self._path(txn, ns, d.path)
+        old = None if prec is None else self._item(txn, prec.path_id, d.key)
+        if old is not None and not visible(old, now):
+            self._remove(txn, ns, d.path, prec, old, d.key, REV_EXPIRE, old.expires_us, SWEEP_ACTOR, NO_PROVENANCE)
+            old = None
+        if d.etag and (old is None or d.etag != etag_of(old)):
+            if old is None and not d.allow_missing and not d.purge:
+                raise not_found(d.path, d.key)
+            raise ApiError("ETAG_MISMATCH", f"memory item etag {d.etag!r} is stale", field="etag", etag=d.etag,
+                           current_etag=etag_of(old) if old is not None else "")
+        if old is not None:
+            self._remove(txn, ns, d.path, prec, old, d.key, REV_DELETE, now, d.actor, d.provenance)
+        purged = self._purge(txn, prec.path_id, d.key) if d.purge and prec is not None else 0
+        if old is None and not purged and not d.allow_missing:
+            raise not_found(d.path, d.key)
+        return old is not None, purged
+
+    def _purge(self, txn, path_id: int, key: str) -> int:
+        prefix = layout.mem_hist_prefix(path_id, key)
+        cursor = txn.cursor(db=self.db["memhist"])
+        doomed = []
+        if cursor.set_range(prefix):
+            for k, raw in cursor.iternext():
+                if not bytes(k).startswith(prefix):
+                    break
+                if layout.memrev_decoder.decode(raw).key == key:
+                    doomed.append(bytes(k))
+        for k in doomed:
+            txn.delete(k, db=self.db["memhist"])
+        return len(doomed)
+
+    # ---------------------------------------------------------- reads
+
+    def get(self, txn, ns: str, path, key: str, now: int, *, refresh: bool, include_vectors: bool = False,
+            write_txn=None) -> Found | None:
+        prec = self._path(txn, ns, path)
+        rec = None if prec is None else self._item(txn, prec.path_id, key)
+        if rec is None or not visible(rec, now):
+            return None
+        found = Found(tuple(path), key, rec, nodes.value_encoding(rec.value, txn.get))
+        if include_vectors:
+            found.vectors = self._vectors(txn, rec)
+        if refresh:
+            self._refresh(prec.path_id, key, found, now, write_txn)
+        return found
+
+    def _vectors(self, txn, rec: MemItemRec) -> dict[str, bytes]:
+        out = {}
+        for f in rec.vector_fields:
+            raw = txn.get(layout.mem_vec_key(rec.item_id, f), db=self.db["memvec"])
+            if raw is not None:
+                out[f] = layout.memvec_decoder.decode(raw).data
+        return out
+
+    def _refresh(self, path_id: int, key: str, found: Found, now: int, write_txn) -> None:
+        """Restart a read item's TTL: at once in a write (``write_txn``), else queued (docs/memory.md §7)."""
+        rec = found.rec
+        if rec.ttl_ms is None:
+            return
+        new = now + rec.ttl_ms * 1000
+        if new - rec.expires_us < REFRESH_MIN_US:
+            return
+        ikey = layout.mem_item_key(path_id, key)
+        found.rec = rec = layout.memitem_decoder.decode(layout.encode(rec))  # a copy for the answer
+        if write_txn is not None:
+            self.apply_refreshes(write_txn, {ikey: (rec.item_id, new)}, now)
+        else:
+            old = self._refreshes.get(ikey)
+            if old is None or old[0] != rec.item_id or old[1] < new:
+                self._refreshes[ikey] = (rec.item_id, new)
+        rec.expires_us = new
+
+    def take_refreshes(self) -> dict[bytes, tuple[int, int]]:
+        out, self._refreshes = self._refreshes, {}
+        return out
+
+    def apply_refreshes(self, txn, entries: dict[bytes, tuple[int, int]], now: int) -> int:
+        """Write queued expiries: each item re-checked (same item id, still live), the later expiry kept."""
+        done = 0
+        for ikey, (item_id, new) in entries.items():
+            raw = txn.get(ikey, db=self.db["memitems"])
+            if raw is None:
+                continue
+            rec = layout.memitem_decoder.decode(raw)
+            if rec.item_id != item_id or not rec.expires_us or new <= rec.expires_us or not visible(rec, now):
+                continue
+            txn.delete(layout.mem_exp_key(rec.expires_us, item_id), db=self.db["memexp"])
+            rec.expires_us = new
+            txn.put(layout.mem_exp_key(new, item_id), b"", db=self.db["memexp"])
+            txn.put(ikey, layout.encode(rec), db=self.db["memitems"])
+            done += 1
+        return done
+
+    # ---------------------------------------------------------- search
+
+    def _paths_under(self, txn, ns: str, prefix) -> Iterator[tuple[tuple[str, ...], MemPathRec]]:
+        """(labels, record) of the paths that start with ``prefix`` (labels), in tuple order."""
+        start = layout.mem_path_key(ns, prefix)
+        ns_len = len(ns.encode())
+        cursor = txn.cursor(db=self.db["mempaths"])
+        if not cursor.set_range(start):
+            return
+        for k, raw in cursor.iternext():
+            k = bytes(k)
+            if not k.startswith(start):
+                break
+            yield tuple(layout.mem_labels_of(k, ns_len)), layout.mempath_decoder.decode(raw)
+
+    def _items_of(self, txn, path_id: int) -> Iterator[tuple[str, MemItemRec]]:
+        prefix = layout.u64(path_id)
+        cursor = txn.cursor(db=self.db["memitems"])
+        if not cursor.set_range(prefix):
+            return
+        for k, raw in cursor.iternext():
+            k = bytes(k)
+            if not k.startswith(prefix):
+                break
+            yield k[8:].decode(), layout.memitem_decoder.decode(raw)
+
+    def _ordered(self, txn, ns: str, prefix, order: int, after: tuple | None
+                 ) -> Iterator[tuple[tuple, tuple[str, ...], str, MemItemRec, int]]:
+        """(sort key, labels, key, record, path id) of the items under ``prefix`` in ``order``, after ``after``
+        (a sort key). Expired items are included (the caller checks visibility)."""
+        if order == ORDER_UPDATED_DESC:
+            yield from self._by_update(txn, ns, prefix, after)
+            return
+        paths = list(self._paths_under(txn, ns, prefix))
+        if order == ORDER_INSERTION:
+            paths.sort(key=lambda p: p[1].first_seq)
+            for labels, prec in paths:
+                if prec.live <= 0 or (after is not None and prec.first_seq < after[0]):
+                    continue
+                items = sorted(self._items_of(txn, prec.path_id), key=lambda kv: kv[1].ins_seq)
+                for key, rec in items:
+                    sk = (prec.first_seq, rec.ins_seq)
+                    if after is not None and sk <= tuple(after):
+                        continue
+                    yield sk, labels, key, rec, prec.path_id
+            return
+        for labels, prec in paths:  # PATH_KEY
+            if prec.live <= 0:
+                continue
+            enc_labels = [lab.encode() for lab in labels]
+            if after is not None and enc_labels < list(after[0]):
+                continue
+            for key, rec in self._items_of(txn, prec.path_id):
+                sk = (enc_labels, key.encode())
+                if after is not None and (sk[0], sk[1]) <= (list(after[0]), after[1]):
+                    continue
+                yield sk, labels, key, rec, prec.path_id
+
+    def _by_update(self, txn, ns: str, prefix, after):
+        """Items newest first; equal update times by path (label by label) then key."""
+        nsb = ns.encode() + layout.SEP
+        cursor = txn.cursor(db=self.db["memupd"])
+        start = nsb if after is None else layout.mem_upd_key(ns, after[0], 0)
+        if not cursor.set_range(start):
+            return
+        names: dict = {}
+        ids_db, items_db = self.db["memids"], self.db["memitems"]
+        prefix = tuple(prefix)
+        plen = len(prefix)
+        group: list = []
+        group_time = None
+        for k in cursor.iternext(values=False):
+            k = bytes(k)
+            if not k.startswith(nsb):
+                break
+            updated = layout.MASK64 - layout.read_u64(k[len(nsb):len(nsb) + 8])
+            if group_time is not None and updated != group_time:
+                yield from self._flush(group, after)
+                group = []
+            group_time = updated
+            item_id = layout.read_u64(k[-8:])
+            ikey = txn.get(layout.u64(item_id), db=ids_db)
+            if ikey is None:
+                continue
+            ikey = bytes(ikey)
+            path_id = layout.read_u64(ikey[:8])
+            name = self._path_name(txn, path_id, names)
+            if plen and tuple(name.labels[:plen]) != prefix:
+                continue
+            raw = txn.get(ikey, db=items_db)
+            if raw is None:
+                continue
+            key = ikey[8:].decode()
+            labels = tuple(name.labels)
+            group.append(((updated, [lab.encode() for lab in labels], key.encode()), labels, key,
+                          layout.memitem_decoder.decode(raw), path_id))
+        yield from self._flush(group, after)
+
+    @staticmethod
+    def _flush(group, after):
+        group.sort(key=lambda g: (g[0][1], g[0][2]))
+        for entry in group:
+            sk = entry[0]
+            if after is not None and sk[0] == after[0] and (sk[1], sk[2]) <= (list(after[1]), after[2]):
+                continue
+            yield entry
+
+    def search(self, txn, ns: str, s: SearchInput, now: int, write_txn=None) -> tuple[list[Found], tuple | None]:
+        """(items, position after the last one when more may follow) of a search."""
+        match = mf.matcher(s.filter)
+        if s.vector is not None:
+            return self._vector_search(txn, ns, s, now, match, write_txn), None
+        out: list[Found] = []
+        skipped = 0
+        last = None
+        more = False
+        for sk, labels, key, rec, path_id in self._ordered(txn, ns, s.prefix, s.order, s.after):
+            if not visible(rec, now):
+                continue
+            enc = nodes.value_encoding(rec.value, txn.get)
+            if match is not None and not self._matches(match, enc, labels, key):
+                continue
+            if skipped < s.offset:
+                skipped += 1
+                continue
+            if len(out) == s.limit:
+                more = True  # (page tokens only: limit/offset reads stop at the last item, as InMemoryStore)
+                break
+            f = Found(labels, key, rec, enc if s.values else None)
+            f._path_id = path_id  # type: ignore[attr-defined]
+            out.append(f)
+            last = sk
+            if len(out) == s.limit and not s.paged:
+                break
+        self._finish(txn, out, now, s, write_txn)
+        return out, (last if more else None)
+
+    @staticmethod
+    def _matches(match, enc: bytes, labels, key: str) -> bool:
+        try:
+            return match(enc)
+        except mf.EvaluationError as e:
+            raise ApiError("FILTER_EVALUATION_ERROR", f"filter: {e.exception}: {e.message}", field="filter",
+                           exception=e.exception, exception_message=e.message, path="/".join(labels),
+                           key=key) from None
+
+    def _finish(self, txn, out: list[Found], now: int, s: SearchInput, write_txn) -> None:
+        for f in out:
+            if s.include_vectors:
+                f.vectors = self._vectors(txn, f.rec)
+            if s.refresh:
+                self._refresh(f._path_id, f.key, f, now, write_txn)  # type: ignore[attr-defined]
+
+    def _candidates(self, txn, ns: str, s: SearchInput, match):
+        """(tie key, labels, key, record, path id) of the items under the prefix, for a vector query: ties go
+        in the request's order. A filter that can fail (LANGGRAPH_PYTHON) is evaluated in that order, so the
+        first error is the one the reference store raises; otherwise the items are read path by path (the
+        cheapest walk) and tie keys stand in for the order."""
+        if match is not None and mf.LANGGRAPH_PYTHON in mf.modes_of(s.filter):
+            for pos, (sk, labels, key, rec, path_id) in enumerate(self._ordered(txn, ns, s.prefix, s.order, None)):
+                yield pos, labels, key, rec, path_id
+            return
+        order = s.order
+        pos = 0
+        for labels, prec in self._paths_under(txn, ns, s.prefix):
+            if prec.live <= 0:
+                continue
+            for key, rec in self._items_of(txn, prec.path_id):
+                pos += 1  # walk position: path (label by label), then key = PATH_KEY order
+                if order == ORDER_UPDATED_DESC:
+                    tie = (-rec.updated_us, pos)
+                elif order == ORDER_INSERTION:
+                    tie = (prec.first_seq, rec.ins_seq)
+                else:
+                    tie = pos
+                yield tie, labels, key, rec, prec.path_id
+
+    def _vector_search(self, txn, ns: str, s: SearchInput, now: int, match, write_txn) -> list[Found]:
+        q = s.vector
+        raw = txn.get(layout.mem_space_key(ns, q.space), db=self.db["memspace"])
+        if raw is None:
+            raise ApiError("VECTOR_SPACE_NOT_FOUND", f"vector.space: no vector space {q.space!r} in namespace {ns!r}",
+                           field="vector.space", space=q.space)
+        space = layout.memspace_decoder.decode(raw)
+        if space.dims != q.dims:
+            raise ApiError("VECTOR_DIMENSION_MISMATCH",
+                           f"vector.vector: {q.dims} dimensions, but vector space {q.space!r} has {space.dims}",
+                           field="vector.vector", dims=space.dims, space=q.space)
+        fields = set(q.fields)
+        scored: list = []  # (Found, wanted fields, tie key)
+        unscored: list = []  # (tie key, Found)
+        for tie, labels, key, rec, path_id in self._candidates(txn, ns, s, match):
+            if not visible(rec, now):
+                continue
+            wanted = [f for f in rec.vector_fields if not fields or f in fields] if rec.space == q.space else ()
+            if match is not None and not self._matches(match, nodes.value_encoding(rec.value, txn.get), labels, key):
+                continue
+            f = Found(labels, key, rec)
+            f._path_id = path_id  # type: ignore[attr-defined]
+            if wanted:
+                scored.append((f, wanted, tie))
+            else:
+                unscored.append((tie, f))
+        if q.unscored == UNSCORED_ONLY:
+            unscored.sort(key=lambda e: e[0])
+            out = [f for _, f in unscored[s.offset:s.offset + s.limit]]
+        else:
+            rows = self.index.rows_for(txn, self.db, space, [(f.rec, wanted) for f, wanted, _ in scored])
+            best = mv.top_items(rows, q.vector, s.offset + s.limit, [tie for _, _, tie in scored])
+            out = []
+            for cand, score, fld in best[s.offset:]:
+                f = scored[cand][0]
+                f.score, f.field = score, fld
+                out.append(f)
+        for f in out:
+            if s.values and f.value is None:
+                f.value = nodes.value_encoding(f.rec.value, txn.get)
+            elif not s.values:
+                f.value = None
+        self._finish(txn, out, now, s, write_txn)
+        return out
+
+    # ---------------------------------------------------------- namespaces
+
+    def list_paths(self, txn, ns: str, q: ListInput, now: int) -> tuple[list[tuple[str, ...]], tuple | None]:
+        lead = []
+        for seg in q.prefix:
+            if seg is None:
+                break
+            lead.append(seg)
+        out: list[tuple[str, ...]] = []
+        skipped = 0
+        last = None
+        after = tuple(q.after) if q.after is not None else None
+        for labels, prec in self._paths_under(txn, ns, lead):
+            if not _pattern_match(labels, q.prefix, q.suffix):
+                continue
+            if not q.include_empty and not self._has_visible(txn, prec, now):
+                continue
+            shown = labels if q.max_depth is None else labels[:q.max_depth]
+            if last is not None and shown == last:
+                continue
+            if out and shown == out[-1]:
+                continue
+            if after is not None and [x.encode() for x in shown] <= [x.encode() for x in after]:
+                continue
+            if skipped < q.offset:
+                skipped += 1
+                last = shown
+                continue
+            if len(out) == q.limit:
+                return out, tuple(out[-1])
+            out.append(shown)
+            last = shown
+        return out, None
+
+    def _has_visible(self, txn, prec: MemPathRec, now: int) -> bool:
+        if prec.live <= 0:
+            return False
+        return any(visible(rec, now) for _, rec in self._items_of(txn, prec.path_id))
+
+    # ---------------------------------------------------------- history
+
+    def history(self, txn, ns: str, path, key: str, before: int | None, size: int
+                ) -> tuple[list[tuple[int, MemRevRec]], int | None]:
+        """((version, revision) newest first, the version to continue below when more follow)."""
+        prec = self._path(txn, ns, path)
+        if prec is None:
+            raise not_found(path, key)
+        prefix = layout.mem_hist_prefix(prec.path_id, key)
+        cursor = txn.cursor(db=self.db["memhist"])
+        start = prefix + layout.u64(before) if before is not None else layout.prefix_end(prefix)
+        found = cursor.set_range(start) if start is not None else False
+        found = cursor.prev() if found else cursor.last()
+        out = []
+        while found:
+            k = bytes(cursor.key())
+            if not k.startswith(prefix):
+                break
+            rev = layout.memrev_decoder.decode(cursor.value())
+            if rev.key == key:
+                if len(out) == size:
+                    return out, out[-1][0]
+                out.append((layout.read_u64(k[-8:]), rev))
+            found = cursor.prev()
+        if not out and before is None:
+            raise not_found(path, key)
+        return out, None
+
+    def value_of(self, txn, node_id: bytes) -> bytes:
+        return nodes.value_encoding(node_id, txn.get)
+
+    # ---------------------------------------------------------- the sweeper
+
+    def sweep_job(self, txn, ns: str | None, now: int, start: bytes = b"",
+                  max_items: int = limits.MEMORY_SWEEP_BATCH) -> tuple[int, bytes | None]:
+        """Expire at most ``max_items`` items whose expiry is not after ``now`` (only namespace ``ns`` when
+        given): (how many, where the next job starts, None when nothing is left)."""
+        cursor = txn.cursor(db=self.db["memexp"])
+        names: dict = {}
+        doomed = []
+        looked = 0
+        nxt = None
+        if cursor.set_range(start):
+            for k in cursor.iternext(values=False):
+                k = bytes(k)
+                if layout.read_u64(k[:8]) > now:
+                    break
+                if len(doomed) >= max_items or looked >= 4 * max_items:
+                    nxt = k
+                    break
+                looked += 1
+                doomed.append(k)
+        n = 0
+        for k in doomed:
+            expires, item_id = layout.read_u64(k[:8]), layout.read_u64(k[8:])
+            ikey = txn.get(layout.u64(item_id), db=self.db["memids"])
+            if ikey is None:
+                txn.delete(k, db=self.db["memexp"])
+                continue
+            ikey = bytes(ikey)
+            path_id = layout.read_u64(ikey[:8])
+            name = self._path_name(txn, path_id, names)
+            if ns is not None and name.ns != ns:
+                continue
+            key = ikey[8:].decode()
+            rec = self._item(txn, path_id, key)
+            if rec is None or rec.item_id != item_id or rec.expires_us != expires or visible(rec, now):
+                continue
+            prec = self._path(txn, name.ns, name.labels)
+            self._remove(txn, name.ns, name.labels, prec, rec, key, REV_EXPIRE, now, SWEEP_ACTOR, NO_PROVENANCE)
+            n += 1
+        return n, nxt
+
+    # ---------------------------------------------------------- start-up
+
+    def build_index(self) -> int:
+        """Load every stored vector into the in-memory index (a cache: searches check versions)."""
+        with self.store.read() as txn:
+            return self.index.build(txn, self.db)
+
+
+def _pattern_match(labels, prefix, suffix) -> bool:
+    if len(labels) < len(prefix) or len(labels) < len(suffix):
+        return False
+    for lab, pat in zip(labels, prefix):
+        if pat is not None and lab != pat:
+            return False
+    if suffix:
+        for lab, pat in zip(labels[len(labels) - len(suffix):], suffix):
+            if pat is not None and lab != pat:
+                return False
+    return True
+
+
+def batch_order(ops: list[tuple[str, object]], semantics: int) -> list[tuple[int, str, object, bool]]:
+    """The order a batch's ops run in: (index, kind, op, applied). SEQUENTIAL: as given. SNAPSHOT: every read
+    first (op order); then, for each item written, its last write, in the order the items were first written
+    in the batch (what LangGraph's stores do: a dict of puts keyed by item); earlier writes are dropped."""
+    if semantics != SNAPSHOT:
+        return [(i, kind, op, True) for i, (kind, op) in enumerate(ops)]
+    reads = [(i, kind, op, True) for i, (kind, op) in enumerate(ops) if kind not in ("put", "delete")]
+    last: dict = {}  # item -> index of its last write, in first-write order
+    for i, (kind, op) in enumerate(ops):
+        if kind in ("put", "delete"):
+            last[(tuple(op.path), op.key)] = i
+    applied = [(i, ops[i][0], ops[i][1], True) for i in last.values()]
+    kept = set(last.values())
+    dropped = [(i, kind, op, False) for i, (kind, op) in enumerate(ops)
+               if kind in ("put", "delete") and i not in kept]
+    return reads + applied + dropped
+
+
+__all__ = ["Memory", "PutInput", "DeleteInput", "SearchInput", "ListInput", "VectorQuery", "Found", "batch_order"]
