@@ -114,12 +114,15 @@ def request(rpc: str, code: str, seconds: float, ids, request, context) -> None:
     found = ids(request) if ids is not None else None
     if found:
         extra.update(found)
-    reason = _reason(context) if code != "OK" else ""
+    # a cancelled call's context is not read: grpc.aio's context of a call the client cancelled crashed
+    # the process when asked for its trailing metadata or peer from a server stream's wrapper
+    reason = _reason(context) if code not in ("OK", "CANCELLED") and context is not None else ""
     if reason:
         extra["reason"] = reason
-    try:
-        extra["peer"] = context.peer()
-    except Exception:  # noqa: BLE001
-        pass
+    if context is not None and code != "CANCELLED":
+        try:
+            extra["peer"] = context.peer()
+        except Exception:  # noqa: BLE001
+            pass
     requests_log.log(level, "%s %s%s in %.1f ms", rpc, code, f" {reason}" if reason else "", seconds * 1000,
                      extra=extra)

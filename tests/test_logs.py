@@ -94,3 +94,31 @@ def test_unknown_log_format_is_refused(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path / "d"),
                           "--log-format", "xml"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--log-format" in out.stderr
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_cancelled_server_stream_is_logged_and_the_sidecar_lives(tmp_path, fmt):
+    """A client cancelling a download or a watch after its first message: the call is counted and logged
+    CANCELLED, and the sidecar keeps serving (reading the context of such a call used to crash it)."""
+    from agentstate import Client
+    from agentstate.v1 import artifacts_pb2 as apb
+    from agentstate.v1 import events_pb2 as epb
+
+    proc = SidecarProcess(tmp_path / "data", "--log-format", fmt).start()
+    try:
+        with Client(proc.address) as c:
+            c.put_checkpoint("t", {"x": 1})
+            c.artifacts.upload("t", "a.bin", b"0123456789" * 200_000)  # several chunks
+            c.events.append("t", [epb.EventInput(type="note")])
+            for call in (c.artifacts.stub.DownloadArtifact(apb.DownloadArtifactRequest(thread_id="t", name="a.bin")),
+                         c.events.stub.WatchEvents(epb.WatchEventsRequest(thread_id="t"))):
+                for _ in call:
+                    call.cancel()
+                    break
+            time.sleep(0.5)
+            assert proc.proc.poll() is None, proc.log()[-3000:]
+            assert c.get_checkpoint("t").channels  # still serving
+        log = proc.log()
+        assert "DownloadArtifact" in log and "CANCELLED" in log, log[-3000:]
+    finally:
+        proc.stop()
