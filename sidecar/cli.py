@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="lease timeout of runs that set none (default: %(default)s)")
     s.add_argument("--watchdog-interval", type=_positive, default=1.0, metavar="SECONDS",
                    help="how often expired leases and run timeouts are looked for (default: %(default)s)")
+    s.add_argument("--sweep-interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="how often conversations' idle timers are looked at (default: %(default)s)")
     s.add_argument("--durability", default="sync", choices=["sync", "process"],
                    help="when a write is acknowledged: sync = after fsync (survives power loss); process = once in "
                         "the write-ahead log (survives a crash of the sidecar, not of the OS); default: %(default)s")
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
                     durability=args.durability, commit_interval_seconds=args.commit_interval, max_queue=args.max_queue,
-                    compress=args.compress)
+                    compress=args.compress, sweep_interval_seconds=args.sweep_interval)
     try:
         asyncio.run(serve(config))
     except DataDirLocked as e:

@@ -26,3 +26,14 @@ MAX_UPLOAD_MESSAGE_BYTES = 4 * 1024 * 1024  # data of one UploadArtifact message
 MIN_LEASE_MS = 100
 MAX_CLAIM_WAIT_SECONDS = 300
 REQUEST_ID_RETENTION_SECONDS = 24 * 3600  # how long a request_id is remembered
+# Conversations (docs/conversations.md "Limits")
+MAX_ITEMS_PER_APPEND = 1_000
+MAX_ITEM_CONTENT_BYTES = 4 * 1024 * 1024  # encoded content of one item
+MAX_ITEM_COMPACT_BYTES = 4 * 1024
+MAX_ITEM_METADATA_BYTES = 64 * 1024
+MAX_ITEM_NAME_BYTES = 256  # role, tool name, tokenizer
+MAX_DEDUPE_KEY_BYTES = 64
+MAX_ITEM_IDS_PER_GET = 1_000
+MIN_IDLE_TTL_MS = 1_000
+MAX_IDLE_TTL_MS = 365 * 24 * 3600 * 1000
+SWEEP_RECLAIM_BATCH = 5_000  # keys one reclaim job deletes

@@ -19,10 +19,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
+from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, runs_pb2,
+                           threads_pb2)
 
 from . import limits
 from .api import context, service
+from .api.sweeper import Sweeper
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
 from .storage import gc, hotpath
@@ -41,6 +43,7 @@ SERVICES = (
     (events_pb2, "EventService"),
     (artifacts_pb2, "ArtifactService"),
     (effects_pb2, "EffectService"),
+    (conversations_pb2, "ConversationService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -58,6 +61,8 @@ class Config:
     commit_interval_seconds: float = store_mod.COMMIT_INTERVAL  # process mode: synced LMDB commits at least this often
     max_queue: int = store_mod.MAX_QUEUE  # writes in flight before writers get OVERLOADED
     compress: bool = True  # value nodes stored zstd-compressed (compression.py)
+    sweep_interval_seconds: float = 1.0  # how often conversations' idle timers are looked at (api/sweeper.py)
+    clock: object = None  # the store's wall clock in microseconds (tests inject one; None: the real clock)
 
     def addresses(self) -> list[str]:
         return self.listen or [f"unix:{os.path.join(os.path.abspath(self.data_dir), SOCKET_NAME)}", DEFAULT_TCP]
@@ -77,6 +82,7 @@ class Sidecar:
         self.collector: gc.GarbageCollector | None = None
         self.ctx: context.Ctx | None = None
         self.watchdog: Watchdog | None = None
+        self.sweeper: Sweeper | None = None
         self.health = health.aio.HealthServicer()
         self._lock_fd: int | None = None
         self.bound: list[str] = []
@@ -97,7 +103,8 @@ class Sidecar:
         self._lock_data_dir()
         self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
                            commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
-                           loop=asyncio.get_running_loop(), compress=self.config.compress)
+                           loop=asyncio.get_running_loop(), compress=self.config.compress,
+                           clock=self.config.clock)
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
@@ -119,6 +126,7 @@ class Sidecar:
             "EventService": service.EventService(self.ctx),
             "ArtifactService": service.ArtifactService(self.ctx),
             "EffectService": service.EffectService(self.ctx),
+            "ConversationService": service.ConversationService(self.ctx),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server)
@@ -145,6 +153,8 @@ class Sidecar:
         await self.server.start()
         self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
         self.watchdog.start()
+        self.sweeper = Sweeper(self.ctx, self.config.sweep_interval_seconds)
+        self.sweeper.start()
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
@@ -161,6 +171,8 @@ class Sidecar:
             await self.server.stop(self.config.grace_seconds)
         if self.watchdog is not None:
             await self.watchdog.stop()
+        if self.sweeper is not None:
+            await self.sweeper.stop()
         if self.collector is not None:
             self.collector.cancel()
         if self.store is not None:

@@ -14,13 +14,14 @@ import grpc
 from google.protobuf import message as _message
 from google.protobuf import message_factory
 
-from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
-                           runs_pb2_grpc, threads_pb2_grpc)
+from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, conversations_pb2_grpc,
+                           effects_pb2_grpc, events_pb2_grpc, runs_pb2_grpc, threads_pb2_grpc)
 
 from ..errors import ApiError
 from ..storage import gc, hotpath, layout
 from ..storage.store import Store
-from . import artifacts, batch, checkpoints, context, effects, events, history, runs, stream, threads, validate
+from . import (artifacts, batch, checkpoints, context, conversations, effects, events, history, runs, stream,
+               threads, validate)
 
 log = logging.getLogger("sidecar.service")
 
@@ -393,6 +394,65 @@ class EffectService(effects_pb2_grpc.EffectServiceServicer):
     @handler
     async def ListEffects(self, request, context):
         return await effects.list_(self.ctx, request)
+
+
+class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
+    """The conversation log and idle policies (api/conversations.py). Compaction, pins, GetContext and
+    ReportUsage are not served yet: the generated base answers them UNIMPLEMENTED."""
+
+    def __init__(self, ctx: context.Ctx) -> None:
+        self.ctx = ctx
+
+    @handler
+    async def AppendItems(self, request, context):
+        return await conversations.append(self.ctx, request)
+
+    @handler
+    async def ListItems(self, request, context):
+        return await conversations.list_(self.ctx, request)
+
+    @handler
+    async def GetItems(self, request, context):
+        return await conversations.get(self.ctx, request)
+
+    @handler
+    async def PopItem(self, request, context):
+        return await conversations.pop(self.ctx, request)
+
+    @handler
+    async def ClearItems(self, request, context):
+        return await conversations.clear(self.ctx, request)
+
+    @handler
+    async def GetConversation(self, request, context):
+        return await conversations.get_conversation(self.ctx, request)
+
+    @handler
+    async def SetIdlePolicy(self, request, context):
+        return await conversations.set_idle(self.ctx, request)
+
+    @handler
+    async def GetIdlePolicy(self, request, context):
+        return await conversations.get_idle(self.ctx, request)
+
+
+def _not_served(name: str):
+    async def call(self, request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                            f"ConversationService.{name} is designed (docs/conversations.md) but not served yet")
+
+    call.__name__ = name
+    return call
+
+
+def _fill_not_served() -> None:
+    from agentstate.v1 import conversations_pb2
+    for method in conversations_pb2.DESCRIPTOR.services_by_name["ConversationService"].methods:
+        if method.name not in ConversationService.__dict__:
+            setattr(ConversationService, method.name, _not_served(method.name))
+
+
+_fill_not_served()
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

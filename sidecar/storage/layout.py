@@ -29,6 +29,17 @@ effects.py, branches.py):
 ``effthr``    tkey idempotency_key -> b"" (a thread's effects)
 ``branches``  tkey seq(u64 BE) -> BranchRec (fork branches of a thread)
 
+Conversations (docs/conversations.md "LMDB layout"; sidecar/state/conversations.py owns citems, cids, ccalls,
+cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its ThreadRec); state/convtimers.py owns ctimers and reclaim):
+
+``citems``    tkey seq(u64 BE) -> ItemRec (a thread's conversation log)
+``cids``      tkey client_item_id -> seq(u64 BE) (idempotent appends)
+``ccalls``    tkey call_id -> seq(u64 BE) of the newest TOOL_CALL with that id
+``cstate``    tkey -> ConvState (the log's counters)
+``nsconf``    ns -> NsConvConf (a namespace's idle policy)
+``ctimers``   due_us(u64 BE) kind(1 byte: I idle) ns NUL thread_id -> tkey (the sweeper's order)
+``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -56,7 +67,8 @@ FORMAT_NAME = "agentstate-lmdb-1"
 
 DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime",
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
-            "effects", "effthr", "branches")
+            "effects", "effthr", "branches",
+            "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -71,6 +83,13 @@ class ThreadRec(msgspec.Struct, array_like=True):
     metadata: msgspec.Raw  # canonical MessagePack map
     version: int
     status: int
+    # conversations (records written before them read as these defaults): the last change of the
+    # conversation log (0: the thread has none), the thread's own idle TTL (-1: its namespace's; 0: never)
+    # and action (IdleAction), and whether the idle policy closed the conversation
+    last_active_us: int = 0
+    idle_ttl_ms: int = -1
+    idle_action: int = 0
+    closed: bool = False
 
 
 class Manifest(msgspec.Struct, array_like=True):
@@ -239,6 +258,44 @@ class BranchRec(msgspec.Struct, array_like=True):
     promoted_us: int
 
 
+class ItemRec(msgspec.Struct, array_like=True):
+    fmt: int
+    kind: int  # ItemKind
+    role: str
+    client_item_id: str
+    call_id: str
+    tool_name: str
+    run_id: str
+    step_id: str
+    created_us: int
+    metadata: msgspec.Raw | None  # canonical MessagePack map
+    tokens: tuple[int, str, bool] | None  # the client's (count, tokenizer, exact)
+    raw: int  # the server's estimate (docs/conversations.md "Token counts")
+    cum_raw: int  # running sum of raw over the live items up to this one (range sums without reading)
+    content_hash: bytes  # the content's value hash (as a value node of the store)
+    inline: bytes  # the canonical encoding of the content
+    compact: bytes | None  # canonical encoding of what tool-call compression shows
+    dedupe_key: bytes | None
+    call_seq: int  # a TOOL_RESULT's TOOL_CALL (0: none found)
+
+
+class ConvState(msgspec.Struct, array_like=True):
+    fmt: int
+    count: int  # live items
+    first_seq: int  # oldest live item (0: none)
+    last_seq: int  # newest live item (0: none)
+    next_seq: int  # the next append's seq (seqs are never reused)
+    cum_raw: int  # sum of the live items' raw estimates
+    timer_us: int  # the due time of the thread's idle row in ctimers (0: none)
+
+
+class NsConvConf(msgspec.Struct, array_like=True):
+    fmt: int
+    compaction: msgspec.Raw | None  # reserved for the compaction policy (not served yet)
+    idle: tuple[int, int] | None  # (ttl_ms, IdleAction); None: no idle expiry
+    walk_from: str | None = None  # the sweeper's walk over the namespace's threads (None: done)
+
+
 EMPTY_MAP = msgspec.Raw(b"\x80")
 
 _enc = msgspec.msgpack.Encoder()
@@ -256,6 +313,9 @@ artname_decoder = msgspec.msgpack.Decoder(ArtifactNameRec)
 upload_decoder = msgspec.msgpack.Decoder(UploadRec)
 effect_decoder = msgspec.msgpack.Decoder(EffectRec)
 branch_decoder = msgspec.msgpack.Decoder(BranchRec)
+item_decoder = msgspec.msgpack.Decoder(ItemRec)
+convstate_decoder = msgspec.msgpack.Decoder(ConvState)
+nsconf_decoder = msgspec.msgpack.Decoder(NsConvConf)
 encode = _enc.encode
 
 
@@ -376,6 +436,20 @@ def split_seq_key(key: bytes) -> tuple[int, int]:
 def tkey_str_key(tkey: int, text: str) -> bytes:
     """``tkey text``: keys of evids, artnames, effthr."""
     return _U64.pack(tkey) + text.encode()
+
+
+CTIMER_IDLE = b"I"
+
+
+def ctimer_key(due_us: int, kind: bytes, ns: str, thread_id: str) -> bytes:
+    return _U64.pack(due_us) + kind + ns_key(ns, thread_id)
+
+
+def split_ctimer_key(key: bytes) -> tuple[int, bytes, str, str]:
+    """(due_us, kind, ns, thread_id) of a ctimers key."""
+    key = bytes(key)
+    ns, _, thread_id = key[9:].partition(SEP)
+    return _U64.unpack_from(key)[0], key[8:9], ns.decode(), thread_id.decode()
 
 
 TIMER_LEASE = b"L"

@@ -50,11 +50,12 @@ class AsyncClient:
         self.channel = channel or grpc.aio.insecure_channel(address, options=channel_options(options))
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
-        from . import artifacts, effects, events, runs  # facets of the run, event, artifact and effect services
+        from . import artifacts, conversations, effects, events, runs  # facets of the other services
         self.runs = runs.AsyncRuns(self)
         self.events = events.AsyncEvents(self)
         self.artifacts = artifacts.AsyncArtifacts(self)
         self.effects = effects.AsyncEffects(self)
+        self.conversations = conversations.AsyncConversations(self)
 
     async def close(self) -> None:
         if self._own_channel:

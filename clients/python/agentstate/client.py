@@ -76,11 +76,12 @@ class Client:
         self.channel = channel or grpc.insecure_channel(address, options=channel_options(options))
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
-        from . import artifacts, effects, events, runs  # facets of the run, event, artifact and effect services
+        from . import artifacts, conversations, effects, events, runs  # facets of the other services
         self.runs = runs.Runs(self)
         self.events = events.Events(self)
         self.artifacts = artifacts.Artifacts(self)
         self.effects = effects.Effects(self)
+        self.conversations = conversations.Conversations(self)
 
     def close(self) -> None:
         if self._own_channel:

@@ -1,0 +1,170 @@
+"""conversations: the ConversationService facet of the client (``client.conversations``;
+``AsyncClient.conversations`` has the same calls as coroutines, ``list`` as an async iterator).
+
+Build items with :func:`item` (any Python value as content, encoded as everywhere in this client) and read
+them back with :func:`item_value`. The log is served; compaction, pinned items, GetContext and ReportUsage
+are designed (docs/conversations.md) but not served yet.
+
+    c.conversations.append("chat-1", [item("message", "hi", role="user", client_item_id="m1")],
+                           create_thread=True)
+    for it in c.conversations.list("chat-1", latest=20):
+        print(it.seq, it.role, item_value(it))
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from google.protobuf import duration_pb2
+
+from ._facet import AsyncFacet, Call, SyncFacet, listing, pages, unary
+from .values import check_key, encode_into, from_value
+from .v1 import conversations_pb2 as cpb, conversations_pb2_grpc
+from .v1 import threads_pb2
+
+KINDS = {"message": cpb.ITEM_KIND_MESSAGE, "tool_call": cpb.ITEM_KIND_TOOL_CALL,
+         "tool_result": cpb.ITEM_KIND_TOOL_RESULT, "reasoning": cpb.ITEM_KIND_REASONING,
+         "summary": cpb.ITEM_KIND_SUMMARY, "tool_definition": cpb.ITEM_KIND_TOOL_DEFINITION,
+         "other": cpb.ITEM_KIND_OTHER}
+KIND_NAMES = {v: k for k, v in KINDS.items()}
+IDLE_ACTIONS = {"close": cpb.IDLE_ACTION_CLOSE, "delete": cpb.IDLE_ACTION_DELETE}
+_DURABILITY = {None: threads_pb2.DURABILITY_UNSPECIFIED, "sync": threads_pb2.DURABILITY_SYNC,
+               "process": threads_pb2.DURABILITY_PROCESS}
+
+
+def item(kind: str | int, content: Any, *, role: str = "", client_item_id: str = "", call_id: str = "",
+         tool_name: str = "", run_id: str = "", step_id: str = "", metadata: Mapping[str, Any] | None = None,
+         tokens: tuple[int, str, bool] | None = None, compact: Any = None, dedupe_key: bytes = b"",
+         ) -> cpb.ItemInput:
+    """An ItemInput: ``kind`` by name ("message", "tool_call", ...) or ItemKind number; ``tokens`` is
+    (count, tokenizer, exact)."""
+    k = KINDS[kind] if isinstance(kind, str) else kind
+    out = cpb.ItemInput(kind=k, role=role, client_item_id=client_item_id, call_id=call_id, tool_name=tool_name,
+                        run_id=run_id, step_id=step_id, dedupe_key=dedupe_key)
+    encode_into(content, out.content, "content")
+    for key, v in (metadata or {}).items():
+        encode_into(v, out.metadata[check_key(key, "metadata")], f"metadata[{key!r}]")
+    if tokens is not None:
+        out.tokens.count, out.tokens.tokenizer, out.tokens.exact = tokens
+    if compact is not None:
+        encode_into(compact, out.compact, "compact")
+    return out
+
+
+def item_value(it: cpb.ConversationItem) -> Any:
+    """The Python value of a stored item's content (None when it was read with omit_content)."""
+    return from_value(it.content) if it.HasField("content") else None
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(round(seconds * 1e9))
+    return d
+
+
+class ConversationCalls:
+    """The ConversationService calls, written once (see :mod:`agentstate._facet`) for :class:`Conversations`
+    and :class:`AsyncConversations`."""
+
+    def __init__(self, client) -> None:
+        super().__init__(client)
+        self.stub = conversations_pb2_grpc.ConversationServiceStub(client.channel)
+
+    @unary
+    def append(self, thread_id: str, items: Iterable[cpb.ItemInput], *, expected_last_seq: int | None = None,
+               create_thread: bool = False, thread_metadata: Mapping[str, Any] | None = None, reopen: bool = False,
+               run_id: str = "", lease_id: str = "", request_id: str = "", durability: str | None = None,
+               timeout: float | None = None) -> cpb.AppendItemsResponse:
+        """AppendItems: the stored items (without content) in request order, the last seq, duplicates."""
+        req = cpb.AppendItemsRequest(namespace=self.client.namespace, thread_id=thread_id, items=list(items),
+                                     expected_last_seq=expected_last_seq, create_thread=create_thread,
+                                     reopen=reopen, run_id=run_id, lease_id=lease_id, request_id=request_id,
+                                     durability=_DURABILITY[durability])
+        for key, v in (thread_metadata or {}).items():
+            encode_into(v, req.thread_metadata[check_key(key, "thread_metadata")], f"thread_metadata[{key!r}]")
+        return (yield Call(self.stub.AppendItems, req, timeout))
+
+    @listing
+    def list(self, thread_id: str, *, start_seq: int = 0, end_seq: int = 0, latest: int = 0, page_size: int = 0,
+             omit_content: bool = False, timeout: float | None = None):
+        """The live items of a seq range (or its newest ``latest``), oldest first, every page."""
+        return pages(self.stub.ListItems, lambda token: cpb.ListItemsRequest(
+            namespace=self.client.namespace, thread_id=thread_id, start_seq=start_seq, end_seq=end_seq,
+            latest=latest, page_size=page_size, page_token=token, omit_content=omit_content), "items", timeout)
+
+    @unary
+    def latest(self, thread_id: str, n: int = 0, *, page_size: int = 0, timeout: float | None = None,
+               ) -> list[cpb.ConversationItem]:
+        """The newest ``n`` items (all with 0), oldest first, read page by page as one listing."""
+        out: list[cpb.ConversationItem] = []
+        token = ""
+        while True:
+            resp = yield Call(self.stub.ListItems, cpb.ListItemsRequest(
+                namespace=self.client.namespace, thread_id=thread_id, latest=n, page_size=page_size,
+                page_token=token), timeout)
+            out.extend(resp.items)
+            token = resp.next_page_token
+            if not token:
+                return out
+
+    @unary
+    def get(self, thread_id: str, seqs: Iterable[int] = (), client_item_ids: Iterable[str] = (), *,
+            allow_missing: bool = False, omit_content: bool = False, timeout: float | None = None,
+            ) -> cpb.GetItemsResponse:
+        req = cpb.GetItemsRequest(namespace=self.client.namespace, thread_id=thread_id, seqs=list(seqs),
+                                  client_item_ids=list(client_item_ids), allow_missing=allow_missing,
+                                  omit_content=omit_content)
+        return (yield Call(self.stub.GetItems, req, timeout))
+
+    @unary
+    def pop(self, thread_id: str, *, expected_last_seq: int | None = None, request_id: str = "",
+            durability: str | None = None, timeout: float | None = None) -> cpb.ConversationItem | None:
+        """PopItem: the removed newest item, None when the log was empty."""
+        req = cpb.PopItemRequest(namespace=self.client.namespace, thread_id=thread_id,
+                                 expected_last_seq=expected_last_seq, request_id=request_id,
+                                 durability=_DURABILITY[durability])
+        resp = yield Call(self.stub.PopItem, req, timeout)
+        return resp.item if resp.HasField("item") else None
+
+    @unary
+    def clear(self, thread_id: str, *, expected_last_seq: int | None = None, request_id: str = "",
+              durability: str | None = None, timeout: float | None = None) -> cpb.ClearItemsResponse:
+        req = cpb.ClearItemsRequest(namespace=self.client.namespace, thread_id=thread_id,
+                                    expected_last_seq=expected_last_seq, request_id=request_id,
+                                    durability=_DURABILITY[durability])
+        return (yield Call(self.stub.ClearItems, req, timeout))
+
+    @unary
+    def conversation(self, thread_id: str, *, timeout: float | None = None) -> cpb.Conversation:
+        """GetConversation: counts, last seq, last activity, expiry and the idle policy in effect."""
+        resp = yield Call(self.stub.GetConversation, cpb.GetConversationRequest(
+            namespace=self.client.namespace, thread_id=thread_id), timeout)
+        return resp.conversation
+
+    @unary
+    def set_idle_policy(self, *, thread_id: str = "", ttl: float | None = None, action: str = "close",
+                        clear: bool = False, request_id: str = "", timeout: float | None = None,
+                        ) -> cpb.SetIdlePolicyResponse:
+        """SetIdlePolicy of the namespace (no ``thread_id``) or of one thread; ``ttl`` in seconds (a thread's
+        ``ttl=0`` means it never expires), ``action`` "close" or "delete"; ``clear`` removes the scope's own."""
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        req = cpb.SetIdlePolicyRequest(namespace=self.client.namespace, scope=scope, thread_id=thread_id,
+                                       clear=clear, request_id=request_id)
+        if not clear:
+            req.policy.action = IDLE_ACTIONS[action]
+            if ttl:
+                req.policy.ttl.CopyFrom(_duration(ttl))
+        return (yield Call(self.stub.SetIdlePolicy, req, timeout))
+
+    @unary
+    def get_idle_policy(self, *, thread_id: str = "", timeout: float | None = None) -> cpb.GetIdlePolicyResponse:
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        return (yield Call(self.stub.GetIdlePolicy, cpb.GetIdlePolicyRequest(
+            namespace=self.client.namespace, scope=scope, thread_id=thread_id), timeout))
+
+
+class Conversations(ConversationCalls, SyncFacet):
+    """``client.conversations``."""
+
+
+class AsyncConversations(ConversationCalls, AsyncFacet):
+    """``async_client.conversations``."""
