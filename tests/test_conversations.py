@@ -597,3 +597,21 @@ def test_a_tool_result_points_at_its_call(local):
         trec = records.thread(txn, store, "default", "t")
         assert conversations.get(txn, store, trec.tkey, 2).call_seq == 1
         assert conversations.get(txn, store, trec.tkey, 1).call_seq == 0
+
+
+def test_the_asyncio_client_has_the_same_calls(module_sidecar):
+    from agentstate import AsyncClient
+
+    async def go():
+        async with AsyncClient(module_sidecar.address) as ac:
+            t = tid("aio")
+            resp = await ac.conversations.append(t, [msg(f"m{i}", f"id{i}") for i in range(12)], create_thread=True)
+            assert resp.last_seq == 12
+            latest = await ac.conversations.latest(t, 5, page_size=2)
+            listed = [i.seq async for i in ac.conversations.list(t, start_seq=3, end_seq=9, page_size=4)]
+            popped = await ac.conversations.pop(t)
+            got = await ac.conversations.get(t, client_item_ids=["id0"])
+            conv = await ac.conversations.conversation(t)
+            return [i.seq for i in latest], listed, popped.seq, got.items[0].seq, conv.item_count
+
+    assert asyncio.run(go()) == ([8, 9, 10, 11, 12], list(range(3, 10)), 12, 1, 11)
