@@ -14,8 +14,8 @@ from agentstate import AgentStateError, Client, decode_map
 from agentstate.conversations import item, item_value
 from agentstate.v1 import conversations_pb2 as cpb
 from agentstate.errors import from_rpc_error
+from conftest import InProcess
 
-from sidecar.server import Config, Sidecar
 from sidecar.state import conversations
 from sidecar.storage import records, valuetext
 
@@ -395,49 +395,6 @@ def test_deleting_a_thread_deletes_its_conversation(c):
 
 
 # ----------------------------------------------------------------- in-process sidecar with a clock
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += int(seconds * 1_000_000)
-
-
-class InProcess:
-    """A sidecar on its own event loop thread with an injected store clock; the sweeper runs when told."""
-
-    def __init__(self, data_dir, reclaim_batch=None) -> None:
-        self.clock = FakeClock()
-        self.address = f"unix:{data_dir}/s.sock"
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.sidecar = Sidecar(Config(data_dir=str(data_dir), listen=[self.address], clock=self.clock,
-                                      sweep_interval_seconds=3600, gc_delay_seconds=3600))
-        self.run(self.sidecar.start())
-        if reclaim_batch:
-            self.sidecar.sweeper.reclaim_batch = reclaim_batch
-
-    def run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
-
-    def sweep(self) -> dict:
-        return self.run(self.sidecar.sweeper.sweep())
-
-    def rows(self, table: str) -> int:
-        store = self.sidecar.store
-        with store.read() as txn:
-            return txn.stat(store.db[table])["entries"]
-
-    def close(self) -> None:
-        self.run(self.sidecar.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-
 
 @pytest.fixture
 def local(tmp_path):

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2
 from .. import limits
 from ..errors import ApiError, invalid, limit
 from ..ops import conversations as conv_ops
-from ..state import conversations, convpolicy, threads
+from ..state import conversations, convpolicy, summaries, threads
 from ..state.conversations import ItemIn
 from ..state.runstate import Tx
 from ..storage import records
@@ -121,6 +121,71 @@ def idle_to_proto(ttl_ms: int, action: int, out: cpb.IdlePolicy) -> cpb.IdlePoli
     return out
 
 
+def compaction_to_proto(ns: str, thread_id: str, level: int, first: int, rec, now: int,
+                        out: cpb.Compaction) -> cpb.Compaction:
+    out.namespace, out.thread_id = ns, thread_id
+    out.compaction_id = summaries.make_id(level, first, rec.last_seq)
+    out.level, out.first_seq, out.last_seq, out.input_count = level, first, rec.last_seq, rec.input_count
+    out.content_hash = rec.content_hash
+    held = bool(rec.lease_id) and rec.lease_expires_us > now
+    out.state = cpb.COMPACTION_STATE_CLAIMED if held else cpb.COMPACTION_STATE_PENDING
+    out.worker, out.attempts = rec.worker, rec.attempts
+    wire.set_timestamp(out.due_time, rec.due_us)
+    if rec.fallback_us:
+        wire.set_timestamp(out.fallback_time, rec.fallback_us)
+    if held:
+        wire.set_timestamp(out.lease_expire_time, rec.lease_expires_us)
+    out.max_summary_chars = rec.max_summary_chars
+    out.due_event_sequence = rec.due_event_seq
+    return out
+
+
+def summary_to_proto(ns: str, thread_id: str, level: int, first: int, rec, out: cpb.Summary,
+                     txn=None, store=None, tkey: int = 0) -> cpb.Summary:
+    """A Summary message (its child ids read through ``txn`` when given)."""
+    out.namespace, out.thread_id = ns, thread_id
+    out.summary_id = summaries.make_id(level, first, rec.last_seq)
+    out.level, out.first_seq, out.last_seq, out.item_count = level, first, rec.last_seq, rec.item_count
+    if txn is not None and level > 1:
+        for f in rec.children:
+            child = summaries.summary(txn, store, tkey, level - 1, f)
+            if child is not None:
+                out.child_ids.append(summaries.make_id(level - 1, f, child.last_seq))
+    out.text, out.producer, out.fallback = rec.text, rec.producer, rec.fallback
+    if rec.tokens is not None:
+        out.tokens.count, out.tokens.tokenizer, out.tokens.exact = rec.tokens
+    out.estimated_tokens = min(rec.raw, MAX_U32)
+    out.content_hash = rec.content_hash
+    out.covered_estimated_tokens = rec.covered_raw
+    wire.set_timestamp(out.create_time, rec.created_us)
+    return out
+
+
+def policy_to_proto(p: convpolicy.Policy, out: cpb.CompactionPolicy) -> cpb.CompactionPolicy:
+    out.disabled = p.disabled
+    for name in ("trigger_items", "compact_items", "keep_last_items", "max_summary_chars", "pyramid_fan_in",
+                 "pyramid_keep_last", "max_levels", "max_compact_chars"):
+        setattr(out, name, getattr(p, name))
+    _duration(out.fallback_after, p.fallback_after_ms)
+    _duration(out.lease_timeout, p.lease_timeout_ms)
+    return out
+
+
+def own_policy_to_proto(values: tuple, out: cpb.CompactionPolicy) -> cpb.CompactionPolicy:
+    """A scope's own policy as set (unset fields stay unset)."""
+    d = dict(zip(convpolicy.FIELDS, values))
+    out.disabled = bool(d["disabled"])
+    for name in ("trigger_items", "compact_items", "keep_last_items", "max_summary_chars", "pyramid_fan_in",
+                 "pyramid_keep_last", "max_levels", "max_compact_chars"):
+        if d[name] is not None:
+            setattr(out, name, d[name])
+    if d["fallback_after_ms"] is not None:
+        _duration(out.fallback_after, d["fallback_after_ms"])
+    if d["lease_timeout_ms"] is not None:
+        _duration(out.lease_timeout, d["lease_timeout_ms"])
+    return out
+
+
 def conversation_to_proto(txn, store, ns: str, thread_id: str, rec, st: ConvState | None,
                           out: cpb.Conversation) -> cpb.Conversation:
     out.namespace, out.thread_id = ns, thread_id
@@ -137,6 +202,10 @@ def conversation_to_proto(txn, store, ns: str, thread_id: str, rec, st: ConvStat
     if expiry:
         wire.set_timestamp(out.expire_time, expiry)
     out.calibration_factor = 1.0
+    out.summary_count = sum(1 for _ in summaries.summaries_of(txn, store, rec.tkey))
+    out.pending_compactions = sum(1 for _ in summaries.compactions_of(txn, store, rec.tkey))
+    p, out.compaction_policy_source, _ = convpolicy.compaction(txn, store, ns, rec.tkey)
+    policy_to_proto(p, out.compaction_policy)
     return out
 
 
@@ -156,13 +225,15 @@ async def append(ctx: Ctx, req: cpb.AppendItemsRequest) -> cpb.AppendItemsRespon
     expected = _expected(req)
 
     def apply(tx: Tx) -> cpb.AppendItemsResponse:
-        got, st, created = conv_ops.append(tx, ns, thread_id, checked, expected_last_seq=expected,
+        got, st, created, due = conv_ops.append(tx, ns, thread_id, checked, expected_last_seq=expected,
                                            create=req.create_thread, metadata=metadata, reopen=req.reopen,
                                            run_id=run_id, lease_id=req.lease_id)
         resp = cpb.AppendItemsResponse(last_seq=st.last_seq, created=created)
         for seq, rec, dup in got:
             item_to_proto(ns, thread_id, seq, rec, resp.items.add(), omit_content=True)
             resp.duplicates += dup
+        for level, first, rec in due:
+            compaction_to_proto(ns, thread_id, level, first, rec, tx.store.clock(), resp.compactions_due.add())
         return resp
 
     return await context.write(ctx, ns, "AppendItems", req, cpb.AppendItemsResponse, apply, durability)
@@ -248,8 +319,9 @@ async def pop(ctx: Ctx, req: cpb.PopItemRequest) -> cpb.PopItemResponse:
     expected = _expected(req)
 
     def apply(tx: Tx) -> cpb.PopItemResponse:
-        seq, rec, st = conv_ops.pop(tx, ns, thread_id, expected)
-        resp = cpb.PopItemResponse(last_seq=st.last_seq)
+        seq, rec, st, removed, cancelled = conv_ops.pop(tx, ns, thread_id, expected)
+        resp = cpb.PopItemResponse(last_seq=st.last_seq, removed_summaries=removed,
+                                   cancelled_compactions=cancelled)
         if rec is not None:
             item_to_proto(ns, thread_id, seq, rec, resp.item)
         return resp
@@ -264,7 +336,8 @@ async def clear(ctx: Ctx, req: cpb.ClearItemsRequest) -> cpb.ClearItemsResponse:
     expected = _expected(req)
 
     def apply(tx: Tx) -> cpb.ClearItemsResponse:
-        return cpb.ClearItemsResponse(cleared_items=conv_ops.clear(tx, ns, thread_id, expected))
+        items, sums, comps = conv_ops.clear(tx, ns, thread_id, expected)
+        return cpb.ClearItemsResponse(cleared_items=items, cleared_summaries=sums, cancelled_compactions=comps)
 
     return await context.write(ctx, ns, "ClearItems", req, cpb.ClearItemsResponse, apply, durability)
 

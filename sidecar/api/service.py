@@ -20,8 +20,8 @@ from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, conver
 from ..errors import ApiError
 from ..storage import gc, hotpath, layout
 from ..storage.store import Store
-from . import (artifacts, batch, checkpoints, context, conversations, effects, events, history, runs, stream,
-               threads, validate)
+from . import (artifacts, batch, checkpoints, compactions, context, conversations, effects, events, history, runs,
+               stream, threads, validate)
 
 log = logging.getLogger("sidecar.service")
 
@@ -397,8 +397,8 @@ class EffectService(effects_pb2_grpc.EffectServiceServicer):
 
 
 class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
-    """The conversation log and idle policies (api/conversations.py). Compaction, pins, GetContext and
-    ReportUsage are not served yet: the generated base answers them UNIMPLEMENTED."""
+    """The conversation log and idle policies (api/conversations.py), compaction (api/compactions.py). Pins,
+    GetContext and ReportUsage are not served yet: they answer UNIMPLEMENTED."""
 
     def __init__(self, ctx: context.Ctx) -> None:
         self.ctx = ctx
@@ -434,6 +434,34 @@ class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
     @handler
     async def GetIdlePolicy(self, request, context):
         return await conversations.get_idle(self.ctx, request)
+
+    @handler
+    async def SetCompactionPolicy(self, request, context):
+        return await compactions.set_policy(self.ctx, request)
+
+    @handler
+    async def GetCompactionPolicy(self, request, context):
+        return await compactions.get_policy(self.ctx, request)
+
+    @handler
+    async def ClaimCompaction(self, request, context):
+        return await compactions.claim(self.ctx, request)
+
+    @handler
+    async def SubmitSummary(self, request, context):
+        return await compactions.submit(self.ctx, request)
+
+    @handler
+    async def ListCompactions(self, request, context):
+        return await compactions.list_compactions(self.ctx, request)
+
+    @handler
+    async def ListSummaries(self, request, context):
+        return await compactions.list_summaries(self.ctx, request)
+
+    @handler
+    async def ExpandSummary(self, request, context):
+        return await compactions.expand(self.ctx, request)
 
 
 def _not_served(name: str):

@@ -77,6 +77,20 @@ class Sweeper:
             if what:
                 done[what] = done.get(what, 0) + 1
         with store.read() as txn:
+            fallbacks = convtimers.due_fallbacks(txn, store, store.clock(), MAX_ROWS_PER_PASS)
+        for row in fallbacks:
+            def fjob(txn, row=row):
+                tx = Tx(txn, store)
+                applied = sweep.fallback_job(tx, *row)
+                tx.flush()
+                return applied, tx.touched
+
+            applied, touched = await store.run(fjob)
+            self.jobs += 1
+            self.ctx.notify(touched)
+            if applied:
+                done["fallbacks"] = done.get("fallbacks", 0) + 1
+        with store.read() as txn:
             more = convtimers.pending_reclaims(txn, store) > 0
         while more:
             more = await store.run(lambda txn: sweep.reclaim_job(txn, store, self.reclaim_batch))

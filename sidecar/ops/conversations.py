@@ -12,6 +12,7 @@ from ..state import conversations, convtimers, runstate
 from ..state.conversations import ItemIn
 from ..state.runstate import Tx
 from ..storage import records
+from . import compaction
 from ..storage.layout import ConvState, ItemRec, ThreadRec
 
 
@@ -57,34 +58,41 @@ def _check_run(tx: Tx, ns: str, run_id: str, lease_id: str, tkey: int) -> None:
 
 def append(tx: Tx, ns: str, thread_id: str, items: list[ItemIn], *, expected_last_seq: int | None, create: bool,
            metadata: bytes | None, reopen: bool, run_id: str, lease_id: str,
-           ) -> tuple[list[tuple[int, ItemRec, bool]], ConvState, bool]:
-    """AppendItems: ([(seq, record, duplicate)], the log's state after, whether the thread was created)."""
+           ) -> tuple[list[tuple[int, ItemRec, bool]], ConvState, bool, list]:
+    """AppendItems: ([(seq, record, duplicate)], the log's state after, whether the thread was created, the
+    compactions it made due [(level, first_seq, CompactionRec)])."""
     now = tx.store.clock()
     rec, created = _open_thread(tx, ns, thread_id, create=create, metadata=metadata, reopen=reopen)
     _check_run(tx, ns, run_id, lease_id, rec.tkey)
     got, st = conversations.append(tx.txn, tx.store, rec.tkey, items, expected_last_seq, now, run_id)
     _touch(tx, ns, thread_id, rec, now)
     tx.touched.add((ns, thread_id))
-    return got, st, created
+    due = compaction.make_due(tx, ns, thread_id, rec.tkey, now) if any(not d for _, _, d in got) else []
+    return got, st, created, due
 
 
 def pop(tx: Tx, ns: str, thread_id: str, expected_last_seq: int | None,
-        ) -> tuple[int, ItemRec | None, ConvState]:
+        ) -> tuple[int, ItemRec | None, ConvState, list[str], list[str]]:
+    """PopItem: (seq, the removed item or None, the state after, removed summary ids, cancelled compaction
+    ids)."""
     now = tx.store.clock()
     rec, _ = _open_thread(tx, ns, thread_id, create=False, metadata=None, reopen=False)
-    got = conversations.pop(tx.txn, tx.store, rec.tkey, expected_last_seq)
+    seq, item, st = conversations.pop(tx.txn, tx.store, rec.tkey, expected_last_seq)
+    removed, cancelled = compaction.after_pop(tx, ns, thread_id, rec.tkey, seq, now) if item else ([], [])
     _touch(tx, ns, thread_id, rec, now)
     tx.touched.add((ns, thread_id))
-    return got
+    return seq, item, st, removed, cancelled
 
 
-def clear(tx: Tx, ns: str, thread_id: str, expected_last_seq: int | None) -> int:
+def clear(tx: Tx, ns: str, thread_id: str, expected_last_seq: int | None) -> tuple[int, int, int]:
+    """ClearItems: (items, summaries, compactions) removed."""
     now = tx.store.clock()
     rec, _ = _open_thread(tx, ns, thread_id, create=False, metadata=None, reopen=False)
     n, _ = conversations.clear(tx.txn, tx.store, rec.tkey, expected_last_seq)
+    sums, comps = compaction.after_clear(tx, ns, thread_id, rec.tkey, now)
     _touch(tx, ns, thread_id, rec, now)
     tx.touched.add((ns, thread_id))
-    return n
+    return n, sums, comps
 
 
 def place_timer(txn, store, ns: str, thread_id: str, rec: ThreadRec) -> None:

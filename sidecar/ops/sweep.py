@@ -13,6 +13,7 @@ from ..state import conversations, convpolicy, convtimers, runstate, threads
 from ..state.runstate import Tx
 from ..storage import layout, records
 from ..storage.layout import EventRec
+from . import compaction
 from . import conversations as ops_conversations
 from . import threads as ops_threads
 
@@ -59,10 +60,10 @@ def reclaim_job(txn, store, limit: int) -> bool:
     got = convtimers.next_reclaim(txn, store)
     if got is None:
         return False
-    tkey, ns, _ = got
+    tkey, ns, thread_id = got
     n = conversations.delete_some(txn, store, tkey, limit)
     if n < limit:
-        ops_threads.delete_contents(txn, store, ns, tkey)
+        ops_threads.delete_contents(txn, store, ns, thread_id, tkey)
         convtimers.reclaimed(txn, store, tkey)
     return convtimers.pending_reclaims(txn, store) > 0 or n >= limit
 
@@ -80,3 +81,8 @@ def walk_job(txn, store, ns: str, walk_from: str, limit: int) -> None:
         if rec.last_active_us:
             ops_conversations.place_timer(txn, store, ns, thread_id, rec)
     convpolicy.set_walk(txn, store, ns, None)
+
+
+def fallback_job(tx: Tx, due_us: int, ns: str, thread_id: str, level: int, first: int, tkey: int) -> bool:
+    """One due fallback row: the extractive summary applied if the compaction is still pending."""
+    return compaction.fallback_job(tx, due_us, ns, thread_id, level, first, tkey)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..state import artifacts, branches, conversations, effects, events, runs, steps, threads
+from . import compaction
 from ..storage import records
 from ..storage.layout import ThreadRec
 from ..storage.store import Store
@@ -16,12 +17,12 @@ def delete(txn, store: Store, ns: str, thread_id: str, *, etag: str, allow_missi
     if rec is None:
         return None, 0
     threads.check_etag(rec, etag)
-    n = delete_contents(txn, store, ns, rec.tkey)
+    n = delete_contents(txn, store, ns, thread_id, rec.tkey)
     threads.drop(txn, store, ns, thread_id)
     return rec, n
 
 
-def delete_contents(txn, store: Store, ns: str, tkey: int) -> int:
+def delete_contents(txn, store: Store, ns: str, thread_id: str, tkey: int) -> int:
     """Delete everything stored under thread key ``tkey`` (not the thread record); returns the checkpoints
     deleted. Also used by the sweeper for a thread its idle policy deleted (ops/sweep.py)."""
     runs.delete_thread_runs(txn, store, ns, tkey)
@@ -31,4 +32,5 @@ def delete_contents(txn, store: Store, ns: str, tkey: int) -> int:
     artifacts.delete_thread_artifacts(txn, store, ns, tkey)
     branches.delete_thread_branches(txn, store, tkey)
     conversations.delete_thread_conversation(txn, store, tkey)
+    compaction.delete_thread(txn, store, ns, thread_id, tkey)
     return records.delete_checkpoints(txn, store, ns, tkey)

@@ -254,3 +254,40 @@ def delete_thread_conversation(txn, store: Store, tkey: int) -> None:
     for name in _TABLES:
         records.delete_prefix(txn, store.db[name], prefix)
     txn.delete(layout.u64(tkey), db=store.db["cstate"])
+
+
+def blocks(items: list[tuple[int, ItemRec]], trigger_items: int) -> list[tuple[int, int, bool]]:
+    """The blocks of consecutive live items ``items`` (the log's newest ones, oldest first):
+    [(first index, last index, holds an open group)] (docs/conversations.md "Tool-call groups and blocks").
+
+    A group (one call id: its TOOL_CALL and the TOOL_RESULTs after it) binds the items from its call to its last
+    result when complete, and to the newest item while open (a call followed by fewer than ``trigger_items``
+    items); an orphan binds nothing. A REASONING item binds the item after it."""
+    n = len(items)
+    reach = list(range(n))  # reach[i]: the last index item i is bound to
+    open_at = [False] * n
+    calls: dict[str, int] = {}
+    last_result: dict[str, int] = {}
+    for i, (_, rec) in enumerate(items):
+        if rec.call_id:
+            if rec.kind == TOOL_CALL:
+                calls.setdefault(rec.call_id, i)
+            elif rec.kind == TOOL_RESULT and rec.call_id in calls:
+                last_result[rec.call_id] = i
+        if rec.kind == REASONING and i + 1 < n:
+            reach[i] = i + 1
+    for cid, ci in calls.items():
+        if cid in last_result:
+            reach[ci] = max(reach[ci], last_result[cid])
+        elif n - 1 - ci < trigger_items:  # open: the tool may still be running
+            reach[ci] = n - 1
+            open_at[ci] = True
+    out = []
+    start, end, has_open = 0, -1, False
+    for i in range(n):
+        end = max(end, reach[i])
+        has_open = has_open or open_at[i]
+        if i == end:
+            out.append((start, end, has_open))
+            start, has_open = i + 1, False
+    return out

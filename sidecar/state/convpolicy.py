@@ -3,12 +3,15 @@
 A namespace's idle policy is a NsConvConf row; a thread's own idle policy lives in its ThreadRec
 (``idle_ttl_ms`` -1: inherit, 0: never, and ``idle_action``), so that storage/records.py can tell an
 expired thread from the thread record alone (and the namespace's row, cached per namespace). The compaction
-policy of docs/conversations.md is designed but not served yet.
+policy (``CompactionPolicy``) is kept as a tuple of its fields in FIELDS order, None for an unset field,
+in the namespace's row or the thread's ``tconf`` row; the policy in effect is the thread's, else the
+namespace's, else the default, its unset fields filled from DEFAULTS.
 """
 from __future__ import annotations
 
+from ..errors import invalid
 from ..storage import layout, records
-from ..storage.layout import NsConvConf, ThreadRec
+from ..storage.layout import NsConvConf, ThreadConvConf, ThreadRec
 from ..storage.store import Store
 
 
@@ -57,3 +60,80 @@ def set_thread_idle(txn, store: Store, ns: str, thread_id: str, rec: ThreadRec, 
     else:
         rec.idle_ttl_ms, rec.idle_action = policy
     records.save_thread(txn, store, ns, thread_id, rec)
+
+
+# ----------------------------------------------------------------- compaction policy
+
+FIELDS = ("disabled", "trigger_items", "compact_items", "keep_last_items", "max_summary_chars", "pyramid_fan_in",
+          "pyramid_keep_last", "max_levels", "fallback_after_ms", "lease_timeout_ms", "max_compact_chars")
+DEFAULTS = (False, 20, 15, 5, 200, 4, 1, 8, 60_000, 60_000, 200)
+#: (min, max) of each numeric field (docs/conversations.md, CompactionPolicy comments)
+BOUNDS = {"trigger_items": (2, 100_000), "compact_items": (1, 100_000), "keep_last_items": (0, 10_000),
+          "max_summary_chars": (16, 65_536), "pyramid_fan_in": (2, 1000), "pyramid_keep_last": (0, 1000),
+          "max_levels": (1, 16), "fallback_after_ms": (0, 7 * 86_400_000), "lease_timeout_ms": (1000, 3_600_000),
+          "max_compact_chars": (16, 65_536)}
+
+
+class Policy:
+    """A compaction policy with every field filled (attributes named as FIELDS)."""
+
+    __slots__ = FIELDS
+
+    def __init__(self, values: tuple) -> None:
+        for name, v, d in zip(FIELDS, values, DEFAULTS):
+            setattr(self, name, d if v is None else v)
+
+    def as_tuple(self) -> tuple:
+        return tuple(getattr(self, f) for f in FIELDS)
+
+
+def check(values: tuple, field: str) -> tuple:
+    """A policy tuple within its bounds (raises INVALID_ARGUMENT naming ``field.<name>``)."""
+    filled = Policy(values)
+    for name, (lo, hi) in BOUNDS.items():
+        v = getattr(filled, name)
+        if not lo <= v <= hi:
+            raise invalid(f"{field}.{name.removesuffix('_ms')}",
+                          f"must be from {lo} to {hi}")
+    if filled.compact_items + filled.keep_last_items > filled.trigger_items:
+        raise invalid(f"{field}.compact_items", "compact_items + keep_last_items must not exceed trigger_items")
+    return tuple(values)
+
+
+def thread_conf(txn, store: Store, tkey: int) -> ThreadConvConf | None:
+    raw = txn.get(layout.u64(tkey), db=store.db["tconf"])
+    return None if raw is None else layout.tconf_decoder.decode(raw)
+
+
+def set_ns_compaction(txn, store: Store, ns: str, values: tuple | None) -> None:
+    conf = ns_conf(txn, store, ns) or NsConvConf(layout.FORMAT_VERSION, None, None, None)
+    conf.compaction = values
+    if conf.idle is None and conf.compaction is None and conf.walk_from is None:
+        txn.delete(ns.encode(), db=store.db["nsconf"])
+    else:
+        txn.put(ns.encode(), layout.encode(conf), db=store.db["nsconf"])
+
+
+def set_thread_compaction(txn, store: Store, tkey: int, values: tuple | None) -> None:
+    if values is None:
+        txn.delete(layout.u64(tkey), db=store.db["tconf"])
+    else:
+        txn.put(layout.u64(tkey), layout.encode(ThreadConvConf(layout.FORMAT_VERSION, values)), db=store.db["tconf"])
+
+
+def compaction(txn, store: Store, ns: str, tkey: int | None) -> tuple[Policy, int, tuple | None]:
+    """(the policy in effect, its PolicySource, the scope's own values) for a thread (or, with tkey None, a
+    namespace)."""
+    if tkey is not None:
+        tc = thread_conf(txn, store, tkey)
+        if tc is not None and tc.compaction is not None:
+            return Policy(tuple(tc.compaction)), records.SOURCE_THREAD, tuple(tc.compaction)
+    conf = ns_conf(txn, store, ns)
+    if conf is not None and conf.compaction is not None:
+        own = tuple(conf.compaction) if tkey is None else None
+        return Policy(tuple(conf.compaction)), records.SOURCE_NAMESPACE, own
+    return Policy((None,) * len(FIELDS)), records.SOURCE_DEFAULT, None
+
+
+def delete_thread_conf(txn, store: Store, tkey: int) -> None:
+    txn.delete(layout.u64(tkey), db=store.db["tconf"])

@@ -54,3 +54,29 @@ def reclaimed(txn, store: Store, tkey: int) -> None:
 
 def pending_reclaims(txn, store: Store) -> int:
     return txn.stat(store.db["reclaim"])["entries"]
+
+
+def schedule_fallback(txn, store: Store, ns: str, thread_id: str, tkey: int, level: int, first_seq: int,
+                      old_due: int, new_due: int) -> None:
+    """Move, create or drop the fallback row of compaction ``L<level>:<first_seq>-…``."""
+    db = store.db["ctimers"]
+    if old_due:
+        txn.delete(layout.fallback_timer_key(old_due, ns, thread_id, level, first_seq), db=db)
+    if new_due:
+        txn.put(layout.fallback_timer_key(new_due, ns, thread_id, level, first_seq), layout.u64(tkey), db=db)
+
+
+def due_fallbacks(txn, store: Store, now: int, limit: int) -> list[tuple[int, str, str, int, int, int]]:
+    """Up to ``limit`` fallback rows due at ``now``: [(due_us, ns, thread_id, level, first_seq, tkey)]."""
+    out = []
+    cursor = txn.cursor(db=store.db["ctimers"])
+    if not cursor.first():
+        return out
+    for key, value in cursor.iternext():
+        due_us = layout.read_u64(bytes(key[:8]))
+        if due_us > now or len(out) >= limit:
+            break
+        if bytes(key[8:9]) == layout.CTIMER_FALLBACK:
+            _, ns, thread_id, level, first = layout.split_fallback_timer_key(key)
+            out.append((due_us, ns, thread_id, level, first, layout.read_u64(value)))
+    return out

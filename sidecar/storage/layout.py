@@ -36,8 +36,15 @@ cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its Th
 ``cids``      tkey client_item_id -> seq(u64 BE) (idempotent appends)
 ``ccalls``    tkey call_id -> seq(u64 BE) of the newest TOOL_CALL with that id
 ``cstate``    tkey -> ConvState (the log's counters)
-``nsconf``    ns -> NsConvConf (a namespace's idle policy)
-``ctimers``   due_us(u64 BE) kind(1 byte: I idle) ns NUL thread_id -> tkey (the sweeper's order)
+``nsconf``    ns -> NsConvConf (a namespace's idle and compaction policies)
+``tconf``     tkey -> ThreadConvConf (a thread's own compaction policy; its idle policy is in its ThreadRec)
+``csums``     tkey level(u8) first_seq(u64 BE) -> SummaryRec (applied summaries; state/summaries.py owns csums,
+              ccomps, cqueue, cpyr)
+``ccomps``    tkey level(u8) first_seq(u64 BE) -> CompactionRec (due, pending or claimed)
+``cqueue``    ns NUL due_us(u64 BE) tkey level(u8) first_seq(u64 BE) -> thread_id (claim order per namespace)
+``cpyr``      tkey -> PyramidState (high-water seqs per level)
+``ctimers``   due_us(u64 BE) kind(1 byte: I idle, F fallback) ns NUL thread_id [NUL level(u8) first_seq(u64 BE)]
+              -> tkey (the sweeper's order)
 ``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
 
 Threads get an internal key (``tkey``) when created, so the per-thread tables
@@ -68,7 +75,8 @@ FORMAT_NAME = "agentstate-lmdb-1"
 DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime",
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
             "effects", "effthr", "branches",
-            "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim")
+            "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
+            "tconf", "csums", "ccomps", "cqueue", "cpyr")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -291,9 +299,52 @@ class ConvState(msgspec.Struct, array_like=True):
 
 class NsConvConf(msgspec.Struct, array_like=True):
     fmt: int
-    compaction: msgspec.Raw | None  # reserved for the compaction policy (not served yet)
+    compaction: tuple | None  # the namespace's compaction policy (state/convpolicy.py)
     idle: tuple[int, int] | None  # (ttl_ms, IdleAction); None: no idle expiry
     walk_from: str | None = None  # the sweeper's walk over the namespace's threads (None: done)
+
+
+class ThreadConvConf(msgspec.Struct, array_like=True):
+    fmt: int
+    compaction: tuple | None  # the thread's own compaction policy (state/convpolicy.py), None: inherit
+
+
+class CompactionRec(msgspec.Struct, array_like=True):
+    fmt: int
+    last_seq: int
+    content_hash: bytes
+    input_count: int
+    children: list[int]  # first seqs of the level-below summaries it covers (level 2 and up)
+    due_us: int
+    fallback_us: int  # 0: no fallback timer
+    lease_id: str
+    lease_expires_us: int
+    worker: str
+    attempts: int
+    due_event_seq: int
+    max_summary_chars: int
+
+
+class SummaryRec(msgspec.Struct, array_like=True):
+    fmt: int
+    last_seq: int
+    item_count: int
+    text: str
+    producer: str
+    fallback: bool
+    tokens: tuple[int, str, bool] | None
+    raw: int
+    content_hash: bytes
+    covered_raw: int
+    children: list[int]
+    created_us: int
+    attempts: int
+    lease_id: str  # the lease it was submitted under (a repeat of the same submit gets it back)
+
+
+class PyramidState(msgspec.Struct, array_like=True):
+    fmt: int
+    high_water: list[int]  # per level (index level - 1): the last seq of the newest compaction issued
 
 
 EMPTY_MAP = msgspec.Raw(b"\x80")
@@ -316,6 +367,10 @@ branch_decoder = msgspec.msgpack.Decoder(BranchRec)
 item_decoder = msgspec.msgpack.Decoder(ItemRec)
 convstate_decoder = msgspec.msgpack.Decoder(ConvState)
 nsconf_decoder = msgspec.msgpack.Decoder(NsConvConf)
+tconf_decoder = msgspec.msgpack.Decoder(ThreadConvConf)
+compaction_decoder = msgspec.msgpack.Decoder(CompactionRec)
+summary_decoder = msgspec.msgpack.Decoder(SummaryRec)
+pyramid_decoder = msgspec.msgpack.Decoder(PyramidState)
 encode = _enc.encode
 
 
@@ -439,6 +494,41 @@ def tkey_str_key(tkey: int, text: str) -> bytes:
 
 
 CTIMER_IDLE = b"I"
+CTIMER_FALLBACK = b"F"
+
+
+def level_key(tkey: int, level: int, first_seq: int) -> bytes:
+    """``tkey level first_seq``: keys of csums and ccomps."""
+    return _U64.pack(tkey) + bytes((level,)) + _U64.pack(first_seq)
+
+
+def split_level_key(key: bytes) -> tuple[int, int, int]:
+    key = bytes(key)
+    return _U64.unpack_from(key)[0], key[8], _U64.unpack_from(key, 9)[0]
+
+
+def cqueue_key(ns: str, due_us: int, tkey: int, level: int, first_seq: int) -> bytes:
+    return ns.encode() + SEP + _U64.pack(due_us) + level_key(tkey, level, first_seq)
+
+
+def split_cqueue_suffix(key: bytes, ns_len: int) -> tuple[int, int, int, int]:
+    """(due_us, tkey, level, first_seq) of a cqueue key whose namespace part is ``ns_len`` bytes."""
+    key = bytes(key)
+    due = _U64.unpack_from(key, ns_len + 1)[0]
+    return (due, *split_level_key(key[ns_len + 9:]))
+
+
+def fallback_timer_key(due_us: int, ns: str, thread_id: str, level: int, first_seq: int) -> bytes:
+    return (_U64.pack(due_us) + CTIMER_FALLBACK + ns_key(ns, thread_id) + SEP + bytes((level,))
+            + _U64.pack(first_seq))
+
+
+def split_fallback_timer_key(key: bytes) -> tuple[int, str, str, int, int]:
+    """(due_us, ns, thread_id, level, first_seq) of a fallback row of ctimers."""
+    key = bytes(key)
+    ns, _, rest = key[9:].partition(SEP)
+    thread_id, tail = rest[:-10], rest[-9:]
+    return _U64.unpack_from(key)[0], ns.decode(), thread_id.decode(), tail[0], _U64.unpack_from(tail, 1)[0]
 
 
 def ctimer_key(due_us: int, kind: bytes, ns: str, thread_id: str) -> bytes:

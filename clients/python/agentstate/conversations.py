@@ -162,6 +162,103 @@ class ConversationCalls:
             namespace=self.client.namespace, scope=scope, thread_id=thread_id), timeout))
 
 
+    # ------------------------------------------------------------- compaction
+
+    @unary
+    def set_compaction_policy(self, *, thread_id: str = "", clear: bool = False, request_id: str = "",
+                              timeout: float | None = None, **fields: Any) -> cpb.SetCompactionPolicyResponse:
+        """SetCompactionPolicy of the namespace (no ``thread_id``) or one thread. ``fields`` are
+        CompactionPolicy's (``trigger_items=20, compact_items=15, ...``; ``fallback_after`` and
+        ``lease_timeout`` in seconds)."""
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        req = cpb.SetCompactionPolicyRequest(namespace=self.client.namespace, scope=scope, thread_id=thread_id,
+                                             clear=clear, request_id=request_id)
+        if not clear:
+            req.policy.SetInParent()
+            for name, v in fields.items():
+                if name in ("fallback_after", "lease_timeout"):
+                    getattr(req.policy, name).CopyFrom(_duration(v))
+                else:
+                    setattr(req.policy, name, v)
+        return (yield Call(self.stub.SetCompactionPolicy, req, timeout))
+
+    @unary
+    def get_compaction_policy(self, *, thread_id: str = "", timeout: float | None = None,
+                              ) -> cpb.GetCompactionPolicyResponse:
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        return (yield Call(self.stub.GetCompactionPolicy, cpb.GetCompactionPolicyRequest(
+            namespace=self.client.namespace, scope=scope, thread_id=thread_id), timeout))
+
+    @unary
+    def claim_compaction(self, *, worker: str, thread_id: str = "", lease: float | None = None, wait: float = 0.0,
+                         timeout: float | None = None) -> cpb.ClaimCompactionResponse | None:
+        """ClaimCompaction: the oldest due claimable compaction of the namespace (or of one thread) with its
+        inputs and a lease, waiting up to ``wait`` seconds; None when there was none."""
+        req = cpb.ClaimCompactionRequest(namespace=self.client.namespace, thread_id=thread_id, worker=worker)
+        if lease:
+            req.lease_timeout.CopyFrom(_duration(lease))
+        if wait:
+            req.wait_timeout.CopyFrom(_duration(wait))
+        call_timeout = timeout if timeout is not None else (self.client.timeout + wait)
+        resp = yield Call(self.stub.ClaimCompaction, req, call_timeout)
+        return resp if resp.HasField("compaction") else None
+
+    @unary
+    def submit_summary(self, claim: cpb.ClaimCompactionResponse, text: str, *, producer: str,
+                       tokens: tuple[int, str, bool] | None = None, request_id: str = "",
+                       timeout: float | None = None) -> cpb.SubmitSummaryResponse:
+        """SubmitSummary of a claim (its ids, range and content hash are sent back as the claim gave them)."""
+        comp = claim.compaction
+        req = cpb.SubmitSummaryRequest(namespace=self.client.namespace, thread_id=comp.thread_id,
+                                       compaction_id=comp.compaction_id, lease_id=claim.lease_id, level=comp.level,
+                                       first_seq=comp.first_seq, last_seq=comp.last_seq,
+                                       content_hash=comp.content_hash, text=text, producer=producer,
+                                       request_id=request_id)
+        if tokens is not None:
+            req.tokens.count, req.tokens.tokenizer, req.tokens.exact = tokens
+        return (yield Call(self.stub.SubmitSummary, req, timeout))
+
+    @listing
+    def list_compactions(self, thread_id: str = "", *, page_size: int = 0, timeout: float | None = None):
+        return pages(self.stub.ListCompactions, lambda token: cpb.ListCompactionsRequest(
+            namespace=self.client.namespace, thread_id=thread_id, page_size=page_size, page_token=token),
+            "compactions", timeout)
+
+    @listing
+    def list_summaries(self, thread_id: str, *, level: int = 0, page_size: int = 0, timeout: float | None = None):
+        return pages(self.stub.ListSummaries, lambda token: cpb.ListSummariesRequest(
+            namespace=self.client.namespace, thread_id=thread_id, level=level, page_size=page_size,
+            page_token=token), "summaries", timeout)
+
+    @unary
+    def expand_summary(self, thread_id: str, summary_id: str, *, to_items: bool = False, omit_content: bool = False,
+                       timeout: float | None = None) -> tuple[cpb.Summary, list[cpb.Summary], list[cpb.ConversationItem]]:
+        """ExpandSummary, every page: (the summary, its child summaries, its original items)."""
+        token, children, items = "", [], []
+        while True:
+            resp = yield Call(self.stub.ExpandSummary, cpb.ExpandSummaryRequest(
+                namespace=self.client.namespace, thread_id=thread_id, summary_id=summary_id, to_items=to_items,
+                omit_content=omit_content, page_size=1000, page_token=token), timeout)
+            children.extend(resp.children)
+            items.extend(resp.items)
+            token = resp.next_page_token
+            if not token:
+                return resp.summary, children, items
+
+
+def compaction_hash(compaction: cpb.Compaction) -> bytes:
+    """The content hash of a claimed compaction computed from its inputs (docs/conversations.md "Content hash
+    of a range"); equals ``compaction.content_hash`` while the range is unchanged. Needs the blake3 package."""
+    from blake3 import blake3
+    import msgspec
+    if compaction.level == 1:
+        body = [[it.seq, it.content_hash] for it in compaction.items]
+    else:
+        body = [[s.summary_id, s.text] for s in compaction.summaries]
+    return blake3(b"agentstate.v1 compaction\x00" + msgspec.msgpack.encode(
+        [compaction.level, compaction.first_seq, compaction.last_seq, body])).digest()
+
+
 class Conversations(ConversationCalls, SyncFacet):
     """``client.conversations``."""
 
