@@ -365,12 +365,6 @@ def test_bad_requests_name_their_field(c):
     assert [item_value(i) for i in c.conversations.latest(t)] == ["a"]
 
 
-def test_not_served_calls_answer_unimplemented(c):
-    with pytest.raises(grpc.RpcError) as e:
-        c.conversations.stub.GetContext(cpb.GetContextRequest(thread_id="x", budget_tokens=100))
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-
-
 # ----------------------------------------------------------------- run-scoped appends, thread deletion
 
 def test_run_scoped_append_needs_the_holder(c):

@@ -192,3 +192,19 @@ def test_conversation_enums_below_the_api_match_the_proto():
     assert records.IDLE_CLOSE == cpb.IDLE_ACTION_CLOSE and records.IDLE_DELETE == cpb.IDLE_ACTION_DELETE
     for name in ("DEFAULT", "NAMESPACE", "THREAD"):
         assert getattr(records, f"SOURCE_{name}") == getattr(cpb, f"POLICY_SOURCE_{name}"), name
+
+
+def test_context_enums_below_the_api_match_the_proto():
+    """ops/assemble.py keeps ContextSource and Fate."""
+    from agentstate.v1 import conversations_pb2 as cpb
+    from sidecar.ops import assemble
+
+    sources = {"PINNED": assemble.PINNED, "SUMMARY": assemble.FROM_SUMMARY, "ITEM": assemble.ITEM,
+               "COMPRESSED_TOOL_CALL": assemble.COMPRESSED, "KNOWLEDGE": assemble.KNOWLEDGE}
+    for name, value in sources.items():
+        assert value == getattr(cpb, f"CONTEXT_SOURCE_{name}"), name
+    fates = {"KEPT": assemble.KEPT, "SUMMARISED": assemble.SUMMARISED, "COMPRESSED": assemble.F_COMPRESSED,
+             "DEDUPLICATED": assemble.DEDUPLICATED, "DROPPED_BUDGET": assemble.DROPPED_BUDGET,
+             "DROPPED_ORPHAN": assemble.DROPPED_ORPHAN}
+    for name, value in fates.items():
+        assert value == getattr(cpb, f"FATE_{name}"), name

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2
 from .. import limits
 from ..errors import ApiError, invalid, limit
 from ..ops import conversations as conv_ops
-from ..state import conversations, convpolicy, summaries, threads
+from ..state import calibration, conversations, convpolicy, summaries, threads
 from ..state.conversations import ItemIn
 from ..state.runstate import Tx
 from ..storage import records
@@ -201,7 +201,7 @@ def conversation_to_proto(txn, store, ns: str, thread_id: str, rec, st: ConvStat
     expiry = records.expire_us(txn, store, ns, rec)
     if expiry:
         wire.set_timestamp(out.expire_time, expiry)
-    out.calibration_factor = 1.0
+    out.calibration_factor = calibration.factor(txn, store, rec.tkey)
     out.summary_count = sum(1 for _ in summaries.summaries_of(txn, store, rec.tkey))
     out.pending_compactions = sum(1 for _ in summaries.compactions_of(txn, store, rec.tkey))
     p, out.compaction_policy_source, _ = convpolicy.compaction(txn, store, ns, rec.tkey)

@@ -20,7 +20,7 @@ from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, conver
 from ..errors import ApiError
 from ..storage import gc, hotpath, layout
 from ..storage.store import Store
-from . import (artifacts, batch, checkpoints, compactions, context, conversations, effects, events, history, runs,
+from . import (artifacts, assembly, batch, checkpoints, compactions, context, conversations, effects, events, history, runs,
                stream, threads, validate)
 
 log = logging.getLogger("sidecar.service")
@@ -397,8 +397,8 @@ class EffectService(effects_pb2_grpc.EffectServiceServicer):
 
 
 class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
-    """The conversation log and idle policies (api/conversations.py), compaction (api/compactions.py). Pins,
-    GetContext and ReportUsage are not served yet: they answer UNIMPLEMENTED."""
+    """The conversation log and idle policies (api/conversations.py), compaction (api/compactions.py), pinned
+    items, GetContext and ReportUsage (api/assembly.py)."""
 
     def __init__(self, ctx: context.Ctx) -> None:
         self.ctx = ctx
@@ -463,24 +463,25 @@ class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
     async def ExpandSummary(self, request, context):
         return await compactions.expand(self.ctx, request)
 
+    @handler
+    async def GetContext(self, request, context):
+        return await assembly.get_context(self.ctx, request)
 
-def _not_served(name: str):
-    async def call(self, request, context):
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                            f"ConversationService.{name} is designed (docs/conversations.md) but not served yet")
+    @handler
+    async def ReportUsage(self, request, context):
+        return await assembly.report_usage(self.ctx, request)
 
-    call.__name__ = name
-    return call
+    @handler
+    async def SetPinnedItem(self, request, context):
+        return await assembly.set_pin(self.ctx, request)
 
+    @handler
+    async def ListPinnedItems(self, request, context):
+        return await assembly.list_pins(self.ctx, request)
 
-def _fill_not_served() -> None:
-    from agentstate.v1 import conversations_pb2
-    for method in conversations_pb2.DESCRIPTOR.services_by_name["ConversationService"].methods:
-        if method.name not in ConversationService.__dict__:
-            setattr(ConversationService, method.name, _not_served(method.name))
-
-
-_fill_not_served()
+    @handler
+    async def DeletePinnedItem(self, request, context):
+        return await assembly.delete_pin(self.ctx, request)
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

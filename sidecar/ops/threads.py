@@ -1,7 +1,7 @@
 """threads: deleting a thread with everything on it, in one transaction."""
 from __future__ import annotations
 
-from ..state import artifacts, branches, conversations, effects, events, runs, steps, threads
+from ..state import artifacts, branches, calibration, conversations, effects, events, pins, runs, steps, threads
 from . import compaction
 from ..storage import records
 from ..storage.layout import ThreadRec
@@ -33,4 +33,6 @@ def delete_contents(txn, store: Store, ns: str, thread_id: str, tkey: int) -> in
     branches.delete_thread_branches(txn, store, tkey)
     conversations.delete_thread_conversation(txn, store, tkey)
     compaction.delete_thread(txn, store, ns, thread_id, tkey)
+    pins.delete_thread_pins(txn, store, tkey)
+    calibration.delete_thread_calibration(txn, store, tkey)
     return records.delete_checkpoints(txn, store, ns, tkey)

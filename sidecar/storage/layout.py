@@ -43,6 +43,9 @@ cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its Th
 ``ccomps``    tkey level(u8) first_seq(u64 BE) -> CompactionRec (due, pending or claimed)
 ``cqueue``    ns NUL due_us(u64 BE) tkey level(u8) first_seq(u64 BE) -> thread_id (claim order per namespace)
 ``cpyr``      tkey -> PyramidState (high-water seqs per level)
+``nspins``    ns NUL pin_id -> PinRec (a namespace's pinned items; state/pins.py)
+``tpins``     tkey pin_id -> PinRec (a thread's pinned items)
+``ccalib``    tkey -> CalibRec (the last 16 usage reports and the calibration factor; state/calibration.py)
 ``ctimers``   due_us(u64 BE) kind(1 byte: I idle, F fallback) ns NUL thread_id [NUL level(u8) first_seq(u64 BE)]
               -> tkey (the sweeper's order)
 ``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
@@ -76,7 +79,7 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
             "effects", "effthr", "branches",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
-            "tconf", "csums", "ccomps", "cqueue", "cpyr")
+            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -347,6 +350,26 @@ class PyramidState(msgspec.Struct, array_like=True):
     high_water: list[int]  # per level (index level - 1): the last seq of the newest compaction issued
 
 
+class PinRec(msgspec.Struct, array_like=True):
+    fmt: int
+    position: int
+    kind: int
+    role: str
+    content: bytes  # canonical encoding
+    tool_name: str
+    tokens: tuple[int, str, bool] | None
+    raw: int
+    version: int
+    created_us: int
+    updated_us: int
+
+
+class CalibRec(msgspec.Struct, array_like=True):
+    fmt: int
+    reports: list[tuple[bytes, int, int, int]]  # (context_hash, estimated_raw, client_counted, input_tokens)
+    factor: float
+
+
 EMPTY_MAP = msgspec.Raw(b"\x80")
 
 _enc = msgspec.msgpack.Encoder()
@@ -371,6 +394,8 @@ tconf_decoder = msgspec.msgpack.Decoder(ThreadConvConf)
 compaction_decoder = msgspec.msgpack.Decoder(CompactionRec)
 summary_decoder = msgspec.msgpack.Decoder(SummaryRec)
 pyramid_decoder = msgspec.msgpack.Decoder(PyramidState)
+pin_decoder = msgspec.msgpack.Decoder(PinRec)
+calib_decoder = msgspec.msgpack.Decoder(CalibRec)
 encode = _enc.encode
 
 

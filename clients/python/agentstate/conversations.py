@@ -246,6 +246,94 @@ class ConversationCalls:
                 return resp.summary, children, items
 
 
+    # ------------------------------------------------------------- context
+
+    @unary
+    def get_context(self, thread_id: str, budget_tokens: int, *, knowledge: Iterable[cpb.KnowledgeItem] = (),
+                    tokenizer: str = "", keep_last_items: int | None = None, tool_compression: bool = True,
+                    knowledge_at_end: bool = False, dedupe: bool = True, explanation: bool = True,
+                    timeout: float | None = None) -> cpb.GetContextResponse:
+        """GetContext: the model's input for ``budget_tokens`` (check it with :func:`context_hash`)."""
+        req = cpb.GetContextRequest(
+            namespace=self.client.namespace, thread_id=thread_id, budget_tokens=budget_tokens,
+            knowledge=list(knowledge), tokenizer=tokenizer, keep_last_items=keep_last_items,
+            tool_compression=cpb.TOOL_COMPRESSION_OUTSIDE_TAIL if tool_compression else cpb.TOOL_COMPRESSION_NONE,
+            knowledge_position=cpb.KNOWLEDGE_POSITION_END if knowledge_at_end
+            else cpb.KNOWLEDGE_POSITION_AFTER_SUMMARIES, disable_dedupe=not dedupe, omit_explanation=not explanation)
+        return (yield Call(self.stub.GetContext, req, timeout))
+
+    @unary
+    def report_usage(self, thread_id: str, context: cpb.GetContextResponse, input_tokens: int, *, model: str = "",
+                     request_id: str = "", timeout: float | None = None) -> cpb.ReportUsageResponse:
+        """ReportUsage: the model's real input tokens for a context GetContext returned (calibrates)."""
+        req = cpb.ReportUsageRequest(namespace=self.client.namespace, thread_id=thread_id,
+                                     context_hash=context.context_hash,
+                                     estimated_raw_tokens=context.estimated_raw_tokens,
+                                     client_counted_tokens=context.client_counted_tokens, input_tokens=input_tokens,
+                                     model=model, request_id=request_id)
+        return (yield Call(self.stub.ReportUsage, req, timeout))
+
+    @unary
+    def set_pin(self, pin_id: str, kind: str | int, content: Any, *, thread_id: str = "", position: int = 0,
+                role: str = "", tool_name: str = "", tokens: tuple[int, str, bool] | None = None,
+                expected_etag: str | None = None, request_id: str = "", timeout: float | None = None,
+                ) -> cpb.SetPinnedItemResponse:
+        """SetPinnedItem of the namespace (no ``thread_id``) or one thread."""
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        req = cpb.SetPinnedItemRequest(namespace=self.client.namespace, scope=scope, thread_id=thread_id,
+                                       pin_id=pin_id, position=position,
+                                       kind=KINDS[kind] if isinstance(kind, str) else kind, role=role,
+                                       tool_name=tool_name, expected_etag=expected_etag, request_id=request_id)
+        encode_into(content, req.content, "content")
+        if tokens is not None:
+            req.tokens.count, req.tokens.tokenizer, req.tokens.exact = tokens
+        return (yield Call(self.stub.SetPinnedItem, req, timeout))
+
+    @unary
+    def list_pins(self, *, thread_id: str = "", include_namespace: bool = False, timeout: float | None = None,
+                  ) -> list[cpb.PinnedItem]:
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        resp = yield Call(self.stub.ListPinnedItems, cpb.ListPinnedItemsRequest(
+            namespace=self.client.namespace, scope=scope, thread_id=thread_id, include_namespace=include_namespace),
+            timeout)
+        return list(resp.items)
+
+    @unary
+    def delete_pin(self, pin_id: str, *, thread_id: str = "", allow_missing: bool = False, request_id: str = "",
+                   timeout: float | None = None) -> bool:
+        scope = cpb.CONFIG_SCOPE_THREAD if thread_id else cpb.CONFIG_SCOPE_NAMESPACE
+        resp = yield Call(self.stub.DeletePinnedItem, cpb.DeletePinnedItemRequest(
+            namespace=self.client.namespace, scope=scope, thread_id=thread_id, pin_id=pin_id,
+            allow_missing=allow_missing, request_id=request_id), timeout)
+        return resp.deleted
+
+
+def knowledge(content: Any, *, label: str = "", kind: str | int = "message", role: str = "",
+              tokens: tuple[int, str, bool] | None = None) -> cpb.KnowledgeItem:
+    """A KnowledgeItem for GetContext."""
+    out = cpb.KnowledgeItem(label=label, kind=KINDS[kind] if isinstance(kind, str) else kind, role=role)
+    encode_into(content, out.content, "content")
+    if tokens is not None:
+        out.tokens.count, out.tokens.tokenizer, out.tokens.exact = tokens
+    return out
+
+
+def context_hash(items: Iterable[cpb.ContextItem]) -> bytes:
+    """The context hash of GetContext's items (docs/conversations.md "Step 8"); equals the response's
+    ``context_hash``. Needs the blake3 package."""
+    from blake3 import blake3
+    import msgspec
+    from . import codec
+    body = []
+    for it in items:
+        if it.content.WhichOneof("kind") == "msgpack":
+            enc = it.content.msgpack
+        else:
+            enc = codec.encode(from_value(it.content))
+        body.append([it.source, it.kind, it.role, it.call_id, it.tool_name, msgspec.Raw(enc)])
+    return blake3(b"agentstate.v1 context\x00" + msgspec.msgpack.encode(body)).digest()
+
+
 def compaction_hash(compaction: cpb.Compaction) -> bytes:
     """The content hash of a claimed compaction computed from its inputs (docs/conversations.md "Content hash
     of a range"); equals ``compaction.content_hash`` while the range is unchanged. Needs the blake3 package."""
