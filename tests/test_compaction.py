@@ -3,7 +3,6 @@
 the due event in the thread's event log, the extractive fallback (with an injected clock), policies."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -336,3 +335,19 @@ def test_fallback_after_zero_applies_in_the_same_transaction_and_cascades(local)
     assert all(s.fallback for s in sums.values())
     assert sums["L1:1-2"].text == "user: item number 1\nuser: item number 2"
     assert list(c.conversations.list_compactions("t")) == []
+
+
+def test_the_example_worker_summarises_what_is_due(module_sidecar):
+    ns = f"ex-{uuid.uuid4().hex[:8]}"
+    with Client(module_sidecar.address, namespace=ns) as c:
+        c.conversations.append("t", [msg(f"message number {i} with words") for i in range(40)], create_thread=True)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run([sys.executable, os.path.join(root, "examples", "compaction_worker.py"),
+                              module_sidecar.address, "--namespace", ns, "--once"], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "summarised 2 compactions"
+        sums = list(c.conversations.list_summaries("t"))
+        assert [s.summary_id for s in sums] == ["L1:1-15", "L1:16-30"]
+        assert sums[0].text.split("\n")[0] == "user: message number 0 with"
+        assert sums[0].producer == "example-worker/first-words"

@@ -200,6 +200,7 @@ async def list_compactions(ctx: Ctx, req: cpb.ListCompactionsRequest) -> cpb.Lis
         if thread_id:
             threads.require(txn, store, ns, thread_id)
         now = store.clock()
+        last_key = b""
         for key, due, tkey, level, first, tid in summaries.queued(txn, store, ns, position[0] if position else None):
             if thread_id and tid != thread_id:
                 continue
@@ -228,6 +229,7 @@ async def list_summaries(ctx: Ctx, req: cpb.ListSummariesRequest) -> cpb.ListSum
     with store.read() as txn:
         trec = threads.require(txn, store, ns, thread_id)
         after = tuple(position) if position else (0, 0)
+        last = after
         for level, first, rec in summaries.summaries_of(txn, store, trec.tkey, req.level or None):
             if (level, first) <= after:
                 continue

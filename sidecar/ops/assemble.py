@@ -247,7 +247,6 @@ def assemble(live: list[Src], sums: list[Sum], pins: list[Src], knowledge: list[
                                       first=x.seq, last=x.seq, duplicate_of_seq=keep_seq)
                 else:
                     newest[(x.kind, key)] = x.seq
-    conv_out: list[Out] = []
     for x in unc:
         f = fate.get(x.seq)
         if f is None:
