@@ -8,7 +8,7 @@ import uuid
 
 import grpc
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentstate import AgentStateError, from_value
@@ -89,7 +89,7 @@ def logs(draw):
         first, last = items[blocks[start][0]].seq, items[blocks[cut][1]].seq
         span = [x for x in items if first <= x.seq <= last]
         s = Sum(1, first, last, f"summary {first}-{last}", 12, sum(x.raw for x in span),
-                draw(st.sampled_from([None, (3, "tok", True)])))
+                draw(st.sampled_from([None, (3, "tok", True)])), len(span))
         l1.append(s)
         start = cut + 1
     # a pending compaction leaves the summaries after it out of the cover's run (a gap)
@@ -99,7 +99,8 @@ def logs(draw):
     i = 0
     while i + 2 <= min(gap, len(applied)) and draw(st.booleans()):
         a, b = applied[i], applied[i + 1]
-        sums.append(Sum(2, a.first, b.last, f"L2 {a.first}-{b.last}", 10, a.covered_raw + b.covered_raw))
+        sums.append(Sum(2, a.first, b.last, f"L2 {a.first}-{b.last}", 10, a.covered_raw + b.covered_raw,
+                        None, a.item_count + b.item_count))
         i += 2
     pins = [Src(sc.MESSAGE, "system", codec.encode(t), valuetext.estimate(codec.encode(t), "system"),
                 pin_id=f"p{k}") for k, t in enumerate(draw(st.lists(st.sampled_from(["be nice", "rules " * 10]),
@@ -314,3 +315,74 @@ def test_same_context_bytes_after_a_restart(tmp_path):
             assert from_value(again.items[0].content) == "You are helpful."
     finally:
         proc.stop()
+
+
+# ----------------------------------------------------------------- the bounded read equals the whole-log one
+
+@pytest.fixture(scope="module")
+def inproc(tmp_path_factory):
+    from conftest import InProcess
+    from agentstate import Client
+    side = InProcess(tmp_path_factory.mktemp("ctxbounded") / "data")
+    with Client(side.address) as client:
+        side.client = client
+        yield side
+    side.close()
+
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("msgs"), st.integers(1, 12)),
+    st.tuples(st.just("tool"), st.booleans()),  # with or without its result
+    st.tuples(st.just("late_result"), st.integers(0, 5)),
+    st.tuples(st.just("reason"), st.none()),
+    st.tuples(st.just("pop"), st.integers(1, 4)),
+), max_size=25)
+
+
+@settings(max_examples=40, deadline=None)
+@example(script=[("msgs", 3), ("tool", False), ("msgs", 3)], trigger=8, keep=2, budget=4000, fan_in=2)  # open call
+@example(script=[("msgs", 9), ("tool", True), ("late_result", 0), ("msgs", 2)], trigger=3, keep=1, budget=4000,
+         fan_in=2)
+@given(script=steps, trigger=st.integers(3, 8), keep=st.integers(0, 6), budget=st.integers(50, 4000),
+       fan_in=st.integers(2, 3))
+def test_the_bounded_read_gives_the_whole_log_answer(inproc, script, trigger, keep, budget, fan_in):
+    from sidecar.ops import context as ctx_ops
+    from sidecar.storage import records
+    c = inproc.client
+    t = f"b-{uuid.uuid4().hex[:10]}"
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=trigger, compact_items=max(1, trigger - 2),
+                                          keep_last_items=min(keep, 2), fallback_after=0, pyramid_fan_in=fan_in,
+                                          pyramid_keep_last=0)
+    calls = []
+    for op, arg in script:
+        if op == "msgs":
+            c.conversations.append(t, [item("message", f"m {k} " * (k % 5 + 1), role="user") for k in range(arg)])
+        elif op == "tool":
+            cid = f"c{len(calls)}"
+            calls.append(cid)
+            batch = [item("tool_call", {"arguments": "x"}, call_id=cid, tool_name="f")]
+            if arg:
+                batch.append(item("tool_result", "result " * 10, call_id=cid))
+            c.conversations.append(t, batch)
+        elif op == "late_result" and calls:
+            c.conversations.append(t, [item("tool_result", "late", call_id=calls[arg % len(calls)])])
+        elif op == "reason":
+            c.conversations.append(t, [item("reasoning", "hmm"), item("message", "ok", role="assistant")])
+        elif op == "pop":
+            for _ in range(arg):
+                c.conversations.pop(t)
+    store = inproc.sidecar.store
+    with store.read() as txn:
+        trec = records.thread(txn, store, "default", t)
+        for k in (keep, 0, 3):
+            got = []
+            for bounded in (True, False):
+                try:
+                    res, _ = ctx_ops.build(txn, store, "default", t, trec.tkey, [], budget=budget, tokenizer="",
+                                           keep_last=k, compress=True, dedupe=True, knowledge_at_end=False,
+                                           bounded=bounded)
+                    got.append((res.items, res.explanation, res.context_hash, res.stable_prefix, res.estimated_raw))
+                except ApiError as e:
+                    got.append((e.reason, e.metadata))
+            assert got[0] == got[1]

@@ -51,6 +51,7 @@ class Sum:
     raw: int
     covered_raw: int
     tokens: tuple[int, str, bool] | None = None
+    item_count: int = 0  # live items covered (a summary's range never loses one: a pop into it removes it)
 
 
 @dataclass
@@ -162,21 +163,32 @@ def _cover(live: list[Src], sums: list[Sum], t: float) -> list[Sum]:
     return out
 
 
+def tail_start(live: list[Src], p: Params) -> float:
+    """Step 3's ``t``: the first seq of the verbatim tail (the newest ``keep_last`` live items extended back to
+    the start of their block), infinity when ``keep_last`` is 0."""
+    if p.keep_last <= 0 or not live:
+        return math.inf
+    oldest = max(len(live) - p.keep_last, 0)
+    for bs, be, _ in blocks([(x.seq, x) for x in live], p.trigger_items):
+        if bs <= oldest <= be:
+            return live[bs].seq
+    return math.inf
+
+
 def assemble(live: list[Src], sums: list[Sum], pins: list[Src], knowledge: list[Src], p: Params) -> Result:
     """Steps 2-9 over one snapshot: ``live`` the live items oldest first, ``sums`` the applied summaries,
     ``pins`` the system layer in context order, ``knowledge`` the request's in request order."""
-    # step 3: the tail and the cover
-    all_blocks = blocks([(x.seq, x) for x in live], p.trigger_items) if live else []
-    t: float = math.inf
-    if p.keep_last > 0 and live:
-        oldest = max(len(live) - p.keep_last, 0)
-        for bs, be, _ in all_blocks:
-            if bs <= oldest <= be:
-                t = live[bs].seq
-                break
+    t = tail_start(live, p)
     cover = _cover(live, sums, t)
     c = cover[-1].last if cover else 0
-    unc = [x for x in live if x.seq > c]
+    return assemble_from([x for x in live if x.seq > c], cover, t, pins, knowledge, p,
+                         live[-1].seq if live else 0)
+
+
+def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], knowledge: list[Src], p: Params,
+                  last_seq: int) -> Result:
+    """Steps 4-9 from the tail's first seq ``t``, the cover and the uncovered items (the live items after the
+    cover): all that ops/context.py reads of a long log."""
     # step 4: orphans, compression, dedupe over the uncovered items
     fate: dict[int, int] = {}
     calls = {x.call_id: i for i, x in enumerate(unc) if x.kind == TOOL_CALL and x.call_id}
@@ -316,17 +328,18 @@ def assemble(live: list[Src], sums: list[Sum], pins: list[Src], knowledge: list[
     dropped_last = units[drop_units - 1][2] if drop_units else 0
     live_entries: list[Entry] = []
     if dropped_last:
-        span = [x for x in live if x.seq <= dropped_last]
-        live_entries.append(Entry(DROPPED_BUDGET, _est(p, sum(x.raw for x in span)), first=span[0].seq,
-                                  last=span[-1].seq, item_count=len(span)))
+        gone_sums = [s for s in cover if s.last <= dropped_last]
+        gone = [x for x in unc if x.seq <= dropped_last]
+        first = gone_sums[0].first if gone_sums else gone[0].seq
+        live_entries.append(Entry(DROPPED_BUDGET, _est(p, sum(s.covered_raw for s in gone_sums) + sum(
+            x.raw for x in gone)), first=first, last=dropped_last,
+            item_count=sum(s.item_count for s in gone_sums) + len(gone)))
     for s in cover:
         if s.last <= dropped_last:
             continue
-        span = [x for x in live if s.first <= x.seq <= s.last]
         o = next(o for o in cover_items if o.summary_id == summary_id(s))
-        live_entries.append(Entry(SUMMARISED, _est(p, sum(x.raw for x in span)), first=span[0].seq,
-                                  last=span[-1].seq, item_count=len(span), context_index=index[id(o)],
-                                  summary_id=summary_id(s)))
+        live_entries.append(Entry(SUMMARISED, _est(p, s.covered_raw), first=s.first, last=s.last,
+                                  item_count=s.item_count, context_index=index[id(o)], summary_id=summary_id(s)))
     for x in unc:
         if x.seq <= dropped_last:
             continue
@@ -350,9 +363,8 @@ def assemble(live: list[Src], sums: list[Sum], pins: list[Src], knowledge: list[
                           context_index=index.get(id(o)) if id(o) in kept_ids else None))
     total = sum(o.tokens for o in items)
     client = sum(o.tokens for o in items if not o.estimated)
-    est_raw = _raw_of(items, live, sums, pins, knowledge)
-    return Result(items, expl, len(sys_out) + n_cover_kept, total, est_raw, client, context_hash(items),
-                  live[-1].seq if live else 0)
+    est_raw = _raw_of(items, unc, cover, pins, knowledge)
+    return Result(items, expl, len(sys_out) + n_cover_kept, total, est_raw, client, context_hash(items), last_seq)
 
 
 def _raw_of(items: list[Out], live, sums, pins, knowledge) -> int:
