@@ -114,14 +114,14 @@ def _due_latency(address: str, log, triggers: int) -> list[float]:
     return [max(got[k] - acked[k], 0.0) for k in acked if k in got]
 
 
-def conversations(base: Path, quick: bool, log) -> dict:
+def conversations(base: Path, quick: bool, log, sizes: tuple[int, ...] | None = None) -> dict:
     from agents import SQLiteSession
 
     from agentstate import Client
     from agentstate.agents import SidecarSession
     from agentstate.v1 import conversations_pb2 as cpb
 
-    sizes = (100, 1000) if quick else (100, 10_000, 100_000)
+    sizes = sizes or ((100, 1000) if quick else (100, 10_000, 100_000))
     reads = 60 if quick else 200
     echo = suite.Proc([sys.executable, str(HERE / "echo_server.py"), f"unix:{base / 'cecho.sock'}"],
                       base / "cecho.sock", base / "cecho.log")
@@ -241,8 +241,10 @@ def table(r: dict) -> str:
 
 if __name__ == "__main__":
     quick = "--quick" in sys.argv
+    chosen = next((tuple(int(x) for x in a.split("=", 1)[1].split(",")) for a in sys.argv if a.startswith("--sizes=")),
+                  None)
     base = Path(tempfile.mkdtemp(prefix="bench-conv-"))
-    res = conversations(base, quick, print)
+    res = conversations(base, quick, print, chosen)
     print(table(res))
     for label, ok, fig in checks(res):
         print(f"  [{'met' if ok else 'MISSED'}] {label}: {fig}")
