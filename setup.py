@@ -57,7 +57,7 @@ elif os.environ.get("SIDECAR_REQUIRE_EXTENSIONS"):
 
 setup(
     packages=["sidecar", "sidecar.storage", "sidecar.state", "sidecar.ops", "sidecar.api", "agentstate", "agentstate.v1",
-              "agentstate.langgraph"],
+              "agentstate.langgraph", "agentstate.agents"],
     package_dir={"agentstate": "clients/python/agentstate"},
     package_data={"agentstate": ["py.typed"], "agentstate.v1": ["*.pyi"], "sidecar": ["web_templates/*.html"]},
     ext_modules=ext_modules,

@@ -26,6 +26,10 @@ langgraph
     benchmarks/bench_langgraph_chat.py: the 800-turn chat with SidecarSaver, SqliteSaver,
     SqliteSaver + DeltaChannel, LMDBSaver, InMemorySaver and PostgresSaver (a PostgreSQL started
     here), bytes and ms per turn at turns 50, 200 and 800.
+conversations
+    benchmarks/bench_conversations.py: sessions of 10², 10⁴ and 10⁵ items (quick: 10², 10³), get_items(20)
+    through SidecarSession and GetContext(8000) next to an echo floor of the same bytes, batched add_items,
+    bytes per item, the SDK's SQLiteSession on the same stream, compaction-due to a watching worker.
 
 Targets are checked and printed as met/MISSED with the measured figure (never a pass/fail exit: a run
 always exits 0 unless a workload broke). ``--json PATH`` writes every number, for comparing commits.
@@ -51,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "langgraph")
+WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "langgraph", "conversations")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -472,6 +476,11 @@ def langgraph(base: Path, quick: bool, log) -> dict:
 
 # ----------------------------------------------------------------- report
 
+def _conversations(base: Path, quick: bool, log) -> dict:
+    import bench_conversations
+    return bench_conversations.conversations(base, quick, log)
+
+
 def checks(res: dict) -> list[tuple[str, bool, str]]:
     out = []
     d = res.get("direct-lmdb")
@@ -509,6 +518,10 @@ def checks(res: dict) -> list[tuple[str, bool, str]]:
     lg = res.get("langgraph")
     if lg and "checks" in lg:
         out += [(label, c["met"], c["figure"]) for label, c in lg["checks"].items()]
+    cv = res.get("conversations")
+    if cv:
+        import bench_conversations
+        out += bench_conversations.checks(cv)
     return out
 
 
@@ -544,6 +557,11 @@ def report(res: dict) -> str:
         import bench_langgraph_chat as chat
         lines += ["", f"langgraph (the chat of DESIGN.md §8, {lg['turns']} turns, median of {lg['window']} turns)",
                   chat.table(lg)]
+    cv = res.get("conversations")
+    if cv:
+        import bench_conversations
+        lines += ["", "conversations (Agents SDK items; SidecarSession and GetContext side by side with SQLiteSession)",
+                  bench_conversations.table(cv)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -576,7 +594,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             t = time.monotonic()
             log(f"== {name}")
-            fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph}.get(name)
+            fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
+                  "conversations": _conversations}.get(name)
             res[name] = fleet(base, opts.quick, log, opts.agents) if name == "fleet" else fn(base, opts.quick, log)
             res["seconds"][name] = round(time.monotonic() - t, 1)
     finally:

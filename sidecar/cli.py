@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="lease timeout of runs that set none (default: %(default)s)")
     s.add_argument("--watchdog-interval", type=_positive, default=1.0, metavar="SECONDS",
                    help="how often expired leases and run timeouts are looked for (default: %(default)s)")
+    s.add_argument("--sweep-interval", type=_positive, default=1.0, metavar="SECONDS",
+                   help="how often conversations' idle timers are looked at (default: %(default)s)")
     s.add_argument("--durability", default="sync", choices=["sync", "process"],
                    help="when a write is acknowledged: sync = after fsync (survives power loss); process = once in "
                         "the write-ahead log (survives a crash of the sidecar, not of the OS); default: %(default)s")
@@ -170,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                     auth_file=args.auth_file, tls_cert=args.tls_cert,
                     tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, insecure=args.insecure,
                     metrics_listen=args.metrics_listen, http_listen=args.http,
-                    memory_sweep_interval_seconds=args.memory_sweep_interval)
+                    memory_sweep_interval_seconds=args.memory_sweep_interval,
+                    sweep_interval_seconds=args.sweep_interval)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

@@ -46,6 +46,15 @@ REASONS: dict[str, grpc.StatusCode] = {
     "EFFECT_IN_PROGRESS": grpc.StatusCode.ABORTED,
     "EFFECT_TOKEN_STALE": grpc.StatusCode.FAILED_PRECONDITION,
     "EFFECT_KEY_REUSED": grpc.StatusCode.FAILED_PRECONDITION,
+    # 29-36: conversations (api/conversations.py, compactions.py, assembly.py)
+    "ITEM_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "SEQUENCE_MISMATCH": grpc.StatusCode.FAILED_PRECONDITION,
+    "SESSION_CLOSED": grpc.StatusCode.FAILED_PRECONDITION,
+    "SUMMARY_STALE": grpc.StatusCode.FAILED_PRECONDITION,
+    "COMPACTION_DONE": grpc.StatusCode.FAILED_PRECONDITION,
+    "SUMMARY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "PINNED_ITEM_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "CONTEXT_BUDGET_TOO_SMALL": grpc.StatusCode.FAILED_PRECONDITION,
     # 37-43: memory (api/memory.py)
     "MEMORY_ITEM_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     "MEMORY_ITEM_ALREADY_EXISTS": grpc.StatusCode.ALREADY_EXISTS,

@@ -44,3 +44,19 @@ MAX_VECTOR_WINDOW = 10_000  # offset + limit of a vector query
 MAX_MEMORY_BATCH_OPS = 1000
 MAX_MEMORY_TTL_MS = 100 * 366 * 24 * 3600 * 1000  # 100 years
 MEMORY_SWEEP_BATCH = 256  # expired items deleted per writer job
+
+# Conversations (docs/conversations.md "Limits")
+MAX_ITEMS_PER_APPEND = 1_000
+MAX_ITEM_CONTENT_BYTES = 4 * 1024 * 1024  # encoded content of one item
+MAX_ITEM_COMPACT_BYTES = 4 * 1024
+MAX_ITEM_METADATA_BYTES = 64 * 1024
+MAX_ITEM_NAME_BYTES = 256  # role, tool name, tokenizer
+MAX_DEDUPE_KEY_BYTES = 64
+MAX_ITEM_IDS_PER_GET = 1_000
+MIN_IDLE_TTL_MS = 1_000
+MAX_IDLE_TTL_MS = 365 * 24 * 3600 * 1000
+SWEEP_RECLAIM_BATCH = 5_000  # keys one reclaim job deletes
+MAX_PINS_PER_SCOPE = 100
+MAX_PIN_CONTENT_BYTES = 1024 * 1024  # a pinned or knowledge item's encoded content
+MAX_KNOWLEDGE_ITEMS = 1_000
+MAX_BUDGET_TOKENS = 10_000_000

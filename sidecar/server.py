@@ -28,10 +28,12 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from agentstate.v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2, threads_pb2
+from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2,
+                           threads_pb2)
 
 from . import __version__, limits
 from .api import auth, context, memory, service
+from .api.sweeper import Sweeper
 from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
@@ -52,6 +54,7 @@ SERVICES = (
     (artifacts_pb2, "ArtifactService"),
     (effects_pb2, "EffectService"),
     (memory_pb2, "MemoryService"),
+    (conversations_pb2, "ConversationService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -79,8 +82,9 @@ class Config:
     insecure: bool = False  # allow a non-loopback TCP listener without TLS and credentials
     metrics_listen: str | None = None  # HOST:PORT of the Prometheus endpoint (metrics.py); off when None
     http_listen: str | None = None  # HOST:PORT (or PORT: loopback) of the web inspector (web.py); off when None
-
     memory_sweep_interval_seconds: float = 60.0  # how often expired memory items are swept (0: never)
+    sweep_interval_seconds: float = 1.0  # how often conversations' idle timers are looked at (api/sweeper.py)
+    clock: object = None  # the store's wall clock in microseconds (tests inject one; None: the real clock)
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -143,7 +147,8 @@ class Sidecar:
         self.ctx: context.Ctx | None = None
         self.watchdog: Watchdog | None = None
         self.memory: memory.Memory | None = None
-        self._sweeper: asyncio.Task | None = None
+        self._memory_sweeper: asyncio.Task | None = None
+        self.sweeper: Sweeper | None = None
         self.health = health.aio.HealthServicer()
         self.metrics = Metrics()
         self.web = None  # the web inspector (web.py), when asked for
@@ -195,7 +200,8 @@ class Sidecar:
         os.chmod(self.config.data_dir, 0o700)  # the LMDB files and the default socket: this user only
         self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
                            commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
-                           loop=asyncio.get_running_loop(), compress=self.config.compress)
+                           loop=asyncio.get_running_loop(), compress=self.config.compress,
+                           clock=self.config.clock)
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
@@ -222,6 +228,7 @@ class Sidecar:
             "ArtifactService": service.ArtifactService(self.ctx),
             "EffectService": service.EffectService(self.ctx),
             "MemoryService": service.MemoryService(self.memory, self.collector.soon),
+            "ConversationService": service.ConversationService(self.ctx),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
@@ -263,7 +270,9 @@ class Sidecar:
         if self.config.backup_interval_seconds > 0:
             self._backups = asyncio.get_running_loop().create_task(self._backup_loop())
         if self.config.memory_sweep_interval_seconds > 0:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
+            self._memory_sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
+        self.sweeper = Sweeper(self.ctx, self.config.sweep_interval_seconds)
+        self.sweeper.start()
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
@@ -312,11 +321,11 @@ class Sidecar:
                 log.exception("memory sweeper failed")
 
     async def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        if self._memory_sweeper is not None:
+            self._memory_sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
+                await self._memory_sweeper
+            self._memory_sweeper = None
         if self._backups is not None:
             self._backups.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -333,6 +342,8 @@ class Sidecar:
             self.web = None
         if self.watchdog is not None:
             await self.watchdog.stop()
+        if self.sweeper is not None:
+            await self.sweeper.stop()
         if self.collector is not None:
             self.collector.cancel()
         if self.store is not None:

@@ -1,6 +1,7 @@
 """Shared fixtures: sidecar processes, clients, and the two hot-path implementations."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -213,3 +215,51 @@ def impl(request):
             pytest.fail("sidecar.storage._hotpath_c is not built: run `pip install -e .` with Cython and a C compiler")
         return importlib.import_module("sidecar.storage._hotpath_c")
     return importlib.import_module("sidecar.storage._hotpath_py")
+
+
+# ----------------------------------------------------------------- an in-process sidecar with a clock
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1_000_000)
+
+
+class InProcess:
+    """A sidecar on its own event loop thread with an injected store clock; the sweeper runs when told."""
+
+    def __init__(self, data_dir, reclaim_batch=None) -> None:
+        from sidecar.server import Config, Sidecar
+        self.clock = FakeClock()
+        self.address = f"unix:{data_dir}/s.sock"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.sidecar = Sidecar(Config(data_dir=str(data_dir), listen=[self.address], clock=self.clock,
+                                      sweep_interval_seconds=3600, gc_delay_seconds=3600))
+        self.run(self.sidecar.start())
+        if reclaim_batch:
+            self.sidecar.sweeper.reclaim_batch = reclaim_batch
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    def sweep(self) -> dict:
+        return self.run(self.sidecar.sweeper.sweep())
+
+    def rows(self, table: str) -> int:
+        store = self.sidecar.store
+        with store.read() as txn:
+            return txn.stat(store.db[table])["entries"]
+
+    def close(self) -> None:
+        self.run(self.sidecar.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+

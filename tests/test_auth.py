@@ -270,7 +270,21 @@ def build_requests(w) -> dict:
         M + "SearchMemoryItems": mpb.SearchMemoryItemsRequest(namespace=NS, path_prefix=["users"]),
         M + "GetMemoryItemHistory": mpb.GetMemoryItemHistoryRequest(namespace=NS, path=["users", "u1"], key="k0"),
         M + "SweepExpiredMemoryItems": mpb.SweepExpiredMemoryItemsRequest(namespace=NS),
+        **conversation_requests(u),
     }
+
+
+def conversation_requests(u) -> dict:
+    """Every ConversationService call with the namespace (and a thread of its own where it takes one); most
+    are refused by the operation when allowed (empty items, unknown thread), never by the checks."""
+    from agentstate.v1 import conversations_pb2  # noqa: PLC0415
+    out = {}
+    for m in conversations_pb2.DESCRIPTOR.services_by_name["ConversationService"].methods:
+        kw = {"namespace": NS}
+        if "thread_id" in m.input_type.fields_by_name:
+            kw["thread_id"] = u("conv")
+        out[f"agentstate.v1.ConversationService/{m.name}"] = message_factory.GetMessageClass(m.input_type)(**kw)
+    return out
 
 
 def invoke(channel: grpc.Channel, name: str, request, token: str | None, timeout: float = 5.0):

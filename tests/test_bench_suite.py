@@ -25,10 +25,11 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout
     print(text)
-    for title in ("direct-lmdb (", "put-latency (", "fleet (", "langgraph (", "targets"):
+    for title in ("direct-lmdb (", "put-latency (", "fleet (", "langgraph (", "conversations (", "targets"):
         assert title in text, title
     res = json.loads(out.read_text())
-    assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "langgraph"]
+    assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "langgraph",
+                                                         "conversations"]
     for group in (1, 16, 64):
         assert res["direct-lmdb"][f"group_{group}"]["checkpoints_per_s"] > 0
     variants = ["echo unary", "echo stream", "sidecar sync unary", "sidecar sync stream", "sidecar process unary",
@@ -49,6 +50,13 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
         assert "postgres" in lg["savers"], lg["skipped"]
     if "postgres" in lg["skipped"]:
         assert "SKIPPED" in text
+    cv = res["conversations"]
+    for size in cv["sizes"]:
+        row = cv[str(size)]
+        assert row["add_items_per_s"] > 0 and row["sqlite_add_items_per_s"] > 0, row
+        for key in ("get_items_20", "sqlite_get_items_20", "get_context_8000"):
+            assert 0 < row[key]["p50_ms"] <= row[key]["p99_ms"], (size, key, row[key])
+    assert cv["echo"]["p50_ms"] > 0 and cv["compaction_due"]["n"] > 0
     labels = list(res["checks"])
     assert len(labels) >= 10 and all(isinstance(c["met"], bool) and c["figure"] for c in res["checks"].values())
     for label, check in res["checks"].items():

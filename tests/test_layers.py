@@ -207,3 +207,33 @@ def test_run_enums_below_the_api_match_the_proto():
     assert set(runs.STRATEGY_NAMES) == set(runs_pb2.MultitaskStrategy.values()) - {0}
     for name in ("REQUEUE", "HOLD"):
         assert getattr(runs, name) == getattr(runs_pb2, f"LEASE_EXPIRY_{name}"), name
+
+
+def test_conversation_enums_below_the_api_match_the_proto():
+    """state/conversations.py keeps ItemKind, storage/records.py IdleAction and PolicySource."""
+    from agentstate.v1 import conversations_pb2 as cpb
+    from sidecar.state import conversations
+    from sidecar.storage import records
+
+    for name in ("MESSAGE", "TOOL_CALL", "TOOL_RESULT", "REASONING", "SUMMARY", "TOOL_DEFINITION", "OTHER"):
+        assert getattr(conversations, name) == getattr(cpb, f"ITEM_KIND_{name}"), name
+    assert set(conversations.KINDS) == set(cpb.ItemKind.values()) - {0}
+    assert records.IDLE_CLOSE == cpb.IDLE_ACTION_CLOSE and records.IDLE_DELETE == cpb.IDLE_ACTION_DELETE
+    for name in ("DEFAULT", "NAMESPACE", "THREAD"):
+        assert getattr(records, f"SOURCE_{name}") == getattr(cpb, f"POLICY_SOURCE_{name}"), name
+
+
+def test_context_enums_below_the_api_match_the_proto():
+    """ops/assemble.py keeps ContextSource and Fate."""
+    from agentstate.v1 import conversations_pb2 as cpb
+    from sidecar.ops import assemble
+
+    sources = {"PINNED": assemble.PINNED, "SUMMARY": assemble.FROM_SUMMARY, "ITEM": assemble.ITEM,
+               "COMPRESSED_TOOL_CALL": assemble.COMPRESSED, "KNOWLEDGE": assemble.KNOWLEDGE}
+    for name, value in sources.items():
+        assert value == getattr(cpb, f"CONTEXT_SOURCE_{name}"), name
+    fates = {"KEPT": assemble.KEPT, "SUMMARISED": assemble.SUMMARISED, "COMPRESSED": assemble.F_COMPRESSED,
+             "DEDUPLICATED": assemble.DEDUPLICATED, "DROPPED_BUDGET": assemble.DROPPED_BUDGET,
+             "DROPPED_ORPHAN": assemble.DROPPED_ORPHAN}
+    for name, value in fates.items():
+        assert value == getattr(cpb, f"FATE_{name}"), name

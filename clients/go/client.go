@@ -60,7 +60,9 @@ type Client struct {
 	Events    pb.EventServiceClient
 	Effects   pb.EffectServiceClient
 	Artifacts pb.ArtifactServiceClient
-	Namespace string
+	// Conversations is the ConversationService stub (conversations.go has typed helpers).
+	Conversations pb.ConversationServiceClient
+	Namespace     string
 	Retry     RetryPolicy
 	autoRID   bool
 }
@@ -119,7 +121,7 @@ func Dial(address string, opts *Options) (*Client, error) {
 	return &Client{Conn: conn, Threads: pb.NewThreadServiceClient(conn), Admin: pb.NewAdminServiceClient(conn),
 		Runs: pb.NewRunServiceClient(conn), Events: pb.NewEventServiceClient(conn),
 		Effects: pb.NewEffectServiceClient(conn), Artifacts: pb.NewArtifactServiceClient(conn),
-		Namespace: ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
+		Conversations: pb.NewConversationServiceClient(conn), Namespace: ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 
 // Close closes the connection.

@@ -244,6 +244,13 @@ def _table() -> dict[str, Rule]:
         },
         "EffectService": {"BeginEffect": w, "CompleteEffect": w, "FailEffect": w, "GetEffect": r,
                           "ListEffects": r},
+        "ConversationService": {
+            "AppendItems": w, "ListItems": r, "GetItems": r, "PopItem": w, "ClearItems": w, "GetConversation": r,
+            "SetPinnedItem": w, "ListPinnedItems": r, "DeletePinnedItem": w,
+            "SetCompactionPolicy": w, "GetCompactionPolicy": r, "SetIdlePolicy": w, "GetIdlePolicy": r,
+            "ClaimCompaction": w, "SubmitSummary": w, "ListCompactions": r, "ListSummaries": r,
+            "ExpandSummary": r, "GetContext": r, "ReportUsage": w,
+        },
         "MemoryService": {
             "PutMemoryItem": w, "GetMemoryItem": r, "DeleteMemoryItem": w,
             "BatchMemory": Rule(WRITE, _memory_batch, access_of=_memory_batch_access),

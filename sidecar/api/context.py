@@ -103,7 +103,8 @@ class Hub:
         self.check_open()
 
 
-async def write(ctx: Ctx, ns: str, method: str, req, response_type, fn: Callable[[Tx], Any]):
+async def write(ctx: Ctx, ns: str, method: str, req, response_type, fn: Callable[[Tx], Any],
+                durability: str | None = None):
     """Run ``fn(tx)`` in one write transaction (idempotent per request_id); wake watchers after commit."""
     def job(txn):
         tx = Tx(txn, ctx.store)
@@ -116,7 +117,7 @@ async def write(ctx: Ctx, ns: str, method: str, req, response_type, fn: Callable
         resp = idempotency.run(txn, ctx.store.db, ns, method, req, response_type, apply)
         return resp, tx.touched, tx.garbage
 
-    resp, touched, garbage = await ctx.store.run(job)
+    resp, touched, garbage = await ctx.store.run(job, durability)
     ctx.notify(touched)
     if garbage and ctx.on_garbage is not None:
         ctx.on_garbage()

@@ -14,14 +14,14 @@ import grpc
 from google.protobuf import message as _message
 from google.protobuf import message_factory
 
-from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, effects_pb2_grpc, events_pb2_grpc,
-                           memory_pb2, memory_pb2_grpc, runs_pb2_grpc, threads_pb2_grpc)
+from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, conversations_pb2_grpc, effects_pb2_grpc,
+                           events_pb2_grpc, memory_pb2, memory_pb2_grpc, runs_pb2_grpc, threads_pb2_grpc)
 
 from ..errors import ApiError
 from ..storage import backup, gc, hotpath, layout
 from ..storage.store import Store
-from . import (admin, artifacts, auth, batch, checkpoints, context, effects, events, history, memory, runs, stream, threads,
-               validate)
+from . import (admin, artifacts, assembly, auth, batch, checkpoints, compactions, context, conversations, effects, events,
+               history, memory, runs, stream, threads, validate)
 
 log = logging.getLogger("sidecar.service")
 
@@ -451,6 +451,94 @@ class MemoryService(memory_pb2_grpc.MemoryServiceServicer):
     async def SweepExpiredMemoryItems(self, request, context):
         n = await memory.sweep(self.mem, request, self.on_garbage)
         return memory_pb2.SweepExpiredMemoryItemsResponse(expired_items=n)
+
+
+class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
+    """The conversation log and idle policies (api/conversations.py), compaction (api/compactions.py), pinned
+    items, GetContext and ReportUsage (api/assembly.py)."""
+
+    def __init__(self, ctx: context.Ctx) -> None:
+        self.ctx = ctx
+
+    @handler
+    async def AppendItems(self, request, context):
+        return await conversations.append(self.ctx, request)
+
+    @handler
+    async def ListItems(self, request, context):
+        return await conversations.list_(self.ctx, request)
+
+    @handler
+    async def GetItems(self, request, context):
+        return await conversations.get(self.ctx, request)
+
+    @handler
+    async def PopItem(self, request, context):
+        return await conversations.pop(self.ctx, request)
+
+    @handler
+    async def ClearItems(self, request, context):
+        return await conversations.clear(self.ctx, request)
+
+    @handler
+    async def GetConversation(self, request, context):
+        return await conversations.get_conversation(self.ctx, request)
+
+    @handler
+    async def SetIdlePolicy(self, request, context):
+        return await conversations.set_idle(self.ctx, request)
+
+    @handler
+    async def GetIdlePolicy(self, request, context):
+        return await conversations.get_idle(self.ctx, request)
+
+    @handler
+    async def SetCompactionPolicy(self, request, context):
+        return await compactions.set_policy(self.ctx, request)
+
+    @handler
+    async def GetCompactionPolicy(self, request, context):
+        return await compactions.get_policy(self.ctx, request)
+
+    @handler
+    async def ClaimCompaction(self, request, context):
+        return await compactions.claim(self.ctx, request)
+
+    @handler
+    async def SubmitSummary(self, request, context):
+        return await compactions.submit(self.ctx, request)
+
+    @handler
+    async def ListCompactions(self, request, context):
+        return await compactions.list_compactions(self.ctx, request)
+
+    @handler
+    async def ListSummaries(self, request, context):
+        return await compactions.list_summaries(self.ctx, request)
+
+    @handler
+    async def ExpandSummary(self, request, context):
+        return await compactions.expand(self.ctx, request)
+
+    @handler
+    async def GetContext(self, request, context):
+        return await assembly.get_context(self.ctx, request)
+
+    @handler
+    async def ReportUsage(self, request, context):
+        return await assembly.report_usage(self.ctx, request)
+
+    @handler
+    async def SetPinnedItem(self, request, context):
+        return await assembly.set_pin(self.ctx, request)
+
+    @handler
+    async def ListPinnedItems(self, request, context):
+        return await assembly.list_pins(self.ctx, request)
+
+    @handler
+    async def DeletePinnedItem(self, request, context):
+        return await assembly.delete_pin(self.ctx, request)
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

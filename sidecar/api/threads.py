@@ -30,6 +30,8 @@ def to_proto(ns: str, thread_id: str, rec: ThreadRec, out: pb.Thread | None = No
     out.status = rec.status
     wire.set_timestamp(out.create_time, rec.created_us)
     wire.set_timestamp(out.update_time, rec.updated_us)
+    if rec.last_active_us:
+        wire.set_timestamp(out.last_active_time, rec.last_active_us)
     out.etag = layout.thread_etag(rec)
     return out
 

@@ -41,6 +41,27 @@ Memory items (sidecar/state/memory.py, docs/memory.md §10):
 ``memvec``    item id field -> MemVecRec (one client-supplied float32 vector)
 ``memspace``  ns NUL space name -> MemSpaceRec (a vector space's id and dimension)
 
+Conversations (docs/conversations.md "LMDB layout"; sidecar/state/conversations.py owns citems, cids, ccalls,
+cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its ThreadRec); state/convtimers.py owns ctimers and reclaim):
+
+``citems``    tkey seq(u64 BE) -> ItemRec (a thread's conversation log)
+``cids``      tkey client_item_id -> seq(u64 BE) (idempotent appends)
+``ccalls``    tkey call_id -> seq(u64 BE) of the newest TOOL_CALL with that id
+``cstate``    tkey -> ConvState (the log's counters)
+``nsconf``    ns -> NsConvConf (a namespace's idle and compaction policies)
+``tconf``     tkey -> ThreadConvConf (a thread's own compaction policy; its idle policy is in its ThreadRec)
+``csums``     tkey level(u8) first_seq(u64 BE) -> SummaryRec (applied summaries; state/summaries.py owns csums,
+              ccomps, cqueue, cpyr)
+``ccomps``    tkey level(u8) first_seq(u64 BE) -> CompactionRec (due, pending or claimed)
+``cqueue``    ns NUL due_us(u64 BE) tkey level(u8) first_seq(u64 BE) -> thread_id (claim order per namespace)
+``cpyr``      tkey -> PyramidState (high-water seqs per level)
+``nspins``    ns NUL pin_id -> PinRec (a namespace's pinned items; state/pins.py)
+``tpins``     tkey pin_id -> PinRec (a thread's pinned items)
+``ccalib``    tkey -> CalibRec (the last 16 usage reports and the calibration factor; state/calibration.py)
+``ctimers``   due_us(u64 BE) kind(1 byte: I idle, F fallback) ns NUL thread_id [NUL level(u8) first_seq(u64 BE)]
+              -> tkey (the sweeper's order)
+``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -69,7 +90,9 @@ FORMAT_NAME = "agentstate-lmdb-1"
 DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime",
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
             "effects", "effthr", "branches",
-            "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace")
+            "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace",
+            "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
+            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -84,6 +107,13 @@ class ThreadRec(msgspec.Struct, array_like=True):
     metadata: msgspec.Raw  # canonical MessagePack map
     version: int
     status: int
+    # conversations (records written before them read as these defaults): the last change of the
+    # conversation log (0: the thread has none), the thread's own idle TTL (-1: its namespace's; 0: never)
+    # and action (IdleAction), and whether the idle policy closed the conversation
+    last_active_us: int = 0
+    idle_ttl_ms: int = -1
+    idle_action: int = 0
+    closed: bool = False
 
 
 class Manifest(msgspec.Struct, array_like=True):
@@ -313,6 +343,105 @@ class MemSpaceRec(msgspec.Struct, array_like=True):
     fmt: int
     space_id: int
     dims: int
+class ItemRec(msgspec.Struct, array_like=True):
+    fmt: int
+    kind: int  # ItemKind
+    role: str
+    client_item_id: str
+    call_id: str
+    tool_name: str
+    run_id: str
+    step_id: str
+    created_us: int
+    metadata: msgspec.Raw | None  # canonical MessagePack map
+    tokens: tuple[int, str, bool] | None  # the client's (count, tokenizer, exact)
+    raw: int  # the server's estimate (docs/conversations.md "Token counts")
+    cum_raw: int  # running sum of raw over the live items up to this one (range sums without reading)
+    content_hash: bytes  # the content's value hash (as a value node of the store)
+    inline: bytes  # the canonical encoding of the content
+    compact: bytes | None  # canonical encoding of what tool-call compression shows
+    dedupe_key: bytes | None
+    call_seq: int  # a TOOL_RESULT's TOOL_CALL (0: none found)
+
+
+class ConvState(msgspec.Struct, array_like=True):
+    fmt: int
+    count: int  # live items
+    first_seq: int  # oldest live item (0: none)
+    last_seq: int  # newest live item (0: none)
+    next_seq: int  # the next append's seq (seqs are never reused)
+    cum_raw: int  # sum of the live items' raw estimates
+    timer_us: int  # the due time of the thread's idle row in ctimers (0: none)
+
+
+class NsConvConf(msgspec.Struct, array_like=True):
+    fmt: int
+    compaction: tuple | None  # the namespace's compaction policy (state/convpolicy.py)
+    idle: tuple[int, int] | None  # (ttl_ms, IdleAction); None: no idle expiry
+    walk_from: str | None = None  # the sweeper's walk over the namespace's threads (None: done)
+
+
+class ThreadConvConf(msgspec.Struct, array_like=True):
+    fmt: int
+    compaction: tuple | None  # the thread's own compaction policy (state/convpolicy.py), None: inherit
+
+
+class CompactionRec(msgspec.Struct, array_like=True):
+    fmt: int
+    last_seq: int
+    content_hash: bytes
+    input_count: int
+    children: list[int]  # first seqs of the level-below summaries it covers (level 2 and up)
+    due_us: int
+    fallback_us: int  # 0: no fallback timer
+    lease_id: str
+    lease_expires_us: int
+    worker: str
+    attempts: int
+    due_event_seq: int
+    max_summary_chars: int
+
+
+class SummaryRec(msgspec.Struct, array_like=True):
+    fmt: int
+    last_seq: int
+    item_count: int
+    text: str
+    producer: str
+    fallback: bool
+    tokens: tuple[int, str, bool] | None
+    raw: int
+    content_hash: bytes
+    covered_raw: int
+    children: list[int]
+    created_us: int
+    attempts: int
+    lease_id: str  # the lease it was submitted under (a repeat of the same submit gets it back)
+
+
+class PyramidState(msgspec.Struct, array_like=True):
+    fmt: int
+    high_water: list[int]  # per level (index level - 1): the last seq of the newest compaction issued
+
+
+class PinRec(msgspec.Struct, array_like=True):
+    fmt: int
+    position: int
+    kind: int
+    role: str
+    content: bytes  # canonical encoding
+    tool_name: str
+    tokens: tuple[int, str, bool] | None
+    raw: int
+    version: int
+    created_us: int
+    updated_us: int
+
+
+class CalibRec(msgspec.Struct, array_like=True):
+    fmt: int
+    reports: list[tuple[bytes, int, int, int]]  # (context_hash, estimated_raw, client_counted, input_tokens)
+    factor: float
 
 
 EMPTY_MAP = msgspec.Raw(b"\x80")
@@ -338,6 +467,15 @@ memitem_decoder = msgspec.msgpack.Decoder(MemItemRec)
 memrev_decoder = msgspec.msgpack.Decoder(MemRevRec)
 memvec_decoder = msgspec.msgpack.Decoder(MemVecRec)
 memspace_decoder = msgspec.msgpack.Decoder(MemSpaceRec)
+item_decoder = msgspec.msgpack.Decoder(ItemRec)
+convstate_decoder = msgspec.msgpack.Decoder(ConvState)
+nsconf_decoder = msgspec.msgpack.Decoder(NsConvConf)
+tconf_decoder = msgspec.msgpack.Decoder(ThreadConvConf)
+compaction_decoder = msgspec.msgpack.Decoder(CompactionRec)
+summary_decoder = msgspec.msgpack.Decoder(SummaryRec)
+pyramid_decoder = msgspec.msgpack.Decoder(PyramidState)
+pin_decoder = msgspec.msgpack.Decoder(PinRec)
+calib_decoder = msgspec.msgpack.Decoder(CalibRec)
 encode = _enc.encode
 
 
@@ -458,6 +596,55 @@ def split_seq_key(key: bytes) -> tuple[int, int]:
 def tkey_str_key(tkey: int, text: str) -> bytes:
     """``tkey text``: keys of evids, artnames, effthr."""
     return _U64.pack(tkey) + text.encode()
+
+
+CTIMER_IDLE = b"I"
+CTIMER_FALLBACK = b"F"
+
+
+def level_key(tkey: int, level: int, first_seq: int) -> bytes:
+    """``tkey level first_seq``: keys of csums and ccomps."""
+    return _U64.pack(tkey) + bytes((level,)) + _U64.pack(first_seq)
+
+
+def split_level_key(key: bytes) -> tuple[int, int, int]:
+    key = bytes(key)
+    return _U64.unpack_from(key)[0], key[8], _U64.unpack_from(key, 9)[0]
+
+
+def cqueue_key(ns: str, due_us: int, tkey: int, level: int, first_seq: int) -> bytes:
+    return ns.encode() + SEP + _U64.pack(due_us) + level_key(tkey, level, first_seq)
+
+
+def split_cqueue_suffix(key: bytes, ns_len: int) -> tuple[int, int, int, int]:
+    """(due_us, tkey, level, first_seq) of a cqueue key whose namespace part is ``ns_len`` bytes."""
+    key = bytes(key)
+    due = _U64.unpack_from(key, ns_len + 1)[0]
+    return (due, *split_level_key(key[ns_len + 9:]))
+
+
+def fallback_timer_key(due_us: int, ns: str, thread_id: str, level: int, first_seq: int) -> bytes:
+    return (_U64.pack(due_us) + CTIMER_FALLBACK + ns_key(ns, thread_id) + SEP + bytes((level,))
+            + _U64.pack(first_seq))
+
+
+def split_fallback_timer_key(key: bytes) -> tuple[int, str, str, int, int]:
+    """(due_us, ns, thread_id, level, first_seq) of a fallback row of ctimers."""
+    key = bytes(key)
+    ns, _, rest = key[9:].partition(SEP)
+    thread_id, tail = rest[:-10], rest[-9:]
+    return _U64.unpack_from(key)[0], ns.decode(), thread_id.decode(), tail[0], _U64.unpack_from(tail, 1)[0]
+
+
+def ctimer_key(due_us: int, kind: bytes, ns: str, thread_id: str) -> bytes:
+    return _U64.pack(due_us) + kind + ns_key(ns, thread_id)
+
+
+def split_ctimer_key(key: bytes) -> tuple[int, bytes, str, str]:
+    """(due_us, kind, ns, thread_id) of a ctimers key."""
+    key = bytes(key)
+    ns, _, thread_id = key[9:].partition(SEP)
+    return _U64.unpack_from(key)[0], key[8:9], ns.decode(), thread_id.decode()
 
 
 TIMER_LEASE = b"L"

@@ -31,9 +31,80 @@ EMPTY_MAP = b"\x80"  # the canonical encoding of {}: a record's metadata when it
 # ----------------------------------------------------------------- threads
 
 def thread(txn, store: Store, ns: str, thread_id: str) -> ThreadRec | None:
-    """The record of thread ``thread_id`` of namespace ``ns``, or None."""
+    """The record of thread ``thread_id`` of namespace ``ns``, or None — also when its conversation expired
+    under an IDLE_ACTION_DELETE policy (invisible from that instant, before the sweeper reclaims it)."""
+    raw = txn.get(layout.thread_key(ns, thread_id), db=store.db["threads"])
+    if raw is None:
+        return None
+    rec = layout.thread_decoder.decode(raw)
+    if rec.last_active_us and idle_state(txn, store, ns, rec) == IDLE_DELETE:
+        return None
+    return rec
+
+
+def thread_any(txn, store: Store, ns: str, thread_id: str) -> ThreadRec | None:
+    """The stored record, expired or not (the sweeper's view)."""
     raw = txn.get(layout.thread_key(ns, thread_id), db=store.db["threads"])
     return None if raw is None else layout.thread_decoder.decode(raw)
+
+
+# --------------------------------------------------------------- idle expiry of conversations
+
+#: agentstate.v1.IdleAction (tests/test_layers.py checks the numbers)
+IDLE_CLOSE, IDLE_DELETE = 1, 2
+#: agentstate.v1.PolicySource
+SOURCE_DEFAULT, SOURCE_NAMESPACE, SOURCE_THREAD = 1, 2, 3
+_NS_CACHE_MAX = 10_000
+
+
+def ns_idle(txn, store: Store, ns: str) -> tuple[int, int] | None:
+    """The namespace's idle policy (ttl_ms, action) or None, cached per namespace (the cache entry is dropped
+    by every change: state/convpolicy.py)."""
+    cache = store.ns_idle_cache
+    try:
+        return cache[ns]
+    except KeyError:
+        pass
+    raw = txn.get(ns.encode(), db=store.db["nsconf"])
+    got = None if raw is None else layout.nsconf_decoder.decode(raw).idle
+    if len(cache) >= _NS_CACHE_MAX:
+        cache.clear()
+    cache[ns] = got
+    return got
+
+
+def idle_policy(txn, store: Store, ns: str, rec: ThreadRec) -> tuple[int, int, int]:
+    """(ttl_ms (0: never), action, PolicySource) of the idle policy in effect on a thread."""
+    if rec.idle_ttl_ms >= 0:
+        return rec.idle_ttl_ms, rec.idle_action or IDLE_CLOSE, SOURCE_THREAD
+    got = ns_idle(txn, store, ns)
+    if got is not None:
+        return got[0], got[1] or IDLE_CLOSE, SOURCE_NAMESPACE
+    return 0, IDLE_CLOSE, SOURCE_DEFAULT
+
+
+def expire_us(txn, store: Store, ns: str, rec: ThreadRec) -> int:
+    """When the thread's conversation expires (0: never, or it has no conversation)."""
+    if not rec.last_active_us:
+        return 0
+    ttl, _, _ = idle_policy(txn, store, ns, rec)
+    return rec.last_active_us + ttl * 1000 if ttl else 0
+
+
+def idle_state(txn, store: Store, ns: str, rec: ThreadRec) -> int:
+    """0 while the conversation is open (or the thread has none), IDLE_CLOSE when it is closed (by the sweeper
+    or because it expired under a CLOSE policy), IDLE_DELETE when it expired under a DELETE policy."""
+    if not rec.last_active_us:
+        return 0
+    ttl, action, _ = idle_policy(txn, store, ns, rec)
+    if ttl and store.clock() >= rec.last_active_us + ttl * 1000:
+        return action
+    return IDLE_CLOSE if rec.closed else 0
+
+
+def queue_reclaim(txn, store: Store, ns: str, thread_id: str, tkey: int) -> None:
+    """Queue the contents of a thread whose record was dropped (idle DELETE) for the sweeper to delete."""
+    txn.put(layout.u64(tkey), layout.ns_key(ns, thread_id), db=store.db["reclaim"])
 
 
 def new_tkey(txn, store: Store) -> int:
@@ -45,7 +116,12 @@ def new_tkey(txn, store: Store) -> int:
 
 
 def create_thread(txn, store: Store, ns: str, thread_id: str, metadata: bytes = EMPTY_MAP) -> ThreadRec:
-    """A new thread record (idle, version 1) with a new tkey; ``metadata`` is its canonical encoding."""
+    """A new thread record (idle, version 1) with a new tkey; ``metadata`` is its canonical encoding. A record
+    still stored under the id (a thread expired under an idle DELETE policy, invisible already) is replaced and
+    its contents queued for reclaiming."""
+    old = thread_any(txn, store, ns, thread_id)
+    if old is not None:
+        queue_reclaim(txn, store, ns, thread_id, old.tkey)
     now = now_us()
     rec = ThreadRec(layout.FORMAT_VERSION, new_tkey(txn, store), now, now, msgspec.Raw(metadata), 1,
                     THREAD_STATUS_IDLE)
@@ -66,7 +142,9 @@ def threads_from(txn, store: Store, ns: str, start_id: str | None = None) -> Ite
         key = cursor.key()
         if not key.startswith(prefix):
             return
-        yield layout.thread_id_of(key, len(prefix)), layout.thread_decoder.decode(cursor.value())
+        rec = layout.thread_decoder.decode(cursor.value())
+        if not rec.last_active_us or idle_state(txn, store, ns, rec) != IDLE_DELETE:
+            yield layout.thread_id_of(key, len(prefix)), rec
         found = cursor.next()
 
 

@@ -221,11 +221,15 @@ class Store:
 
     def __init__(self, path: str, *, map_size: int | None = None, sync: bool = True, durability: str = "sync",
                  commit_interval: float = COMMIT_INTERVAL, max_queue: int = MAX_QUEUE, max_lag: float = MAX_LAG,
-                 loop: asyncio.AbstractEventLoop | None = None, compress: bool = True) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, compress: bool = True,
+                 clock: Callable[[], int] | None = None) -> None:
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
         os.makedirs(path, mode=0o700, exist_ok=True)
         self.path = path
+        # the wall clock (microseconds) of conversations' idle expiry and the sweeper; tests inject their own
+        self.clock: Callable[[], int] = clock or now_us
+        self.ns_idle_cache: dict[str, tuple[int, int] | None] = {}  # storage/records.ns_idle
         data_file = os.path.join(path, "data.mdb")
         current = os.path.getsize(data_file) if os.path.exists(data_file) else 0
         size = max(map_size or DEFAULT_MAP_SIZE, 2 * current)

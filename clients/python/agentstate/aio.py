@@ -53,12 +53,13 @@ class AsyncClient:
         self.channel = channel or transport.aio_channel(address, channel_options(options), token, tls)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
-        from . import artifacts, effects, events, memory, runs  # facets of the other services
+        from . import artifacts, conversations, effects, events, memory, runs  # facets of the other services
         self.runs = runs.AsyncRuns(self)
         self.events = events.AsyncEvents(self)
         self.artifacts = artifacts.AsyncArtifacts(self)
         self.effects = effects.AsyncEffects(self)
         self.memory = memory.AsyncMemory(self)
+        self.conversations = conversations.AsyncConversations(self)
 
     async def close(self) -> None:
         if self._own_channel:

@@ -84,12 +84,13 @@ class Client:
         self.channel = channel or transport.channel(address, channel_options(options), token, tls)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
-        from . import artifacts, effects, events, memory, runs  # facets of the other services
+        from . import artifacts, conversations, effects, events, memory, runs  # facets of the other services
         self.runs = runs.Runs(self)
         self.events = events.Events(self)
         self.artifacts = artifacts.Artifacts(self)
         self.effects = effects.Effects(self)
         self.memory = memory.Memory(self)
+        self.conversations = conversations.Conversations(self)
 
     def close(self) -> None:
         if self._own_channel:

@@ -27,6 +27,7 @@ import type { DescMessage, DescMethod, MessageInitShape, MessageShape } from "@b
 import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub, type TlsOptions } from "./rpc.js";
 import { safeAsSent } from "./retries.js";
 import { HeldRun } from "./runs.js";
+import { Conversations } from "./conversations.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
 import { newId } from "./ids.js";
 import {
@@ -164,6 +165,8 @@ export class Client {
   readonly events: Stub<typeof EventService extends GenService<infer S> ? S : never>;
   readonly effects: Stub<typeof EffectService extends GenService<infer S> ? S : never>;
   readonly artifacts: Stub<typeof ArtifactService extends GenService<infer S> ? S : never>;
+  /** The ConversationService calls (conversations.ts). */
+  readonly conversations: Conversations;
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
   private readonly waitForReady?: boolean;
@@ -183,6 +186,7 @@ export class Client {
     this.events = this.stub(EventService);
     this.effects = this.stub(EffectService);
     this.artifacts = this.stub(ArtifactService);
+    this.conversations = new Conversations(this);
   }
 
   /** A typed stub of any generated service on this client's channel (client-streaming methods are left out). */

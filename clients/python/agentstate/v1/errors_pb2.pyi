@@ -35,6 +35,14 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EFFECT_IN_PROGRESS: _ClassVar[ErrorReason]
     EFFECT_TOKEN_STALE: _ClassVar[ErrorReason]
     EFFECT_KEY_REUSED: _ClassVar[ErrorReason]
+    ITEM_NOT_FOUND: _ClassVar[ErrorReason]
+    SEQUENCE_MISMATCH: _ClassVar[ErrorReason]
+    SESSION_CLOSED: _ClassVar[ErrorReason]
+    SUMMARY_STALE: _ClassVar[ErrorReason]
+    COMPACTION_DONE: _ClassVar[ErrorReason]
+    SUMMARY_NOT_FOUND: _ClassVar[ErrorReason]
+    PINNED_ITEM_NOT_FOUND: _ClassVar[ErrorReason]
+    CONTEXT_BUDGET_TOO_SMALL: _ClassVar[ErrorReason]
     MEMORY_ITEM_NOT_FOUND: _ClassVar[ErrorReason]
     MEMORY_ITEM_ALREADY_EXISTS: _ClassVar[ErrorReason]
     INVALID_FILTER: _ClassVar[ErrorReason]
@@ -76,6 +84,14 @@ EFFECT_NOT_FOUND: ErrorReason
 EFFECT_IN_PROGRESS: ErrorReason
 EFFECT_TOKEN_STALE: ErrorReason
 EFFECT_KEY_REUSED: ErrorReason
+ITEM_NOT_FOUND: ErrorReason
+SEQUENCE_MISMATCH: ErrorReason
+SESSION_CLOSED: ErrorReason
+SUMMARY_STALE: ErrorReason
+COMPACTION_DONE: ErrorReason
+SUMMARY_NOT_FOUND: ErrorReason
+PINNED_ITEM_NOT_FOUND: ErrorReason
+CONTEXT_BUDGET_TOO_SMALL: ErrorReason
 MEMORY_ITEM_NOT_FOUND: ErrorReason
 MEMORY_ITEM_ALREADY_EXISTS: ErrorReason
 INVALID_FILTER: ErrorReason

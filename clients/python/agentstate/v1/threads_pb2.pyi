@@ -59,7 +59,7 @@ CHANGE_KIND_REMOVED: ChangeKind
 CHANGE_KIND_MODIFIED: ChangeKind
 
 class Thread(_message.Message):
-    __slots__ = ("namespace", "thread_id", "metadata", "status", "create_time", "update_time", "etag")
+    __slots__ = ("namespace", "thread_id", "metadata", "status", "create_time", "update_time", "etag", "last_active_time")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class Thread(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     ETAG_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_TIME_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     metadata: _containers.MessageMap[str, _values_pb2.Value]
@@ -81,7 +82,8 @@ class Thread(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     update_time: _timestamp_pb2.Timestamp
     etag: str
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., status: _Optional[_Union[ThreadStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ...) -> None: ...
+    last_active_time: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., status: _Optional[_Union[ThreadStatus, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., last_active_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateThreadRequest(_message.Message):
     __slots__ = ("namespace", "thread_id", "metadata", "if_exists", "request_id")

@@ -267,9 +267,13 @@ type Thread struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// etag changes whenever the thread's metadata changes (status changes
 	// made by runs leave it alone).
-	Etag          string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Etag string `protobuf:"bytes,7,opt,name=etag,proto3" json:"etag,omitempty"`
+	// last_active_time is the last change of the thread's conversation log
+	// (AppendItems, PopItem, ClearItems; conversations.proto); unset for a
+	// thread without one. The idle policy counts from it.
+	LastActiveTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_active_time,json=lastActiveTime,proto3" json:"last_active_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Thread) Reset() {
@@ -349,6 +353,13 @@ func (x *Thread) GetEtag() string {
 		return x.Etag
 	}
 	return ""
+}
+
+func (x *Thread) GetLastActiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastActiveTime
+	}
+	return nil
 }
 
 type CreateThreadRequest struct {
@@ -3739,7 +3750,7 @@ var File_agentstate_v1_threads_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagentstate/v1/threads.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/effects.proto\x1a\x1aagentstate/v1/events.proto\x1a\x18agentstate/v1/runs.proto\x1a\x1aagentstate/v1/values.proto\"\x9a\x03\n" +
+	"\x1bagentstate/v1/threads.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/effects.proto\x1a\x1aagentstate/v1/events.proto\x1a\x18agentstate/v1/runs.proto\x1a\x1aagentstate/v1/values.proto\"\xe0\x03\n" +
 	"\x06Thread\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12?\n" +
@@ -3749,7 +3760,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12\x12\n" +
-	"\x04etag\x18\a \x01(\tR\x04etag\x1aQ\n" +
+	"\x04etag\x18\a \x01(\tR\x04etag\x12D\n" +
+	"\x10last_active_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0elastActiveTime\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\"\xc6\x02\n" +
@@ -4205,114 +4217,115 @@ var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	1,  // 1: agentstate.v1.Thread.status:type_name -> agentstate.v1.ThreadStatus
 	62, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
 	62, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	49, // 4: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
-	2,  // 5: agentstate.v1.CreateThreadRequest.if_exists:type_name -> agentstate.v1.IfExists
-	4,  // 6: agentstate.v1.CreateThreadResponse.thread:type_name -> agentstate.v1.Thread
-	4,  // 7: agentstate.v1.GetThreadResponse.thread:type_name -> agentstate.v1.Thread
-	50, // 8: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
-	4,  // 9: agentstate.v1.ListThreadsResponse.threads:type_name -> agentstate.v1.Thread
-	51, // 10: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
-	4,  // 11: agentstate.v1.UpdateThreadResponse.thread:type_name -> agentstate.v1.Thread
-	52, // 12: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
-	4,  // 13: agentstate.v1.CopyThreadResponse.thread:type_name -> agentstate.v1.Thread
-	63, // 14: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
-	64, // 15: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
-	63, // 16: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
-	63, // 17: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
-	64, // 18: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
-	53, // 19: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
-	54, // 20: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
-	63, // 21: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
-	62, // 22: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
-	18, // 23: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
-	55, // 24: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
-	56, // 25: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	63, // 26: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
-	65, // 27: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
-	66, // 28: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
-	67, // 29: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
-	0,  // 30: agentstate.v1.PutCheckpointRequest.durability:type_name -> agentstate.v1.Durability
-	20, // 31: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	68, // 32: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
-	69, // 33: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
-	70, // 34: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
-	62, // 35: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	18, // 36: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
-	0,  // 37: agentstate.v1.PutWritesRequest.durability:type_name -> agentstate.v1.Durability
-	57, // 38: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	20, // 39: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	58, // 40: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	59, // 41: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
-	20, // 42: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
-	62, // 43: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
-	3,  // 44: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
-	34, // 45: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	60, // 46: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
-	18, // 47: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
-	19, // 48: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
-	37, // 49: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
-	21, // 50: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 51: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	39, // 52: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
-	0,  // 53: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
-	22, // 54: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 55: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	41, // 56: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
-	21, // 57: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 58: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	43, // 59: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
-	61, // 60: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
-	22, // 61: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 62: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	45, // 63: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
-	46, // 64: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
-	63, // 65: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 66: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 67: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	63, // 68: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 69: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 70: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	19, // 71: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	63, // 72: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	17, // 73: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	63, // 74: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	5,  // 75: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	7,  // 76: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	9,  // 77: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	11, // 78: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	13, // 79: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	15, // 80: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	21, // 81: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	23, // 82: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	25, // 83: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	27, // 84: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	29, // 85: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	31, // 86: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	33, // 87: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	36, // 88: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
-	40, // 89: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
-	44, // 90: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
-	6,  // 91: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	8,  // 92: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	10, // 93: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	12, // 94: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	14, // 95: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	16, // 96: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	22, // 97: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	24, // 98: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	26, // 99: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	28, // 100: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	30, // 101: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	32, // 102: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	35, // 103: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	38, // 104: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
-	42, // 105: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
-	47, // 106: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
-	91, // [91:107] is the sub-list for method output_type
-	75, // [75:91] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	62, // 4: agentstate.v1.Thread.last_active_time:type_name -> google.protobuf.Timestamp
+	49, // 5: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
+	2,  // 6: agentstate.v1.CreateThreadRequest.if_exists:type_name -> agentstate.v1.IfExists
+	4,  // 7: agentstate.v1.CreateThreadResponse.thread:type_name -> agentstate.v1.Thread
+	4,  // 8: agentstate.v1.GetThreadResponse.thread:type_name -> agentstate.v1.Thread
+	50, // 9: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	4,  // 10: agentstate.v1.ListThreadsResponse.threads:type_name -> agentstate.v1.Thread
+	51, // 11: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	4,  // 12: agentstate.v1.UpdateThreadResponse.thread:type_name -> agentstate.v1.Thread
+	52, // 13: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
+	4,  // 14: agentstate.v1.CopyThreadResponse.thread:type_name -> agentstate.v1.Thread
+	63, // 15: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
+	64, // 16: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
+	63, // 17: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
+	63, // 18: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
+	64, // 19: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
+	53, // 20: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
+	54, // 21: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
+	63, // 22: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
+	62, // 23: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	18, // 24: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
+	55, // 25: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
+	56, // 26: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	63, // 27: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
+	65, // 28: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
+	66, // 29: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
+	67, // 30: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
+	0,  // 31: agentstate.v1.PutCheckpointRequest.durability:type_name -> agentstate.v1.Durability
+	20, // 32: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	68, // 33: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
+	69, // 34: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
+	70, // 35: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
+	62, // 36: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	18, // 37: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
+	0,  // 38: agentstate.v1.PutWritesRequest.durability:type_name -> agentstate.v1.Durability
+	57, // 39: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	20, // 40: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	58, // 41: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	59, // 42: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	20, // 43: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
+	62, // 44: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
+	3,  // 45: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
+	34, // 46: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
+	60, // 47: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	18, // 48: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
+	19, // 49: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
+	37, // 50: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	21, // 51: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 52: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	39, // 53: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	0,  // 54: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
+	22, // 55: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 56: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	41, // 57: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	21, // 58: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 59: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	43, // 60: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
+	61, // 61: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
+	22, // 62: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 63: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	45, // 64: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
+	46, // 65: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
+	63, // 66: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 67: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 68: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	63, // 69: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 70: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 71: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	19, // 72: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	63, // 73: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	17, // 74: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	63, // 75: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	5,  // 76: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	7,  // 77: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	9,  // 78: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	11, // 79: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	13, // 80: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	15, // 81: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	21, // 82: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	23, // 83: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	25, // 84: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	27, // 85: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	29, // 86: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	31, // 87: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	33, // 88: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	36, // 89: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	40, // 90: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	44, // 91: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
+	6,  // 92: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	8,  // 93: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	10, // 94: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	12, // 95: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	14, // 96: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	16, // 97: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	22, // 98: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	24, // 99: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	26, // 100: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	28, // 101: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	30, // 102: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	32, // 103: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	35, // 104: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	38, // 105: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	42, // 106: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	47, // 107: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
+	92, // [92:108] is the sub-list for method output_type
+	76, // [76:92] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }

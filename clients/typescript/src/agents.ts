@@ -1,0 +1,170 @@
+/**
+ * `SidecarSession`: a `Session` of the OpenAI Agents SDK for JavaScript (`@openai/agents-core` 0.20) whose
+ * items live in a sidecar thread's conversation log.
+ *
+ *   import { SidecarSession } from "@agentstate/client/agents";
+ *   const session = new SidecarSession("user-42", { address: "unix:sidecar-data/sidecar.sock", namespace: "support" });
+ *   await run(agent, "hello", { session });
+ *
+ * It behaves as the SDK's `MemorySession`: `getItems()` every item, `getItems(n <= 0)` `[]`, else the newest
+ * `n`, oldest first, new objects each call; `popItem()` undefined when empty; `clearSession()` empties.
+ * Items are stored as their `JSON.stringify` text and returned parsed (so properties whose value is
+ * `undefined` are dropped, as in every persistent session; MemorySession's structuredClone keeps them).
+ * The kind, call id and tool name the server needs for compaction and context assembly are read from the
+ * item (docs/conversations.md, the JavaScript table).
+ */
+import { blake3 } from "@noble/hashes/blake3";
+import type { AgentInputItem, Session } from "@openai/agents-core";
+import { Client, type ClientOptions } from "./client.js";
+import { encode } from "./codec.js";
+import { NotFound } from "./errors.js";
+import { fromValue } from "./values.js";
+import { ItemKind, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
+
+const CALL_TO_OUTPUT: Record<string, string> = {
+  function_call: "function_call_result",
+  computer_call: "computer_call_result",
+  shell_call: "shell_call_output",
+  apply_patch_call: "apply_patch_call_output",
+  tool_search_call: "tool_search_output",
+  program: "program_output",
+};
+const OUTPUTS = new Set(Object.values(CALL_TO_OUTPUT));
+const MAX_ITEMS_PER_CALL = 1000;
+
+function sortedJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(sortedJson).join(",")}]`;
+  if (v && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${sortedJson(o[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v) ?? "null";
+}
+
+const str = (v: unknown): string => (typeof v === "string" ? v : "");
+const fits = (id: string): boolean => !id.includes("\0") && new TextEncoder().encode(id).length <= 128;
+
+/** The kind, role, call id, tool name and dedupe key of an SDK item. */
+export function describeItem(item: unknown) {
+  const out: { kind: ItemKind; role: string; callId: string; toolName: string; dedupeKey: Uint8Array<ArrayBuffer> } =
+    { kind: ItemKind.OTHER, role: "", callId: "", toolName: "", dedupeKey: new Uint8Array() };
+  const hash = (text: string): Uint8Array<ArrayBuffer> => new Uint8Array(blake3(new TextEncoder().encode(text)));
+  if (!item || typeof item !== "object" || Array.isArray(item)) return out;
+  const it = item as Record<string, unknown>;
+  const type = it.type;
+  if (type === "message" || (type === undefined && "role" in it)) {
+    out.kind = ItemKind.MESSAGE;
+    out.role = str(it.role).slice(0, 256);
+  } else if (typeof type === "string" && type in CALL_TO_OUTPUT) {
+    out.kind = ItemKind.TOOL_CALL;
+    out.callId = str(it.callId);
+    out.toolName = (str(it.name) || type).slice(0, 256);
+  } else if (typeof type === "string" && OUTPUTS.has(type)) {
+    out.callId = str(it.callId);
+    out.kind = out.callId ? ItemKind.TOOL_RESULT : ItemKind.OTHER;
+    const { id: _id, callId: _c, ...rest } = it;
+    out.dedupeKey = hash(sortedJson(rest));
+  } else if (type === "hosted_tool_call") {
+    out.kind = ItemKind.TOOL_CALL;
+    out.toolName = str(it.name).slice(0, 256);
+  } else if (type === "reasoning") {
+    out.kind = ItemKind.REASONING;
+    out.dedupeKey = hash(sortedJson([it.content ?? null, it.rawContent ?? null]));
+  } else if (type === "compaction") {
+    out.kind = ItemKind.SUMMARY;
+  }
+  if (out.callId && !fits(out.callId)) {
+    out.callId = "";
+    if (out.kind === ItemKind.TOOL_RESULT) out.kind = ItemKind.OTHER;
+  }
+  return out;
+}
+
+function parse(it: ConversationItem): { ok: boolean; item?: AgentInputItem } {
+  if (it.content?.kind.case !== "msgpack") return { ok: false };
+  const text = fromValue(it.content);
+  if (typeof text !== "string") return { ok: false };
+  try {
+    return { ok: true, item: JSON.parse(text) as AgentInputItem };
+  } catch {
+    return { ok: false };
+  }
+}
+
+export interface SidecarSessionOptions extends ClientOptions {
+  /** The sidecar's address (default unix:sidecar-data/sidecar.sock); or pass `client`. */
+  address?: string;
+  /** A client to use (its namespace is the session's). */
+  client?: Client;
+}
+
+export class SidecarSession implements Session {
+  readonly client: Client;
+  private readonly ownClient: boolean;
+
+  constructor(readonly sessionId: string, opts: SidecarSessionOptions = {}) {
+    this.ownClient = !opts.client;
+    this.client = opts.client ?? new Client(opts.address, opts);
+  }
+
+  async getSessionId(): Promise<string> {
+    return this.sessionId;
+  }
+
+  async getItems(limit?: number): Promise<AgentInputItem[]> {
+    if (limit !== undefined && limit <= 0) return [];
+    let window = limit ?? 0;
+    for (;;) {
+      let stored: ConversationItem[];
+      try {
+        stored = await this.client.conversations.latest(this.sessionId, window);
+      } catch (e) {
+        if (e instanceof NotFound) return [];
+        throw e;
+      }
+      const items = stored.map(parse).filter((p) => p.ok).map((p) => p.item!);
+      if (!window || items.length >= window || stored.length < window) return window ? items.slice(-window) : items;
+      window *= 2; // foreign items among the newest: read further back
+    }
+  }
+
+  async addItems(items: AgentInputItem[]): Promise<void> {
+    if (items.length === 0) return;
+    const inputs = items.map((item) => {
+      const text = JSON.stringify(item);
+      const d = describeItem(item);
+      return { ...d, clientItemId: crypto.randomUUID(), content: { kind: { case: "msgpack" as const, value: encode(text) } } };
+    });
+    for (let at = 0; at < inputs.length; at += MAX_ITEMS_PER_CALL) {
+      await this.client.conversations.append(this.sessionId, inputs.slice(at, at + MAX_ITEMS_PER_CALL), { createThread: true });
+    }
+  }
+
+  async popItem(): Promise<AgentInputItem | undefined> {
+    for (;;) {
+      let it: ConversationItem | undefined;
+      try {
+        it = await this.client.conversations.pop(this.sessionId);
+      } catch (e) {
+        if (e instanceof NotFound) return undefined;
+        throw e;
+      }
+      if (!it) return undefined;
+      const p = parse(it);
+      if (p.ok) return p.item;
+    }
+  }
+
+  async clearSession(): Promise<void> {
+    try {
+      await this.client.conversations.clear(this.sessionId);
+    } catch (e) {
+      if (!(e instanceof NotFound)) throw e;
+    }
+  }
+
+  /** Close the client this session made (not one it was given). */
+  close(): void {
+    if (this.ownClient) this.client.close();
+  }
+}
