@@ -74,7 +74,7 @@ def test_each_rule_reads_a_namespace_the_request_has():
             assert "namespace" in fields, name
         # a read rule is only given to calls whose names say they read
         if rule.access == auth.READ:
-            assert method.name.startswith(("Get", "List", "Diff", "Watch", "Download")), name
+            assert method.name.startswith(("Get", "List", "Diff", "Watch", "Download", "Search", "Expand")), name
 
 
 def test_a_missing_rule_fails_at_registration():
