@@ -351,3 +351,21 @@ def test_the_example_worker_summarises_what_is_due(module_sidecar):
         assert [s.summary_id for s in sums] == ["L1:1-15", "L1:16-30"]
         assert sums[0].text.split("\n")[0] == "user: message number 0 with"
         assert sums[0].producer == "example-worker/first-words"
+
+
+def test_a_claim_retried_with_its_request_id_gets_the_same_lease(c):
+    t = tid()
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=3, compact_items=1, keep_last_items=1)
+    c.conversations.append(t, [msg("a"), msg("b"), msg("c"), msg("d")])  # L1:1-1 and L1:2-2 due
+    req = cpb.ClaimCompactionRequest(namespace=c.namespace, thread_id=t, worker="w", request_id=f"claim-{t}")
+    first = c.conversations.stub.ClaimCompaction(req)
+    again = c.conversations.stub.ClaimCompaction(req)
+    assert first.lease_id and again == first
+    other = c.conversations.claim_compaction(worker="w", thread_id=t)
+    assert other.compaction.compaction_id != first.compaction.compaction_id
+    # nothing claimable is not remembered: the same request id claims once something is due
+    empty = cpb.ClaimCompactionRequest(namespace=c.namespace, thread_id=t, worker="w", request_id=f"later-{t}")
+    assert not c.conversations.stub.ClaimCompaction(empty).HasField("compaction")
+    c.conversations.append(t, [msg("e")])
+    assert c.conversations.stub.ClaimCompaction(empty).HasField("compaction")
