@@ -11,10 +11,17 @@ then the cancellation is raised (as the reference does).
 
 Each event loop that uses the session gets its own :class:`~agentstate.AsyncClient` (``Runner.run_sync``
 and repeated ``asyncio.run`` calls each run their own loop).
+
+With ``summarizer=fn`` (``fn(compaction) -> str``, sync or async) the session has ``run_compaction``, so the
+runner calls it after the turns it persisted (the SDK's ``OpenAIResponsesCompactionAwareSession``): it claims
+this thread's due compactions and submits ``fn``'s summaries. The stored items never change (the sidecar's
+compaction keeps every original); without a summarizer the method is absent, and workers elsewhere or the
+server's fallback summarise. ``get_context`` and ``report_usage`` give GetContext's full answer and calibrate.
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import uuid
 import weakref
@@ -25,7 +32,7 @@ from agents.memory.session_settings import SessionSettings, coerce_session_setti
 
 from .. import codec
 from ..aio import AsyncClient
-from ..errors import NotFound
+from ..errors import FailedPrecondition, NotFound
 from ..values import from_value
 from ..retries import DEFAULT_TIMEOUT
 from ..v1 import conversations_pb2 as cpb
@@ -77,7 +84,8 @@ class SidecarSession(SessionABC):
 
     def __init__(self, session_id: str, address: str = DEFAULT_ADDRESS, *, namespace: str = "default",
                  session_settings: SessionSettings | dict[str, Any] | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, client_options: dict[str, Any] | None = None) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, client_options: dict[str, Any] | None = None,
+                 summarizer: Any = None, worker: str = "agentstate.agents.SidecarSession") -> None:
         self.session_id = session_id
         self.address = address
         self.namespace = namespace
@@ -87,6 +95,40 @@ class SidecarSession(SessionABC):
         self._client_options = dict(client_options or {})
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = \
             weakref.WeakKeyDictionary()
+        self.summarizer = summarizer
+        self.worker = worker
+        if summarizer is not None:
+            self.run_compaction = self._run_compaction  # the SDK calls it only when it exists
+
+    async def _run_compaction(self, args: Any = None) -> int:
+        """Claim this thread's due compactions (no waiting) and submit the summarizer's texts; returns how many
+        were applied. A summary refused as stale or done (another worker, the fallback) is dropped."""
+        conv = self._client().conversations
+        done = 0
+        while True:
+            try:
+                claim = await conv.claim_compaction(worker=self.worker, thread_id=self.session_id)
+            except NotFound:
+                return done
+            if claim is None:
+                return done
+            text = self.summarizer(claim.compaction)
+            if inspect.isawaitable(text):
+                text = await text
+            text = str(text)[:claim.compaction.max_summary_chars] or "(empty)"
+            try:
+                await _settle(conv.submit_summary(claim, text, producer=self.worker))
+                done += 1
+            except FailedPrecondition:
+                continue
+
+    async def get_context(self, budget_tokens: int, **kw: Any):
+        """GetContext of this session's thread (items, context hash, explanation)."""
+        return await self._client().conversations.get_context(self.session_id, budget_tokens, **kw)
+
+    async def report_usage(self, context: Any, input_tokens: int, **kw: Any):
+        """ReportUsage of the model's real input tokens for a context from :meth:`get_context` (calibrates)."""
+        return await self._client().conversations.report_usage(self.session_id, context, input_tokens, **kw)
 
     # ------------------------------------------------------------- clients
 
