@@ -19,7 +19,8 @@ import { Client, type ClientOptions } from "./client.js";
 import { encode } from "./codec.js";
 import { NotFound } from "./errors.js";
 import { fromValue } from "./values.js";
-import { ItemKind, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
+import { ItemKind, type Compaction, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
+import { FailedPrecondition } from "./errors.js";
 
 const CALL_TO_OUTPUT: Record<string, string> = {
   function_call: "function_call_result",
@@ -96,15 +97,46 @@ export interface SidecarSessionOptions extends ClientOptions {
   address?: string;
   /** A client to use (its namespace is the session's). */
   client?: Client;
+  /**
+   * With a summarizer the session has `runCompaction`, which the runner calls after the turns it persisted:
+   * it claims this thread's due compactions and submits the summarizer's texts (originals are kept).
+   */
+  summarizer?: (compaction: Compaction) => string | Promise<string>;
+  /** The worker and producer name of those summaries. */
+  worker?: string;
 }
 
 export class SidecarSession implements Session {
   readonly client: Client;
   private readonly ownClient: boolean;
+  /** Present only with a summarizer (the runner checks for it). */
+  runCompaction?: () => Promise<null>;
 
   constructor(readonly sessionId: string, opts: SidecarSessionOptions = {}) {
     this.ownClient = !opts.client;
     this.client = opts.client ?? new Client(opts.address, opts);
+    const summarizer = opts.summarizer;
+    if (summarizer) {
+      const worker = opts.worker ?? "@agentstate/client/agents.SidecarSession";
+      this.runCompaction = async () => {
+        for (;;) {
+          let claim;
+          try {
+            claim = await this.client.conversations.claimCompaction({ worker, threadId: this.sessionId });
+          } catch (e) {
+            if (e instanceof NotFound) return null;
+            throw e;
+          }
+          if (!claim) return null;
+          const text = (await summarizer(claim.compaction!)).slice(0, claim.compaction!.maxSummaryChars) || "(empty)";
+          try {
+            await this.client.conversations.submitSummary(claim, text, { producer: worker });
+          } catch (e) {
+            if (!(e instanceof FailedPrecondition)) throw e; // stale or done: dropped
+          }
+        }
+      };
+    }
   }
 
   async getSessionId(): Promise<string> {

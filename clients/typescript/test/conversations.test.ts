@@ -205,3 +205,25 @@ describe("SidecarSession under the runner", () => {
     });
   }
 });
+
+describe("SidecarSession compaction", () => {
+  it("runCompaction with a summarizer under the runner summarises due ranges, originals kept", async () => {
+    const seen: string[] = [];
+    const session = new SidecarSession(`s-${randomUUID()}`, { client: c, summarizer: async (comp) => {
+      seen.push(comp.compactionId);
+      return `summary of ${comp.items.length} items`;
+    } });
+    expect(typeof session.runCompaction).toBe("function");
+    expect(new SidecarSession("x", { client: c }).runCompaction).toBeUndefined();
+    await c.conversations.append(session.sessionId, [], { createThread: true });
+    await c.conversations.setCompactionPolicy({ triggerItems: 4, compactItems: 2, keepLastItems: 1 }, { threadId: session.sessionId });
+    const agent = new Agent({ name: "calc", instructions: "add", model: new FakeModel(), tools: [add] });
+    const runner = new Runner();
+    for (const text of ["first", "second", "third"]) await runner.run(agent, text, { session });
+    const sums = await c.conversations.stub.listSummaries({ namespace: ns, threadId: session.sessionId });
+    expect(seen.length).toBeGreaterThan(0);
+    expect(sums.summaries.filter((s) => s.level === 1).map((s) => s.summaryId)).toEqual(seen.filter((x) => x.startsWith("L1")));
+    expect(sums.summaries.every((s) => s.producer === "@agentstate/client/agents.SidecarSession")).toBe(true);
+    expect((await session.getItems()).length).toBe(12);
+  });
+});
