@@ -369,3 +369,28 @@ def test_a_claim_retried_with_its_request_id_gets_the_same_lease(c):
     assert not c.conversations.stub.ClaimCompaction(empty).HasField("compaction")
     c.conversations.append(t, [msg("e")])
     assert c.conversations.stub.ClaimCompaction(empty).HasField("compaction")
+
+
+def test_a_waiting_claim_wakes_when_a_range_becomes_due(c, module_sidecar):
+    t = tid()
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=3, compact_items=1, keep_last_items=1)
+    c.conversations.append(t, [msg("a"), msg("b")])
+    got = {}
+
+    def wait():
+        with module_sidecar.client(namespace=c.namespace) as w:
+            started = time.monotonic()
+            got["claim"] = w.conversations.claim_compaction(worker="waiter", thread_id=t, wait=20.0)
+            got["waited"] = time.monotonic() - started
+
+    th = threading.Thread(target=wait)
+    th.start()
+    time.sleep(0.5)
+    appended = time.monotonic()
+    c.conversations.append(t, [msg("c")])
+    th.join(20)
+    assert got["claim"] is not None and got["claim"].compaction.compaction_id == "L1:1-1"
+    # answered soon after the append, long before the wait ends (a waiting claim wakes on the commit, and also
+    # re-checks once a second for leases that expire meanwhile)
+    assert got["waited"] < 20 and time.monotonic() - appended < 5
