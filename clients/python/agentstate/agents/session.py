@@ -17,6 +17,11 @@ runner calls it after the turns it persisted (the SDK's ``OpenAIResponsesCompact
 this thread's due compactions and submits ``fn``'s summaries. The stored items never change (the sidecar's
 compaction keeps every original); without a summarizer the method is absent, and workers elsewhere or the
 server's fallback summarise. ``get_context`` and ``report_usage`` give GetContext's full answer and calibrate.
+
+With ``context_budget=N`` (off by default; not the reference's behaviour) ``get_items`` returns the rendered
+``GetContext(N)`` instead of the stored items (``limit`` is not applied then, except 0: a cut could part a
+tool call from its result). It is meant for plain sessions: under ``EncryptedSession`` the server only sees
+envelopes, so do not combine them.
 """
 from __future__ import annotations
 
@@ -77,6 +82,24 @@ def _decode(it: cpb.ConversationItem) -> tuple[bool, Any]:
         return False, None
 
 
+def _render(ci: cpb.ContextItem) -> Any:
+    value = from_value(ci.content)
+    if ci.source == cpb.CONTEXT_SOURCE_SUMMARY:
+        return {"role": "developer", "content": f"Summary of earlier conversation ({ci.summary_id}): {value}"}
+    if ci.source == cpb.CONTEXT_SOURCE_COMPRESSED_TOOL_CALL:
+        return {"role": "assistant", "content": "Tool call (compressed): " + json.dumps(value, ensure_ascii=False,
+                                                                                          sort_keys=True)}
+    if ci.kind == cpb.ITEM_KIND_TOOL_RESULT and ci.duplicate_of_seq:
+        return {"type": "function_call_output", "call_id": ci.call_id,
+                "output": f"(the same result as call {value.get('duplicate_of', '')})"}
+    if isinstance(value, str):
+        try:
+            return json.loads(value)  # an item this adapter stored, as stored
+        except ValueError:
+            return {"role": ci.role or "user", "content": value}
+    return {"role": ci.role or "user", "content": json.dumps(value, ensure_ascii=False, sort_keys=True)}
+
+
 class SidecarSession(SessionABC):
     """An Agents SDK session stored in thread ``session_id`` of ``namespace`` on the sidecar at ``address``."""
 
@@ -85,7 +108,8 @@ class SidecarSession(SessionABC):
     def __init__(self, session_id: str, address: str = DEFAULT_ADDRESS, *, namespace: str = "default",
                  session_settings: SessionSettings | dict[str, Any] | None = None,
                  timeout: float = DEFAULT_TIMEOUT, client_options: dict[str, Any] | None = None,
-                 summarizer: Any = None, worker: str = "agentstate.agents.SidecarSession") -> None:
+                 summarizer: Any = None, worker: str = "agentstate.agents.SidecarSession",
+                 context_budget: int | None = None) -> None:
         self.session_id = session_id
         self.address = address
         self.namespace = namespace
@@ -97,6 +121,7 @@ class SidecarSession(SessionABC):
             weakref.WeakKeyDictionary()
         self.summarizer = summarizer
         self.worker = worker
+        self.context_budget = context_budget
         if summarizer is not None:
             self.run_compaction = self._run_compaction  # the SDK calls it only when it exists
 
@@ -153,6 +178,8 @@ class SidecarSession(SessionABC):
         n = resolve_session_limit(limit, self.session_settings)
         if n == 0:
             return []
+        if self.context_budget is not None:
+            return await self._context_items()
         conv = self._client().conversations
         window = n if n is not None and n > 0 else 0
         while True:
@@ -164,6 +191,16 @@ class SidecarSession(SessionABC):
             if not window or len(items) >= window or len(stored) < window:
                 return items[-window:] if window else items
             window *= 2  # foreign items among the newest: read further back so ``limit`` counts ours
+
+    async def _context_items(self) -> list[Any]:
+        """The context mode: GetContext(context_budget) rendered as SDK items (not the reference's behaviour;
+        off by default): summaries as developer messages, compressed tool calls as assistant messages with
+        the compressed form, deduplicated tool results as outputs naming the kept copy, the rest as stored."""
+        try:
+            ctx = await self._client().conversations.get_context(self.session_id, self.context_budget)
+        except NotFound:
+            return []
+        return [_render(ci) for ci in ctx.items]
 
     async def add_items(self, items: list[Any]) -> None:
         if not items:
