@@ -17,6 +17,7 @@ import { blake3 } from "@noble/hashes/blake3";
 import type { AgentInputItem, Session } from "@openai/agents-core";
 import { Client, type ClientOptions } from "./client.js";
 import { encode } from "./codec.js";
+import { newId } from "./ids.js";
 import { NotFound } from "./errors.js";
 import { fromValue } from "./values.js";
 import { ItemKind, type Compaction, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
@@ -165,7 +166,7 @@ export class SidecarSession implements Session {
     const inputs = items.map((item) => {
       const text = JSON.stringify(item);
       const d = describeItem(item);
-      return { ...d, clientItemId: crypto.randomUUID(), content: { kind: { case: "msgpack" as const, value: encode(text) } } };
+      return { ...d, clientItemId: newId(), content: { kind: { case: "msgpack" as const, value: encode(text) } } };
     });
     for (let at = 0; at < inputs.length; at += MAX_ITEMS_PER_CALL) {
       await this.client.conversations.append(this.sessionId, inputs.slice(at, at + MAX_ITEMS_PER_CALL), { createThread: true });

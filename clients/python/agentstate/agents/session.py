@@ -28,14 +28,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import uuid
 import weakref
 from typing import Any, Awaitable, TypeVar
 
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from .. import codec
+from .. import codec, ids
 from ..aio import AsyncClient
 from ..errors import FailedPrecondition, NotFound
 from ..values import from_value
@@ -211,7 +210,7 @@ class SidecarSession(SessionABC):
             d = _items.describe(item)
             inputs.append(cpb.ItemInput(kind=d["kind"], role=d["role"], call_id=d["call_id"],
                                         tool_name=d["tool_name"], dedupe_key=d["dedupe_key"],
-                                        client_item_id=uuid.uuid4().hex, content={"msgpack": codec.encode(text)}))
+                                        client_item_id=ids.new_id(), content={"msgpack": codec.encode(text)}))
         await _settle(self._append(inputs))
 
     async def _append(self, inputs: list[cpb.ItemInput]) -> None:
