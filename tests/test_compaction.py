@@ -394,3 +394,28 @@ def test_a_waiting_claim_wakes_when_a_range_becomes_due(c, module_sidecar):
     # answered soon after the append, long before the wait ends (a waiting claim wakes on the commit, and also
     # re-checks once a second for leases that expire meanwhile)
     assert got["waited"] < 20 and time.monotonic() - appended < 5
+
+
+def test_the_compaction_worker_helper(c):
+    from agentstate.conversations import CompactionWorker
+    t = tid()
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=3, compact_items=1, keep_last_items=1)
+    c.conversations.append(t, [msg(f"m{i}") for i in range(8)])  # L1:1-1 ... L1:6-6 due
+    w = CompactionWorker(c, lambda comp: "s:" + ",".join(item_value(i) for i in comp.items) or "s",
+                         worker="helper", thread_id=t)
+    stale = c.conversations.claim_compaction(worker="other", thread_id=t)  # held by someone else: left alone
+    assert w.run_once() == 5 and w.dropped == 0
+    sums = list(c.conversations.list_summaries(t, level=1))
+    assert len(sums) == 5 and all(s.producer == "helper" for s in sums)
+    assert stale.compaction.compaction_id not in {s.summary_id for s in sums}
+    stop = threading.Event()
+    th = threading.Thread(target=w.run, args=(stop, 0.5))
+    th.start()
+    c.conversations.append(t, [msg("x"), msg("y")])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and w.applied < 6:
+        time.sleep(0.05)
+    stop.set()
+    th.join(10)
+    assert w.applied >= 6
