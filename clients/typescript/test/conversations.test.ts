@@ -227,3 +227,22 @@ describe("SidecarSession compaction", () => {
     expect((await session.getItems()).length).toBe(12);
   });
 });
+
+describe("SidecarSession context mode", () => {
+  it("feeds the runner GetContext: summaries within the budget, no call without its result", async () => {
+    const session = new SidecarSession(`s-${randomUUID()}`, { client: c, contextBudget: 4000 });
+    await c.conversations.append(session.sessionId, [], { createThread: true });
+    await c.conversations.setCompactionPolicy({ triggerItems: 4, compactItems: 2, keepLastItems: 2, fallbackAfterMs: 0 },
+      { threadId: session.sessionId });
+    const model = new FakeModel();
+    const agent = new Agent({ name: "calc", instructions: "add", model, tools: [add] });
+    const runner = new Runner();
+    for (const text of ["first", "second", "third"]) await runner.run(agent, text, { session });
+    const last = model.inputs[model.inputs.length - 2] as any[]; // the third run's first model call
+    expect(last.some((i) => typeof i.content === "string" && i.content.startsWith("Summary of earlier conversation"))).toBe(true);
+    const calls = new Set(last.filter((i) => i.type === "function_call").map((i) => i.callId));
+    const results = new Set(last.filter((i) => i.type === "function_call_result").map((i) => i.callId));
+    expect([...calls].sort()).toEqual([...results].sort());
+    expect((await c.conversations.latest(session.sessionId)).length).toBe(12);
+  });
+});
