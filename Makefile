@@ -41,7 +41,7 @@ test-native: $(STAMP)
 test-pure: $(STAMP)
 	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py tests/test_compression.py \
 	  tests/test_memory.py tests/test_memory_filters.py tests/test_memory_vectors.py \
-	  tests/test_mirror.py tests/test_langgraph_exact.py
+	  tests/test_mirror.py tests/test_langgraph_exact.py tests/test_conversations.py tests/test_context.py tests/test_valuetext.py
 
 # The TypeScript client: unit tests, API tests, stream tests, LangGraph.js validation and graph tests.
 test-ts: $(STAMP) $(NODE_STAMP)

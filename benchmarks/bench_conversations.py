@@ -48,16 +48,14 @@ def _items(start: int, n: int) -> list[dict]:
 
 
 def _inputs(items: list[dict]):
-    import uuid
-
-    from agentstate import codec
+    from agentstate import codec, ids
     from agentstate.agents import _items as adapter
     from agentstate.v1 import conversations_pb2 as cpb
     out = []
     for it in items:
         d = adapter.describe(it)
         out.append(cpb.ItemInput(kind=d["kind"], role=d["role"], call_id=d["call_id"], tool_name=d["tool_name"],
-                                 dedupe_key=d["dedupe_key"], client_item_id=uuid.uuid4().hex,
+                                 dedupe_key=d["dedupe_key"], client_item_id=ids.new_id(),
                                  content={"msgpack": codec.encode(adapter.to_text(it))}))
     return out
 

@@ -203,7 +203,9 @@ class FakeModel(Model):
 
     async def get_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
                            tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **kw):
-        return ModelResponse(output=self._output(input), usage=Usage(), response_id=None)
+        return ModelResponse(output=self._output(input), usage=Usage(), response_id=self.response_id)
+
+    response_id = None
 
     async def stream_response(self, system_instructions, input, model_settings, tools, output_schema, handoffs,
                               tracing, *, previous_response_id=None, conversation_id=None, prompt=None, **kw):
@@ -300,3 +302,57 @@ def test_inside_encrypted_session(module_sidecar, tmp_path):
     assert "first" not in "".join(item_value(i) for i in stored)
     popped_ref, popped_ours = asyncio.run(ref.pop_item()), asyncio.run(ours.pop_item())
     assert canon(popped_ours) == canon(popped_ref)
+
+
+def test_run_compaction_with_a_summarizer_under_the_runner(module_sidecar):
+    seen = []
+
+    async def summarise(compaction):
+        seen.append(compaction.compaction_id)
+        return "summary of " + ", ".join(str(json.loads(item_value(i)).get("type", "message")) for i in compaction.items)
+
+    session = SidecarSession(sid(), module_sidecar.address, summarizer=summarise)
+    plain = SidecarSession(sid(), module_sidecar.address)
+    assert callable(getattr(session, "run_compaction", None)) and not hasattr(plain, "run_compaction")
+    with Client(module_sidecar.address) as c:
+        c.conversations.append(session.session_id, [], create_thread=True)
+        c.conversations.set_compaction_policy(thread_id=session.session_id, trigger_items=4, compact_items=2,
+                                              keep_last_items=1)
+    model = FakeModel()
+    model.response_id = "resp-1"
+    agent = _agent(model)
+    for text in ("first", "second", "third"):
+        Runner.run_sync(agent, text, session=session)
+    with Client(module_sidecar.address) as c:
+        sums = list(c.conversations.list_summaries(session.session_id))
+        stored = c.conversations.latest(session.session_id)
+    assert seen and [s.summary_id for s in sums if s.level == 1] == [x for x in seen if x.startswith("L1")]
+    assert all(s.producer == "agentstate.agents.SidecarSession" and s.text.startswith("summary of") for s in sums)
+    assert len(stored) == 12  # the originals stay: 3 runs of 4 items
+    ctx = asyncio.run(session.get_context(8000))
+    assert ctx.total_tokens <= 8000 and any(i.source == cpb.CONTEXT_SOURCE_SUMMARY for i in ctx.items)
+
+
+def test_the_context_mode_feeds_the_runner_summaries_within_the_budget(module_sidecar):
+    session = SidecarSession(sid(), module_sidecar.address, context_budget=4000)
+    with Client(module_sidecar.address) as c:
+        c.conversations.append(session.session_id, [], create_thread=True)
+        c.conversations.set_compaction_policy(thread_id=session.session_id, trigger_items=4, compact_items=2,
+                                              keep_last_items=2, fallback_after=0)
+        c.conversations.set_pin("sys", "message", _items.to_text({"role": "system", "content": "be brief"}),
+                                thread_id=session.session_id)
+    model = FakeModel()
+    agent = _agent(model)
+    for text in ("first", "second", "third"):
+        Runner.run_sync(agent, text, session=session)
+    last = model.inputs[-2]  # the third run's first model call (each run calls the model twice)
+    roles = [i.get("role") for i in last if isinstance(i, dict)]
+    assert last[0] == {"role": "system", "content": "be brief"}
+    assert "developer" in roles and any(str(i.get("content", "")).startswith("Summary of earlier conversation")
+                                        for i in last if isinstance(i, dict))
+    calls = {i["call_id"] for i in last if isinstance(i, dict) and i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in last if isinstance(i, dict) and i.get("type") == "function_call_output"}
+    assert calls == outputs  # no call without its result or result without its call
+    with Client(module_sidecar.address) as c:
+        assert len(c.conversations.latest(session.session_id)) == 12  # the stored items are all there
+    assert asyncio.run(session.get_items(0)) == []

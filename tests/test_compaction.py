@@ -351,3 +351,71 @@ def test_the_example_worker_summarises_what_is_due(module_sidecar):
         assert [s.summary_id for s in sums] == ["L1:1-15", "L1:16-30"]
         assert sums[0].text.split("\n")[0] == "user: message number 0 with"
         assert sums[0].producer == "example-worker/first-words"
+
+
+def test_a_claim_retried_with_its_request_id_gets_the_same_lease(c):
+    t = tid()
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=3, compact_items=1, keep_last_items=1)
+    c.conversations.append(t, [msg("a"), msg("b"), msg("c"), msg("d")])  # L1:1-1 and L1:2-2 due
+    req = cpb.ClaimCompactionRequest(namespace=c.namespace, thread_id=t, worker="w", request_id=f"claim-{t}")
+    first = c.conversations.stub.ClaimCompaction(req)
+    again = c.conversations.stub.ClaimCompaction(req)
+    assert first.lease_id and again == first
+    other = c.conversations.claim_compaction(worker="w", thread_id=t)
+    assert other.compaction.compaction_id != first.compaction.compaction_id
+    # nothing claimable is not remembered: the same request id claims once something is due
+    empty = cpb.ClaimCompactionRequest(namespace=c.namespace, thread_id=t, worker="w", request_id=f"later-{t}")
+    assert not c.conversations.stub.ClaimCompaction(empty).HasField("compaction")
+    c.conversations.append(t, [msg("e")])
+    assert c.conversations.stub.ClaimCompaction(empty).HasField("compaction")
+
+
+def test_a_waiting_claim_wakes_when_a_range_becomes_due(c, module_sidecar):
+    t = tid()
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=3, compact_items=1, keep_last_items=1)
+    c.conversations.append(t, [msg("a"), msg("b")])
+    got = {}
+
+    def wait():
+        with module_sidecar.client(namespace=c.namespace) as w:
+            started = time.monotonic()
+            got["claim"] = w.conversations.claim_compaction(worker="waiter", thread_id=t, wait=20.0)
+            got["waited"] = time.monotonic() - started
+
+    th = threading.Thread(target=wait)
+    th.start()
+    time.sleep(0.5)
+    appended = time.monotonic()
+    c.conversations.append(t, [msg("c")])
+    th.join(20)
+    assert got["claim"] is not None and got["claim"].compaction.compaction_id == "L1:1-1"
+    # answered soon after the append, long before the wait ends (a waiting claim wakes on the commit, and also
+    # re-checks once a second for leases that expire meanwhile)
+    assert got["waited"] < 20 and time.monotonic() - appended < 5
+
+
+def test_the_compaction_worker_helper(c):
+    from agentstate.conversations import CompactionWorker
+    t = tid()
+    c.conversations.append(t, [], create_thread=True)
+    c.conversations.set_compaction_policy(thread_id=t, trigger_items=3, compact_items=1, keep_last_items=1)
+    c.conversations.append(t, [msg(f"m{i}") for i in range(8)])  # L1:1-1 ... L1:6-6 due
+    w = CompactionWorker(c, lambda comp: "s:" + ",".join(item_value(i) for i in comp.items) or "s",
+                         worker="helper", thread_id=t)
+    stale = c.conversations.claim_compaction(worker="other", thread_id=t)  # held by someone else: left alone
+    assert w.run_once() == 5 and w.dropped == 0
+    sums = list(c.conversations.list_summaries(t, level=1))
+    assert len(sums) == 5 and all(s.producer == "helper" for s in sums)
+    assert stale.compaction.compaction_id not in {s.summary_id for s in sums}
+    stop = threading.Event()
+    th = threading.Thread(target=w.run, args=(stop, 0.5))
+    th.start()
+    c.conversations.append(t, [msg("x"), msg("y")])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and w.applied < 6:
+        time.sleep(0.05)
+    stop.set()
+    th.join(10)
+    assert w.applied >= 6

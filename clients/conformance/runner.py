@@ -25,7 +25,8 @@ sys.path.insert(0, str(HERE))
 import grpc  # noqa: E402
 
 from agentstate import AgentStateError, Append, Client, Keep, Opaque, SetKeys, codec  # noqa: E402
-from agentstate.v1 import threads_pb2 as pb, values_pb2  # noqa: E402
+from agentstate.conversations import KINDS, context_hash  # noqa: E402
+from agentstate.v1 import conversations_pb2 as cpb, threads_pb2 as pb, values_pb2  # noqa: E402
 from agentstate.values import from_value, to_value  # noqa: E402
 from describe import from_desc  # noqa: E402
 
@@ -171,11 +172,47 @@ class Runner:
             return c.copy_thread(self.thread(step["source"]), self.thread(step["target"]))
         if op == "prune":
             return c.prune([self.thread(x) for x in step["threads"]], keep_latest=step.get("keep_latest"))
+        if op in CONVERSATION_OPS:
+            return self.do_conversation(c, op, t, step)
         if op == "same_roots":
             a = c.get_checkpoint(self.thread(step["a"]["thread"]), step["a"]["id"], omit_values=True)
             b = c.get_checkpoint(self.thread(step["b"]["thread"]), step["b"]["id"], omit_values=True)
             return a, b
         raise ValueError(f"unknown op {op}")
+
+    def do_conversation(self, c: Client, op: str, t: str, step: dict) -> Any:
+        conv = c.conversations
+        if op == "append_items":
+            items = []
+            for it in step["items"]:
+                x = cpb.ItemInput(kind=KINDS[it["kind"]], role=it.get("role", ""), call_id=it.get("call_id", ""),
+                                  tool_name=it.get("tool_name", ""), client_item_id=it.get("client_item_id", ""))
+                to_value(from_desc(resolve(it["content"])), x.content)
+                items.append(x)
+            return conv.append(t, items, expected_last_seq=step.get("expected_last_seq"),
+                               create_thread=step.get("create_thread", False))
+        if op == "set_compaction_policy":
+            p = dict(step["policy"])
+            if "fallback_after_ms" in p:
+                p["fallback_after"] = p.pop("fallback_after_ms") / 1000
+            return conv.set_compaction_policy(thread_id=t, **p)
+        if op == "pop_item":
+            return conv.pop(t)
+        if op == "latest":
+            return conv.latest(t, step["n"])
+        return conv.get_context(t, step["budget"], knowledge=[self._knowledge(k) for k in step.get("knowledge", [])])
+
+    @staticmethod
+    def _knowledge(desc) -> cpb.KnowledgeItem:
+        x = cpb.KnowledgeItem(kind=cpb.ITEM_KIND_MESSAGE)
+        to_value(from_desc(resolve(desc)), x.content)
+        return x
+
+    @staticmethod
+    def context_record(thread: str, step: dict, ctx) -> dict:
+        return {"kind": "context", "thread": thread, "budget": step["budget"], "hash": ctx.context_hash.hex(),
+                "items": [[i.source, i.kind, i.role, i.call_id, i.tool_name, value_bytes(i.content).hex()]
+                          for i in ctx.items]}
 
     def _create_req(self, c: Client, step: dict) -> pb.CreateThreadRequest:
         policy = {"error": pb.IF_EXISTS_ERROR, "return": pb.IF_EXISTS_RETURN, "merge": pb.IF_EXISTS_MERGE_METADATA}
@@ -248,6 +285,19 @@ class Runner:
             self.check(ra == rb and ra, f"{where}: roots differ {ra} {rb}")
         if op == "get":
             self.expect_checkpoint(where, result, exp)
+        if op == "append_items":
+            for k in ("last_seq", "duplicates"):
+                if k in exp:
+                    self.check(getattr(result, k) == exp[k], f"{where}: {k} {getattr(result, k)} != {exp[k]}")
+        if op == "pop_item" and "seq" in exp:
+            self.check(result is not None and result.seq == exp["seq"], f"{where}: popped {result}")
+        if op == "latest":
+            seqs = [i.seq for i in result]
+            self.check(seqs == exp["seqs"], f"{where}: seqs {seqs} != {exp['seqs']}")
+        if op == "get_context":
+            self.check(context_hash(result.items) == result.context_hash,
+                       f"{where}: context hash computed here differs from the server's")
+            self.check(result.total_tokens <= step["budget"], f"{where}: over budget {result.total_tokens}")
 
     @staticmethod
     def change_desc(ch: pb.ChannelChange, want: dict) -> dict:
@@ -312,7 +362,9 @@ class Runner:
                         error = e
                     self.expect(where, step, result, error)
                     if "record" in step and error is None:
-                        self.records[f"{sc['name']}/{step['record']}"] = self.record_of(result)
+                        self.records[f"{sc['name']}/{step['record']}"] = (
+                            self.context_record(self.thread(step["thread"]), step, result)
+                            if step["op"] == "get_context" else self.record_of(result))
         return {"lang": self.lang, "namespace": self.namespace(self.lang), "records": self.records}
 
     def read_pass(self, own: dict, peer: dict) -> None:
@@ -321,6 +373,16 @@ class Runner:
             for label, rec in sorted(peer["records"].items()):
                 sc, step = steps[label]
                 where = f"read {peer['lang']}:{label}"
+                if rec.get("kind") == "context":
+                    ctx = c.conversations.get_context(rec["thread"], rec["budget"], knowledge=[
+                        self._knowledge(k) for k in step.get("knowledge", [])])
+                    mine = self.context_record(rec["thread"], step, ctx)
+                    self.check(mine == rec, f"{where}: context differs from what {peer['lang']} recorded")
+                    ours = own["records"].get(label)
+                    self.check(ours is not None and ours["hash"] == rec["hash"] and ours["items"] == rec["items"],
+                               f"{where}: context bytes or hash differ from {self.lang}'s own write")
+                    self.check(context_hash(ctx.items).hex() == rec["hash"], f"{where}: hash recomputed here differs")
+                    continue
                 cp = c.get_checkpoint(rec["thread"], rec["id"], checkpoint_ns=rec["ns"],
                                       include_pending_writes=step.get("pending", False))
                 self.expect_checkpoint(where, cp, step.get("expect", {}))
@@ -340,6 +402,9 @@ class Runner:
                     b = value_bytes(ch.value)
                     if ch.value.WhichOneof("kind") == "msgpack":
                         self.check(b == ch.value.msgpack, f"{where}: {name} re-encoded differently")
+
+
+CONVERSATION_OPS = ("append_items", "set_compaction_policy", "pop_item", "latest", "get_context")
 
 
 def main() -> int:

@@ -63,8 +63,8 @@ type Client struct {
 	// Conversations is the ConversationService stub (conversations.go has typed helpers).
 	Conversations pb.ConversationServiceClient
 	Namespace     string
-	Retry     RetryPolicy
-	autoRID   bool
+	Retry         RetryPolicy
+	autoRID       bool
 }
 
 // reconnect makes the connection try again soon after the sidecar comes back: gRPC's default waits

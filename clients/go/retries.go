@@ -159,6 +159,33 @@ var Rules = map[string]Rule{
 	"EffectService.FailEffect":            {Kind: ByToken},
 	"EffectService.GetEffect":             ruleRead,
 	"EffectService.ListEffects":           ruleRead,
+	"ConversationService.AppendItems": {Kind: ByKey, When: func(r proto.Message) bool {
+		for _, it := range r.(*pb.AppendItemsRequest).GetItems() {
+			if it.GetClientItemId() == "" {
+				return false
+			}
+		}
+		return true
+	}},
+	"ConversationService.ListItems":           ruleRead,
+	"ConversationService.GetItems":            ruleRead,
+	"ConversationService.PopItem":             ruleRequestID,
+	"ConversationService.ClearItems":          ruleRequestID,
+	"ConversationService.GetConversation":     ruleRead,
+	"ConversationService.SetPinnedItem":       ruleRequestID,
+	"ConversationService.ListPinnedItems":     ruleRead,
+	"ConversationService.DeletePinnedItem":    {Kind: Idempotent, When: func(r proto.Message) bool { return r.(*pb.DeletePinnedItemRequest).GetAllowMissing() }},
+	"ConversationService.SetCompactionPolicy": ruleRequestID,
+	"ConversationService.GetCompactionPolicy": ruleRead,
+	"ConversationService.SetIdlePolicy":       ruleRequestID,
+	"ConversationService.GetIdlePolicy":       ruleRead,
+	"ConversationService.ClaimCompaction":     ruleRequestID,
+	"ConversationService.SubmitSummary":       {Kind: ByLease},
+	"ConversationService.ListCompactions":     ruleRead,
+	"ConversationService.ListSummaries":       ruleRead,
+	"ConversationService.ExpandSummary":       ruleRead,
+	"ConversationService.GetContext":          ruleRead,
+	"ConversationService.ReportUsage":         {Kind: ByKey},
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

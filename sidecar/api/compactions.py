@@ -14,7 +14,7 @@ from ..ops import compaction as comp_ops
 from ..state import conversations, convpolicy, runstate, summaries, threads
 from ..state.runstate import Tx
 from ..storage import records
-from . import context, validate, wire
+from . import context, idempotency, validate, wire
 from .context import Ctx
 from .conversations import (_scope, compaction_to_proto, item_to_proto, own_policy_to_proto, policy_to_proto,
                             summary_to_proto, token_count)
@@ -98,8 +98,18 @@ def _fill_inputs(txn, store, ns: str, thread_id: str, tkey: int, level: int, fir
             summary_to_proto(ns, thread_id, lvl, f, r, out.summaries.add(), txn, store, tkey)
 
 
-def _try_claim(ctx: Ctx, ns: str, thread_id: str, worker: str, lease_ms: int | None):
+class _NothingClaimable(Exception):
+    """Nothing was claimable: no request record is kept, so a retry with the request id claims afresh."""
+
+
+def _try_claim(ctx: Ctx, ns: str, thread_id: str, worker: str, lease_ms: int | None, req):
     def job(txn):
+        try:
+            return idempotency.run(txn, ctx.store.db, ns, "ClaimCompaction", req, cpb.ClaimCompactionResponse, claim)
+        except _NothingClaimable:
+            return None
+
+    def claim(txn):
         store = ctx.store
         now = store.clock()
         for key, due, tkey, level, first, tid in summaries.queued(txn, store, ns):
@@ -119,7 +129,7 @@ def _try_claim(ctx: Ctx, ns: str, thread_id: str, worker: str, lease_ms: int | N
             compaction_to_proto(ns, tid, level, first, rec, now, resp.compaction)
             _fill_inputs(txn, store, ns, tid, tkey, level, first, rec, resp.compaction)
             return resp
-        return None
+        raise _NothingClaimable()
     return job
 
 
@@ -135,8 +145,8 @@ async def claim(ctx: Ctx, req: cpb.ClaimCompactionRequest) -> cpb.ClaimCompactio
     key = comp_ops.claim_key(ns)
     while True:
         version = ctx.hub.version(key)
-        # (request_id is not used: a claim whose answer was lost simply expires, and the next claim takes it)
-        got = await ctx.store.run(_try_claim(ctx, ns, thread_id, worker, lease_ms))
+        # a retry with the request_id of a claim that went through gets that claim (its lease) again
+        got = await ctx.store.run(_try_claim(ctx, ns, thread_id, worker, lease_ms, req))
         if got is not None:
             return got
         remaining = deadline - time.monotonic()

@@ -2,7 +2,7 @@
 token estimate of an item (docs/conversations.md "Token counts").
 
 ``json_len(encoding)`` is ``J``: the length in bytes of a JSON-like rendering of a canonical encoding
-(strings 2 + UTF-8 length, numbers their decimal text, null/true/false 4/4/5, lists and sets 2 + elements +
+(strings the UTF-8 length of their JSON form, escapes counted; numbers their decimal text, null/true/false 4/4/5, lists and sets 2 + elements +
 separators, maps 2 + keys and values + separators, bytes as base64 in quotes, datetimes 34, UUIDs 38,
 decimals and big ints their text + 2, opaque values their base64 + type). ``estimate`` adds the item's
 strings and 8 format tokens. In a byte-level BPE tokenizer every token covers at least one byte, so the
@@ -36,7 +36,7 @@ def _b64(n: int) -> int:
 def _len(v) -> int:
     t = type(v)
     if t is str:
-        return 2 + len(v.encode())
+        return len(_json.dumps(v, ensure_ascii=False).encode())  # quotes and escapes included
     if t is bool:
         return 4 if v else 5
     if v is None:

@@ -20,10 +20,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	agentstate "github.com/agentstate/sidecar/clients/go"
 	pb "github.com/agentstate/sidecar/clients/go/gen/agentstate/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 type (
@@ -419,6 +421,8 @@ func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 		}
 		n, _ := num(step, "keep_latest")
 		return c.Prune(ctx, ids, agentstate.PruneOptions{KeepLatest: uint32(n)})
+	case "append_items", "set_compaction_policy", "pop_item", "latest", "get_context":
+		return r.doConversation(c, t, step)
 	case "same_roots":
 		a, b := step["a"].(map[string]any), step["b"].(map[string]any)
 		ca, err := c.GetCheckpoint(ctx, thread(a["thread"]), str(a, "id"), &agentstate.GetOptions{OmitValues: true})
@@ -429,6 +433,111 @@ func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 		return [2]*pb.Checkpoint{ca, cb}, err
 	}
 	return nil, fmt.Errorf("unknown op %v", step["op"])
+}
+
+var itemKinds = map[string]pb.ItemKind{"message": pb.ItemKind_ITEM_KIND_MESSAGE, "tool_call": pb.ItemKind_ITEM_KIND_TOOL_CALL,
+	"tool_result": pb.ItemKind_ITEM_KIND_TOOL_RESULT, "reasoning": pb.ItemKind_ITEM_KIND_REASONING,
+	"summary": pb.ItemKind_ITEM_KIND_SUMMARY, "tool_definition": pb.ItemKind_ITEM_KIND_TOOL_DEFINITION,
+	"other": pb.ItemKind_ITEM_KIND_OTHER}
+
+// conversationStep is what a conversation op returned, with its step (for the expectations).
+type conversationStep struct {
+	op     string
+	result any
+}
+
+func (r *runner) knowledgeOf(step obj) []*pb.KnowledgeItem {
+	var out []*pb.KnowledgeItem
+	for _, d := range asList(step["knowledge"]) {
+		out = append(out, &pb.KnowledgeItem{Kind: pb.ItemKind_ITEM_KIND_MESSAGE, Content: r.valueOf(d)})
+	}
+	return out
+}
+
+func (r *runner) doConversation(c *agentstate.Client, t string, step obj) (any, error) {
+	op := step["op"].(string)
+	var res any
+	var err error
+	switch op {
+	case "append_items":
+		var items []*pb.ItemInput
+		for _, x := range asList(step["items"]) {
+			it := x.(map[string]any)
+			items = append(items, &pb.ItemInput{Kind: itemKinds[str(it, "kind")], Role: str(it, "role"),
+				CallId: str(it, "call_id"), ToolName: str(it, "tool_name"), ClientItemId: str(it, "client_item_id"),
+				Content: r.valueOf(it["content"])})
+		}
+		o := &agentstate.AppendOptions{CreateThread: step["create_thread"] == true}
+		if n, ok := num(step, "expected_last_seq"); ok {
+			seq := uint64(n)
+			o.ExpectedLastSeq = &seq
+		}
+		res, err = c.AppendItems(ctx, t, items, o)
+	case "set_compaction_policy":
+		p := step["policy"].(map[string]any)
+		u := func(k string) *uint32 {
+			if v, ok := p[k].(float64); ok {
+				x := uint32(v)
+				return &x
+			}
+			return nil
+		}
+		pol := &pb.CompactionPolicy{TriggerItems: u("trigger_items"), CompactItems: u("compact_items"), KeepLastItems: u("keep_last_items")}
+		if v, ok := p["fallback_after_ms"].(float64); ok {
+			pol.FallbackAfter = durationpb.New(time.Duration(v) * time.Millisecond)
+		}
+		res, err = c.Conversations.SetCompactionPolicy(ctx, &pb.SetCompactionPolicyRequest{Namespace: c.Namespace,
+			Scope: pb.ConfigScope_CONFIG_SCOPE_THREAD, ThreadId: t, Policy: pol})
+	case "pop_item":
+		res, err = c.PopItem(ctx, t)
+	case "latest":
+		n, _ := num(step, "n")
+		res, err = c.LatestItems(ctx, t, uint32(n))
+	case "get_context":
+		n, _ := num(step, "budget")
+		res, err = c.GetContext(ctx, t, uint32(n), r.knowledgeOf(step))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return conversationStep{op, res}, nil
+}
+
+func contextRecord(thread string, budget int, ctx *pb.GetContextResponse) obj {
+	items := []any{}
+	for _, i := range ctx.Items {
+		items = append(items, []any{float64(i.Source), float64(i.Kind), i.Role, i.CallId, i.ToolName, valueBytes(i.Content)})
+	}
+	return obj{"kind": "context", "thread": thread, "budget": float64(budget), "hash": hex.EncodeToString(ctx.ContextHash),
+		"items": items}
+}
+
+func (r *runner) expectConversation(where string, step obj, x conversationStep) {
+	exp, _ := step["expect"].(map[string]any)
+	switch res := x.result.(type) {
+	case *pb.AppendItemsResponse:
+		if v, ok := exp["last_seq"].(float64); ok {
+			r.check(res.LastSeq == uint64(v), "%s: last_seq %d != %v", where, res.LastSeq, v)
+		}
+		if v, ok := exp["duplicates"].(float64); ok {
+			r.check(res.Duplicates == uint32(v), "%s: duplicates %d != %v", where, res.Duplicates, v)
+		}
+	case *pb.ConversationItem:
+		if v, ok := exp["seq"].(float64); ok {
+			r.check(res != nil && res.Seq == uint64(v), "%s: popped %v", where, res)
+		}
+	case []*pb.ConversationItem:
+		var seqs []any
+		for _, it := range res {
+			seqs = append(seqs, float64(it.Seq))
+		}
+		r.check(stable(seqs) == stable(exp["seqs"]), "%s: seqs %v != %v", where, seqs, exp["seqs"])
+	case *pb.GetContextResponse:
+		h, err := agentstate.ContextHash(res.Items)
+		r.check(err == nil && hex.EncodeToString(h) == hex.EncodeToString(res.ContextHash), "%s: context hash computed here differs", where)
+		n, _ := num(step, "budget")
+		r.check(res.TotalTokens <= uint64(n), "%s: over budget", where)
+	}
 }
 
 func (r *runner) sameValue(got *pb.Value, d any, what string) {
@@ -554,6 +663,8 @@ func (r *runner) expect(where string, step obj, result any, err error) {
 		r.check(roots(x[0]) == roots(x[1]) && len(x[0].Channels) > 0, "%s: roots differ", where)
 	case *pb.Checkpoint:
 		r.expectCheckpoint(where, x, exp)
+	case conversationStep:
+		r.expectConversation(where, step, x)
 	}
 	_ = op
 }
@@ -667,7 +778,13 @@ func (r *runner) writePass() (obj, error) {
 			result, err := r.do(c, step)
 			r.expect(where, step, result, err)
 			if label := str(step, "record"); label != "" && err == nil {
-				r.records[fmt.Sprintf("%s/%s", sc["name"], label)] = recordOf(result.(*pb.Checkpoint))
+				key := fmt.Sprintf("%s/%s", sc["name"], label)
+				if cs, ok := result.(conversationStep); ok {
+					n, _ := num(step, "budget")
+					r.records[key] = contextRecord(thread(step["thread"]), n, cs.result.(*pb.GetContextResponse))
+				} else {
+					r.records[key] = recordOf(result.(*pb.Checkpoint))
+				}
 			}
 		}
 	}
@@ -695,6 +812,22 @@ func (r *runner) readPass(own, peer obj) error {
 		rec := peerRecords[label].(map[string]any)
 		step := steps[label]
 		where := fmt.Sprintf("read %s:%s", peer["lang"], label)
+		if rec["kind"] == "context" {
+			budget := int(rec["budget"].(float64))
+			got, err := c.GetContext(ctx, rec["thread"].(string), uint32(budget), r.knowledgeOf(step))
+			if err != nil {
+				r.check(false, "%s: %v", where, err)
+				continue
+			}
+			mine := contextRecord(rec["thread"].(string), budget, got)
+			r.check(stable(mine) == stable(rec), "%s: context differs from what %s recorded", where, peer["lang"])
+			ours, ok := ownRecords[label].(map[string]any)
+			r.check(ok && ours["hash"] == rec["hash"] && stable(ours["items"]) == stable(rec["items"]),
+				"%s: context bytes or hash differ from %s's own write", where, r.lang)
+			h, err := agentstate.ContextHash(got.Items)
+			r.check(err == nil && hex.EncodeToString(h) == rec["hash"], "%s: hash recomputed here differs", where)
+			continue
+		}
 		cp, err := c.GetCheckpoint(ctx, rec["thread"].(string), rec["id"].(string), &agentstate.GetOptions{CheckpointNs: rec["ns"].(string), IncludePendingWrites: step["pending"] == true})
 		if err != nil {
 			r.check(false, "%s: %v", where, err)

@@ -353,3 +353,42 @@ class Conversations(ConversationCalls, SyncFacet):
 
 class AsyncConversations(ConversationCalls, AsyncFacet):
     """``async_client.conversations``."""
+
+
+class CompactionWorker:
+    """The worker loop around your model (docs/conversations.md "The worker loop"): claims due compactions of
+    the client's namespace (or of one thread), asks ``summarize(compaction) -> str`` and submits the text.
+    A summary refused as stale, done or with a lost lease is dropped (``dropped`` counts them); a worker
+    killed between claim and submit loses nothing (its lease expires, the next claim takes over)."""
+
+    def __init__(self, client, summarize, *, worker: str = "agentstate.CompactionWorker", thread_id: str = "",
+                 lease: float | None = None, producer: str | None = None) -> None:
+        self.client, self.summarize, self.worker, self.thread_id = client, summarize, worker, thread_id
+        self.lease, self.producer = lease, producer or worker
+        self.applied = self.dropped = 0
+
+    def _one(self, wait: float) -> bool:
+        from .errors import FailedPrecondition
+        claim = self.client.conversations.claim_compaction(worker=self.worker, thread_id=self.thread_id,
+                                                           lease=self.lease, wait=wait)
+        if claim is None:
+            return False
+        text = str(self.summarize(claim.compaction))[:claim.compaction.max_summary_chars] or "(empty)"
+        try:
+            self.client.conversations.submit_summary(claim, text, producer=self.producer)
+            self.applied += 1
+        except FailedPrecondition:  # SUMMARY_STALE, COMPACTION_DONE, LEASE_LOST: drop it, claim again
+            self.dropped += 1
+        return True
+
+    def run_once(self) -> int:
+        """Summarise what is due now (no waiting); returns how many summaries were applied."""
+        before = self.applied
+        while self._one(0.0):
+            pass
+        return self.applied - before
+
+    def run(self, stop=None, wait: float = 30.0) -> None:
+        """Work until ``stop`` (a threading.Event) is set, waiting up to ``wait`` seconds per claim."""
+        while stop is None or not stop.is_set():
+            self._one(wait)

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import grpc
 
 from .errors import AgentStateError
-from .v1 import admin_pb2, artifacts_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
+from .v1 import admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
 
 READ_ONLY = "read-only"
 IDEMPOTENT_KIND = "idempotent"
@@ -181,11 +181,43 @@ RULES: dict[str, Rule] = {
         "run began it again in between)"),
     "EffectService.GetEffect": Rule(READ_ONLY, _READ),
     "EffectService.ListEffects": Rule(READ_ONLY, _READ),
+    # ConversationService
+    "ConversationService.AppendItems": Rule(
+        BY_KEY, "when every item has a client_item_id a repeat returns the stored items (without checking expected_last_seq); items without one would be appended again", lambda r: all(i.client_item_id for i in r.items)),
+    "ConversationService.ListItems": Rule(READ_ONLY, _READ),
+    "ConversationService.GetItems": Rule(READ_ONLY, _READ),
+    "ConversationService.PopItem": Rule(
+        BY_REQUEST_ID, "a repeat pops the next item"),
+    "ConversationService.ClearItems": Rule(
+        BY_REQUEST_ID, "a repeat clears what was appended in between"),
+    "ConversationService.GetConversation": Rule(READ_ONLY, _READ),
+    "ConversationService.SetPinnedItem": Rule(
+        BY_REQUEST_ID, "a repeat could undo a change made in between (or fail ETAG_MISMATCH)"),
+    "ConversationService.ListPinnedItems": Rule(READ_ONLY, _READ),
+    "ConversationService.DeletePinnedItem": Rule(
+        IDEMPOTENT_KIND, "with allow_missing, deleting a deleted pin is a no-op; otherwise a repeat fails PINNED_ITEM_NOT_FOUND", lambda r: r.allow_missing),
+    "ConversationService.SetCompactionPolicy": Rule(
+        BY_REQUEST_ID, "a repeat could undo a change made in between"),
+    "ConversationService.GetCompactionPolicy": Rule(READ_ONLY, _READ),
+    "ConversationService.SetIdlePolicy": Rule(
+        BY_REQUEST_ID, "a repeat could undo a change made in between"),
+    "ConversationService.GetIdlePolicy": Rule(READ_ONLY, _READ),
+    "ConversationService.ClaimCompaction": Rule(
+        BY_REQUEST_ID, "a repeat would claim another compaction; with the request id it returns the first claim and its lease"),
+    "ConversationService.SubmitSummary": Rule(
+        BY_LEASE, "the same lease sending the same text again gets the stored summary"),
+    "ConversationService.ListCompactions": Rule(READ_ONLY, _READ),
+    "ConversationService.ListSummaries": Rule(READ_ONLY, _READ),
+    "ConversationService.ExpandSummary": Rule(READ_ONLY, _READ),
+    "ConversationService.GetContext": Rule(READ_ONLY, _READ),
+    "ConversationService.ReportUsage": Rule(
+        BY_KEY, "a context hash's report replaces its earlier report"),
 }
 
 SERVICES = tuple(module.DESCRIPTOR.services_by_name[name] for module, name in (
     (threads_pb2, "ThreadService"), (admin_pb2, "AdminService"), (runs_pb2, "RunService"),
-    (events_pb2, "EventService"), (artifacts_pb2, "ArtifactService"), (effects_pb2, "EffectService")))
+    (events_pb2, "EventService"), (artifacts_pb2, "ArtifactService"), (effects_pb2, "EffectService"),
+    (conversations_pb2, "ConversationService")))
 
 #: The rule of each RPC by its request message's full name (one request message per RPC).
 _BY_REQUEST: dict[str, Rule] = {m.input_type.full_name: RULES[f"{s.name}.{m.name}"]

@@ -28,6 +28,8 @@ import {
   hexToBytes,
 } from "../src/index.js";
 import { channelWrite, toValue } from "../src/values.js";
+import { ITEM_KINDS, contextHash, type KindName } from "../src/conversations.js";
+import { ItemKind, type GetContextResponse } from "../src/gen/agentstate/v1/conversations_pb.js";
 import {
   ChangeKind,
   CreateThreadRequestSchema,
@@ -226,6 +228,22 @@ class Runner {
         return c.copyThread(Runner.thread(step.source), Runner.thread(step.target));
       case "prune":
         return c.prune(step.threads.map(Runner.thread), { keepLatest: step.keep_latest });
+      case "append_items":
+        return c.conversations.append(t, step.items.map((it: any) => ({
+          kind: ITEM_KINDS[it.kind as KindName], role: it.role ?? "", callId: it.call_id ?? "", toolName: it.tool_name ?? "",
+          clientItemId: it.client_item_id ?? "", content: this.valueOf(it.content),
+        })), { expectedLastSeq: step.expected_last_seq, createThread: step.create_thread ?? false });
+      case "set_compaction_policy": {
+        const p = step.policy;
+        return c.conversations.setCompactionPolicy({ triggerItems: p.trigger_items, compactItems: p.compact_items,
+          keepLastItems: p.keep_last_items, fallbackAfterMs: p.fallback_after_ms }, { threadId: t });
+      }
+      case "pop_item":
+        return c.conversations.pop(t);
+      case "latest":
+        return c.conversations.latest(t, step.n);
+      case "get_context":
+        return c.conversations.getContext(t, step.budget, { knowledge: this.knowledgeOf(step) });
       case "same_roots":
         return Promise.all([
           c.getCheckpoint(Runner.thread(step.a.thread), step.a.id, { omitValues: true }),
@@ -233,6 +251,15 @@ class Runner {
         ]);
     }
     throw new Error(`unknown op ${step.op}`);
+  }
+
+  knowledgeOf(step: Step): { kind: ItemKind; content: Value }[] {
+    return (step.knowledge ?? []).map((d: Desc) => ({ kind: ItemKind.MESSAGE, content: this.valueOf(d) }));
+  }
+
+  static contextRecord(thread: string, step: Step, ctx: GetContextResponse): any {
+    return { kind: "context", thread, budget: step.budget, hash: hex(ctx.contextHash),
+      items: ctx.items.map((i) => [i.source, i.kind, i.role, i.callId, i.toolName, hex(valueBytes(i.content))]) };
   }
 
   sameValue(got: Value | undefined, desc: Desc, what: string): void {
@@ -291,6 +318,21 @@ class Runner {
       this.check(roots(a) === roots(b) && Object.keys(a.channels).length > 0, `${where}: roots differ`);
     }
     if (op === "get") this.expectCheckpoint(where, result, exp);
+    if (op === "append_items") {
+      for (const k of ["last_seq", "duplicates"]) {
+        const got = Number(k === "last_seq" ? result.lastSeq : result.duplicates);
+        if (k in exp) this.check(got === exp[k], `${where}: ${k} ${got} != ${exp[k]}`);
+      }
+    }
+    if (op === "pop_item" && "seq" in exp) this.check(result !== undefined && Number(result.seq) === exp.seq, `${where}: popped ${result?.seq}`);
+    if (op === "latest") {
+      const seqs = (result as { seq: bigint }[]).map((i) => Number(i.seq));
+      this.check(JSON.stringify(seqs) === JSON.stringify(exp.seqs), `${where}: seqs ${seqs}`);
+    }
+    if (op === "get_context") {
+      this.check(hex(contextHash(result.items)) === hex(result.contextHash), `${where}: context hash computed here differs`);
+      this.check(Number(result.totalTokens) <= step.budget, `${where}: over budget`);
+    }
   }
 
   expectCheckpoint(where: string, cp: Checkpoint, exp: any): void {
@@ -352,7 +394,10 @@ class Runner {
             error = e;
           }
           this.expect(where, step, result, error);
-          if (step.record && !error) this.records[`${sc.name}/${step.record}`] = Runner.recordOf(result);
+          if (step.record && !error) {
+            this.records[`${sc.name}/${step.record}`] = step.op === "get_context"
+              ? Runner.contextRecord(Runner.thread(step.thread), step, result) : Runner.recordOf(result);
+          }
         }
       }
     } finally {
@@ -370,6 +415,16 @@ class Runner {
         const rec = peer.records[label];
         const step = steps.get(label)!;
         const where = `read ${peer.lang}:${label}`;
+        if (rec.kind === "context") {
+          const ctx = await c.conversations.getContext(rec.thread, rec.budget, { knowledge: this.knowledgeOf(step) });
+          const mine = Runner.contextRecord(rec.thread, step, ctx);
+          this.check(stable(mine) === stable(rec), `${where}: context differs from what ${peer.lang} recorded`);
+          const ours = own.records[label];
+          this.check(ours !== undefined && ours.hash === rec.hash && stable(ours.items) === stable(rec.items),
+            `${where}: context bytes or hash differ from ${this.lang}'s own write`);
+          this.check(hex(contextHash(ctx.items)) === rec.hash, `${where}: hash recomputed here differs`);
+          continue;
+        }
         const cp = await c.getCheckpoint(rec.thread, rec.id, { checkpointNs: rec.ns, includePendingWrites: step.pending ?? false });
         this.expectCheckpoint(where, cp, step.expect ?? {});
         const mine = Runner.recordOf(cp);

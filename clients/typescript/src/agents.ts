@@ -17,9 +17,11 @@ import { blake3 } from "@noble/hashes/blake3";
 import type { AgentInputItem, Session } from "@openai/agents-core";
 import { Client, type ClientOptions } from "./client.js";
 import { encode } from "./codec.js";
+import { newId } from "./ids.js";
 import { NotFound } from "./errors.js";
 import { fromValue } from "./values.js";
-import { ItemKind, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
+import { ContextSource, ItemKind, type Compaction, type ContextItem, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
+import { FailedPrecondition } from "./errors.js";
 
 const CALL_TO_OUTPUT: Record<string, string> = {
   function_call: "function_call_result",
@@ -96,15 +98,81 @@ export interface SidecarSessionOptions extends ClientOptions {
   address?: string;
   /** A client to use (its namespace is the session's). */
   client?: Client;
+  /**
+   * With a summarizer the session has `runCompaction`, which the runner calls after the turns it persisted:
+   * it claims this thread's due compactions and submits the summarizer's texts (originals are kept).
+   */
+  summarizer?: (compaction: Compaction) => string | Promise<string>;
+  /** The worker and producer name of those summaries. */
+  worker?: string;
+  /**
+   * The context mode (off by default; not MemorySession's behaviour): `getItems` returns the rendered
+   * `GetContext(contextBudget)` (summaries as system messages — agents-core has no developer role —, compressed tool calls as assistant messages,
+   * deduplicated results as outputs naming the kept copy, the rest as stored); `limit` is not applied then,
+   * except a limit <= 0.
+   */
+  contextBudget?: number;
+}
+
+function render(ci: ContextItem): AgentInputItem {
+  const value = ci.content ? fromValue(ci.content) : undefined;
+  if (ci.source === ContextSource.SUMMARY) {
+    return { role: "system", content: `Summary of earlier conversation (${ci.summaryId}): ${String(value)}` } as AgentInputItem;
+  }
+  if (ci.source === ContextSource.COMPRESSED_TOOL_CALL) {
+    return { role: "assistant", status: "completed", content: [{ type: "output_text", text: `Tool call (compressed): ${sortedJson(value)}` }] } as AgentInputItem;
+  }
+  if (ci.kind === ItemKind.TOOL_RESULT && ci.duplicateOfSeq) {
+    const of = (value as { duplicate_of?: string } | undefined)?.duplicate_of ?? "";
+    return { type: "function_call_result", callId: ci.callId, name: ci.toolName, status: "completed",
+      output: { type: "text", text: `(the same result as call ${of})` } } as AgentInputItem;
+  }
+  if (typeof value === "string") {
+    try {
+      return JSON.parse(value) as AgentInputItem;
+    } catch {
+      if (ci.role === "assistant") {
+        return { role: "assistant", status: "completed", content: [{ type: "output_text", text: value }] } as AgentInputItem;
+      }
+      return { role: ci.role === "system" ? "system" : "user", content: value } as AgentInputItem;
+    }
+  }
+  return { role: "user", content: sortedJson(value) } as AgentInputItem;
 }
 
 export class SidecarSession implements Session {
   readonly client: Client;
   private readonly ownClient: boolean;
+  private readonly contextBudget?: number;
+  /** Present only with a summarizer (the runner checks for it). */
+  runCompaction?: () => Promise<null>;
 
   constructor(readonly sessionId: string, opts: SidecarSessionOptions = {}) {
     this.ownClient = !opts.client;
     this.client = opts.client ?? new Client(opts.address, opts);
+    this.contextBudget = opts.contextBudget;
+    const summarizer = opts.summarizer;
+    if (summarizer) {
+      const worker = opts.worker ?? "@agentstate/client/agents.SidecarSession";
+      this.runCompaction = async () => {
+        for (;;) {
+          let claim;
+          try {
+            claim = await this.client.conversations.claimCompaction({ worker, threadId: this.sessionId });
+          } catch (e) {
+            if (e instanceof NotFound) return null;
+            throw e;
+          }
+          if (!claim) return null;
+          const text = (await summarizer(claim.compaction!)).slice(0, claim.compaction!.maxSummaryChars) || "(empty)";
+          try {
+            await this.client.conversations.submitSummary(claim, text, { producer: worker });
+          } catch (e) {
+            if (!(e instanceof FailedPrecondition)) throw e; // stale or done: dropped
+          }
+        }
+      };
+    }
   }
 
   async getSessionId(): Promise<string> {
@@ -113,6 +181,15 @@ export class SidecarSession implements Session {
 
   async getItems(limit?: number): Promise<AgentInputItem[]> {
     if (limit !== undefined && limit <= 0) return [];
+    if (this.contextBudget !== undefined) {
+      try {
+        const ctx = await this.client.conversations.getContext(this.sessionId, this.contextBudget);
+        return ctx.items.map(render);
+      } catch (e) {
+        if (e instanceof NotFound) return [];
+        throw e;
+      }
+    }
     let window = limit ?? 0;
     for (;;) {
       let stored: ConversationItem[];
@@ -133,7 +210,7 @@ export class SidecarSession implements Session {
     const inputs = items.map((item) => {
       const text = JSON.stringify(item);
       const d = describeItem(item);
-      return { ...d, clientItemId: crypto.randomUUID(), content: { kind: { case: "msgpack" as const, value: encode(text) } } };
+      return { ...d, clientItemId: newId(), content: { kind: { case: "msgpack" as const, value: encode(text) } } };
     });
     for (let at = 0; at < inputs.length; at += MAX_ITEMS_PER_CALL) {
       await this.client.conversations.append(this.sessionId, inputs.slice(at, at + MAX_ITEMS_PER_CALL), { createThread: true });

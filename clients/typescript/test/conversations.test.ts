@@ -205,3 +205,44 @@ describe("SidecarSession under the runner", () => {
     });
   }
 });
+
+describe("SidecarSession compaction", () => {
+  it("runCompaction with a summarizer under the runner summarises due ranges, originals kept", async () => {
+    const seen: string[] = [];
+    const session = new SidecarSession(`s-${randomUUID()}`, { client: c, summarizer: async (comp) => {
+      seen.push(comp.compactionId);
+      return `summary of ${comp.items.length} items`;
+    } });
+    expect(typeof session.runCompaction).toBe("function");
+    expect(new SidecarSession("x", { client: c }).runCompaction).toBeUndefined();
+    await c.conversations.append(session.sessionId, [], { createThread: true });
+    await c.conversations.setCompactionPolicy({ triggerItems: 4, compactItems: 2, keepLastItems: 1 }, { threadId: session.sessionId });
+    const agent = new Agent({ name: "calc", instructions: "add", model: new FakeModel(), tools: [add] });
+    const runner = new Runner();
+    for (const text of ["first", "second", "third"]) await runner.run(agent, text, { session });
+    const sums = await c.conversations.stub.listSummaries({ namespace: ns, threadId: session.sessionId });
+    expect(seen.length).toBeGreaterThan(0);
+    expect(sums.summaries.filter((s) => s.level === 1).map((s) => s.summaryId)).toEqual(seen.filter((x) => x.startsWith("L1")));
+    expect(sums.summaries.every((s) => s.producer === "@agentstate/client/agents.SidecarSession")).toBe(true);
+    expect((await session.getItems()).length).toBe(12);
+  });
+});
+
+describe("SidecarSession context mode", () => {
+  it("feeds the runner GetContext: summaries within the budget, no call without its result", async () => {
+    const session = new SidecarSession(`s-${randomUUID()}`, { client: c, contextBudget: 4000 });
+    await c.conversations.append(session.sessionId, [], { createThread: true });
+    await c.conversations.setCompactionPolicy({ triggerItems: 4, compactItems: 2, keepLastItems: 2, fallbackAfterMs: 0 },
+      { threadId: session.sessionId });
+    const model = new FakeModel();
+    const agent = new Agent({ name: "calc", instructions: "add", model, tools: [add] });
+    const runner = new Runner();
+    for (const text of ["first", "second", "third"]) await runner.run(agent, text, { session });
+    const last = model.inputs[model.inputs.length - 2] as any[]; // the third run's first model call
+    expect(last.some((i) => typeof i.content === "string" && i.content.startsWith("Summary of earlier conversation"))).toBe(true);
+    const calls = new Set(last.filter((i) => i.type === "function_call").map((i) => i.callId));
+    const results = new Set(last.filter((i) => i.type === "function_call_result").map((i) => i.callId));
+    expect([...calls].sort()).toEqual([...results].sort());
+    expect((await c.conversations.latest(session.sessionId)).length).toBe(12);
+  });
+});
