@@ -94,3 +94,23 @@ def test_unknown_log_format_is_refused(tmp_path):
     out = subprocess.run([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(tmp_path / "d"),
                           "--log-format", "xml"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--log-format" in out.stderr
+
+
+def test_json_lines_carry_a_traceback():
+    import logging
+
+    from sidecar import logs
+    formatter = logs.JsonFormatter()
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.getLogger("sidecar.service").makeRecord(
+            "sidecar.service", logging.ERROR, __file__, 1, "internal error in %s", ("PutCheckpoint",),
+            sys.exc_info(), extra={"rpc": "ThreadService/PutCheckpoint", "thread_id": "t-1", "run_id": ""})
+    line = formatter.format(record)
+    assert "\n" not in line  # one line per record, the traceback inside the JSON string
+    out = json.loads(line)
+    assert (out["level"], out["message"], out["rpc"], out["thread_id"]) == \
+        ("ERROR", "internal error in PutCheckpoint", "ThreadService/PutCheckpoint", "t-1")
+    assert "run_id" not in out  # empty ids are left out
+    assert out["exception"].startswith("Traceback") and "ValueError: boom" in out["exception"]
