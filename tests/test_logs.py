@@ -122,3 +122,23 @@ def test_a_cancelled_server_stream_is_logged_and_the_sidecar_lives(tmp_path, fmt
         assert "DownloadArtifact" in log and "CANCELLED" in log, log[-3000:]
     finally:
         proc.stop()
+
+
+def test_json_lines_carry_a_traceback():
+    import logging
+
+    from sidecar import logs
+    formatter = logs.JsonFormatter()
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.getLogger("sidecar.service").makeRecord(
+            "sidecar.service", logging.ERROR, __file__, 1, "internal error in %s", ("PutCheckpoint",),
+            sys.exc_info(), extra={"rpc": "ThreadService/PutCheckpoint", "thread_id": "t-1", "run_id": ""})
+    line = formatter.format(record)
+    assert "\n" not in line  # one line per record, the traceback inside the JSON string
+    out = json.loads(line)
+    assert (out["level"], out["message"], out["rpc"], out["thread_id"]) == \
+        ("ERROR", "internal error in PutCheckpoint", "ThreadService/PutCheckpoint", "t-1")
+    assert "run_id" not in out  # empty ids are left out
+    assert out["exception"].startswith("Traceback") and "ValueError: boom" in out["exception"]
