@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; see "
                         "docs/operations.md)")
     s.add_argument("--http", type=_http, default=None, metavar="HOST:PORT",
-                   help="serve the web inspector (read-only, no authentication) at http://HOST:PORT/; PORT alone "
+                   help="serve the web inspector (read-only; with --auth-file pages need a token) at http://HOST:PORT/; PORT alone "
                         "binds 127.0.0.1 (off by default)")
     s.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="DEBUG also logs every successful call (failed ones are logged at INFO)")

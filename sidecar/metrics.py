@@ -25,12 +25,14 @@ import os
 import shutil
 import threading
 import time
+from socketserver import ThreadingMixIn
 from typing import Any, Callable
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import start_http_server
+from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.utils import floatToGoString
 
 from . import __version__, logs
@@ -141,11 +143,17 @@ class Metrics:
         self._sources = _Sources(store, collector, ctx, watchdog)
         self.registry.register(self._sources)
 
-    def serve(self, listen: str) -> str:
-        """Start the HTTP endpoint on ``HOST:PORT`` (port 0: any free one); returns ``host:port``."""
+    def serve(self, listen: str, authorizer=None) -> str:
+        """Start the HTTP endpoint on ``HOST:PORT`` (port 0: any free one); returns ``host:port``. With an
+        ``authorizer`` (api/auth.Authorizer, --auth-file) a scrape needs an admin bearer token: 401 without
+        a valid one, 403 with a weaker one (the metrics describe the whole store)."""
         host, port = parse_listen(listen)
         disable_created_metrics()  # no *_created series: the process start time is process_start_time_seconds
-        self._http, _ = start_http_server(port, addr=host, registry=self.registry)
+        app = make_wsgi_app(self.registry)
+        if authorizer is not None:
+            app = _bearer_only(app, authorizer)
+        self._http = make_server(host, port, app, _ThreadingWSGIServer, handler_class=_QuietHandler)
+        threading.Thread(target=self._http.serve_forever, name="sidecar-metrics", daemon=True).start()
         bound = self._http.server_address[1]
         self.address = f"{listen.rpartition(':')[0]}:{bound}"
         return self.address
@@ -155,6 +163,34 @@ class Metrics:
             self._http.shutdown()
             self._http.server_close()
             self._http = None
+
+
+class _ThreadingWSGIServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - scrapes are not logged
+        pass
+
+
+def _bearer_only(app, authorizer):
+    """The WSGI ``app`` behind an admin bearer token (api/auth.Authorizer.check_http)."""
+    from .errors import ApiError  # noqa: PLC0415
+
+    def guarded(environ, start_response):
+        try:
+            authorizer.check_http(environ.get("HTTP_AUTHORIZATION"), "admin")
+        except ApiError as e:
+            status = "401 Unauthorized" if e.reason in ("AUTH_REQUIRED", "AUTH_INVALID") else "403 Forbidden"
+            headers = [("Content-Type", "text/plain; charset=utf-8")]
+            if status.startswith("401"):
+                headers.append(("WWW-Authenticate", "Bearer"))
+            start_response(status, headers)
+            return [f"{e.reason}: {e}\n".encode()]
+        return app(environ, start_response)
+
+    return guarded
 
 
 def _code(context, error: BaseException | None) -> str:

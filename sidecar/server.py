@@ -260,10 +260,10 @@ class Sidecar:
         self.watchdog = Watchdog(self.ctx, self.config.watchdog_interval_seconds)
         self.metrics.watch(self.store, self.collector, self.ctx, self.watchdog)
         if self.config.metrics_listen:
-            log.info("metrics at http://%s/metrics", self.metrics.serve(self.config.metrics_listen))
+            log.info("metrics at http://%s/metrics", self.metrics.serve(self.config.metrics_listen, self.authorizer))
         if self.config.http_listen:
             from .web import WebInspector  # starlette, uvicorn and jinja2 load only when asked for
-            self.web = WebInspector(self.store, self.ctx)
+            self.web = WebInspector(self.store, self.ctx, self.authorizer)
             log.info("web inspector at http://%s/", await self.web.start(self.config.http_listen))
         await self.server.start()
         self.watchdog.start()

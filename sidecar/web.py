@@ -9,8 +9,11 @@ checkpoint tree with forks and branches (click a checkpoint for its values,
 tick two to diff them), its runs, a run's timeline, store stats. The pages
 load nothing from elsewhere: styles are inline, there is no script.
 
-Off unless asked; ``--http PORT`` alone binds 127.0.0.1. No authentication:
-keep it on loopback (or behind something that authenticates).
+Off unless asked; ``--http PORT`` alone binds 127.0.0.1. With ``--auth-file``
+every page needs a bearer token (the ``Authorization`` header, or the
+HttpOnly cookie the ``/login`` form sets) that may read the page's namespace;
+the store page (the whole store) needs an admin token. Without an auth file
+there is no authentication: keep it on loopback.
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ import json
 import logging
 import os
 import socket
+from http.cookies import SimpleCookie
 from typing import Any
+from urllib.parse import parse_qs
 
 import uvicorn
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -32,7 +37,7 @@ from starlette.routing import Route
 from . import inspector
 from .api import artifacts as api_artifacts
 from .api import checkpoints as api_checkpoints
-from .api import context, service
+from .api import auth, context, service
 from .api import effects as api_effects
 from .api import events as api_events
 from .api import runs as api_runs
@@ -118,9 +123,10 @@ def tree_chains(model: dict) -> list[tuple[str, list[dict]]]:
 class WebInspector:
     """The ASGI application and its uvicorn server (see the module doc)."""
 
-    def __init__(self, store, ctx: context.Ctx) -> None:
+    def __init__(self, store, ctx: context.Ctx, authorizer: auth.Authorizer | None = None) -> None:
         self.store = store
         self.ctx = ctx
+        self.authorizer = authorizer
         self.env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
         self.env.filters["pretty"] = _pretty
         self.env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True)
@@ -128,7 +134,9 @@ class WebInspector:
             Route("/", self.threads), Route("/thread", self.thread), Route("/checkpoint", self.checkpoint),
             Route("/diff", self.diff), Route("/run", self.run), Route("/stats", self.stats),
             Route("/healthz", lambda r: PlainTextResponse("ok")),
+            Route("/login", self.login, methods=["GET", "POST"]),
         ])
+        self.app = _Credentials(self.app, authorizer)
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task | None = None
         self.address: str | None = None
@@ -218,6 +226,20 @@ class WebInspector:
 
         return await self._guard(request, build)
 
+    async def login(self, request: Request):
+        """The token form (with --auth-file): a valid token is kept in an HttpOnly cookie for the pages."""
+        if request.method == "GET" or self.authorizer is None:
+            return HTMLResponse(_LOGIN)
+        token = parse_qs((await request.body()).decode(errors="replace")).get("token", [""])[0].strip()
+        try:
+            self.authorizer.bearer(f"Bearer {token}")
+        except ApiError as e:
+            return HTMLResponse(_LOGIN.replace("<!--error-->", f"<p>{e.reason}: {_escape(str(e))}</p>"),
+                                status_code=401)
+        resp = HTMLResponse("", status_code=303, headers={"Location": "/"})
+        resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return resp
+
     # ------------------------------------------------------------ serving
 
     async def start(self, listen: str) -> str:
@@ -250,3 +272,47 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self):
         yield
+
+
+COOKIE = "sidecar_token"
+_LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>sidecar: token</title></head><body>
+<h1>Agent State Sidecar</h1><p>This sidecar requires a token (sidecar token).</p><!--error-->
+<form method="post" action="/login"><input type="password" name="token" autofocus>
+<button type="submit">Open</button></form></body></html>"""
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class _Credentials:
+    """ASGI middleware: with an authorizer, every page but /healthz and /login needs a bearer token that
+    may read its ``ns`` (default "default"); /stats, the whole store, needs admin. 401 or 403 with the
+    token form otherwise."""
+
+    def __init__(self, app, authorizer: auth.Authorizer | None) -> None:
+        self.app = app
+        self.authorizer = authorizer
+
+    async def __call__(self, scope, receive, send):
+        if self.authorizer is None or scope["type"] != "http" or scope["path"] in ("/healthz", "/login"):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        header = headers.get("authorization")
+        if not header and "cookie" in headers:
+            jar = SimpleCookie()
+            with contextlib.suppress(Exception):
+                jar.load(headers["cookie"])
+            if COOKIE in jar and jar[COOKIE].value:
+                header = f"Bearer {jar[COOKIE].value}"
+        store_wide = scope["path"] == "/stats"
+        ns = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("ns", ["default"])[0] or "default"
+        try:
+            self.authorizer.check_http(header, auth.ADMIN if store_wide else auth.READ, None if store_wide else ns)
+        except ApiError as e:
+            status = 401 if e.reason in ("AUTH_REQUIRED", "AUTH_INVALID") else 403
+            page = _LOGIN.replace("<!--error-->", f"<p>{e.reason}: {_escape(str(e))}</p>")
+            return await HTMLResponse(page, status_code=status,
+                                      headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)(
+                scope, receive, send)
+        return await self.app(scope, receive, send)

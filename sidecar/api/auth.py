@@ -297,18 +297,7 @@ class Authorizer:
                 header = value
                 break
         if header is not None:
-            scheme, _, token = header.partition(" ")
-            token = token.strip()
-            if scheme.lower() != "bearer" or not token:
-                raise ApiError("AUTH_INVALID", "the authorization metadata must be 'Bearer <token>'")
-            digest = hashlib.sha256(token.encode(errors="replace")).digest()
-            found = None
-            for candidate, principal in self.policy.tokens:  # every entry: the time says nothing
-                if hmac.compare_digest(candidate, digest):
-                    found = principal
-            if found is None:
-                raise ApiError("AUTH_INVALID", "the bearer token is not valid here (unknown or revoked)")
-            return found
+            return self.bearer(header)
         subject = _peer_subject(context)
         if subject is not None:
             if self.certs_only:
@@ -320,6 +309,37 @@ class Authorizer:
         raise ApiError("AUTH_REQUIRED", "this sidecar requires a credential: send 'authorization: Bearer "
                                         "<token>' metadata" + (" or a client certificate" if self.policy.subjects
                                                                else ""))
+
+    def bearer(self, header: str) -> Principal:
+        """The principal of an ``authorization`` value ("Bearer <token>"); AUTH_INVALID when it is none."""
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise ApiError("AUTH_INVALID", "the authorization metadata must be 'Bearer <token>'")
+        digest = hashlib.sha256(token.encode(errors="replace")).digest()
+        found = None
+        for candidate, principal in self.policy.tokens:  # every entry: the time says nothing
+            if hmac.compare_digest(candidate, digest):
+                found = principal
+        if found is None:
+            raise ApiError("AUTH_INVALID", "the bearer token is not valid here (unknown or revoked)")
+        return found
+
+    def check_http(self, header: str | None, access: str, namespace: str | None = None) -> Principal:
+        """The checks of an HTTP request (the metrics endpoint, the web inspector): a bearer token with
+        ``access`` and, when given, the right to ``namespace``; ApiError (AUTH_REQUIRED, AUTH_INVALID,
+        ROLE_DENIED, NAMESPACE_DENIED) otherwise. Plain HTTP carries no client certificate."""
+        if not header:
+            raise ApiError("AUTH_REQUIRED", "this sidecar requires a credential: send 'Authorization: Bearer "
+                                            "<token>'")
+        principal = self.bearer(header)
+        if ROLES[principal.role] < ROLES[access]:
+            raise ApiError("ROLE_DENIED", f"this page needs the {access} role; the credential has "
+                                          f"{principal.role}", role=access, granted=principal.role)
+        if namespace is not None and not principal.may_use(namespace or DEFAULT_NAMESPACE):
+            raise ApiError("NAMESPACE_DENIED", f"the credential may not use namespace {namespace!r}",
+                           namespace=namespace)
+        return principal
 
     @staticmethod
     def check(principal: Principal, rule: Rule, request=None) -> None:
