@@ -83,8 +83,12 @@ def test_a_missing_rule_fails_at_registration():
     saved = auth.RULES.pop("agentstate.v1.ThreadService/GetThread")
     try:
         authorizer = auth.Authorizer.__new__(auth.Authorizer)
-        with pytest.raises(KeyError):
+
+        async def register():  # a grpc.aio server is made inside a running loop (whatever ran before)
             service.add_to_server(object.__new__(service.ThreadService), descriptor, grpc.aio.server(), authorizer)
+
+        with pytest.raises(KeyError):
+            asyncio.run(register())
     finally:
         auth.RULES["agentstate.v1.ThreadService/GetThread"] = saved
 
