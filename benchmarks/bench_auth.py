@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_auth.py [--calls 3000] [--tokens 50]
 
 Each sidecar gets its own data dir; the client makes `--calls` GetThread calls (a read) and the same
-number of PutWrites (a write), one at a time, and the table gives the median and p99 latency per call
+number of CreateThread (a write), one at a time (--no-compress: no dictionary training in the middle), and the table gives the median and p99 latency per call
 and the ratio to the sidecar without credentials. `--tokens` entries are in the auth file (each call
 hashes its token once and compares it with every entry).
 """
@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+import grpc  # noqa: E402
+
 from agentstate import TLS, Client  # noqa: E402
 from agentstate.v1 import threads_pb2 as pb  # noqa: E402
 from sidecar.api import auth  # noqa: E402
@@ -34,30 +36,44 @@ def free_port() -> int:
 
 
 def start(data: Path, *args: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(data), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-        if line.startswith("sidecar ready"):
+    data.mkdir(parents=True)
+    log = data.parent / f"{data.name}.log"
+    with open(log, "w") as out:  # (a pipe nobody drains would stall the sidecar's logging)
+        proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(data), *args],
+                                stdout=out, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if "sidecar ready" in log.read_text():
             return proc
-    raise RuntimeError("sidecar did not start")
+        time.sleep(0.05)
+    raise RuntimeError(f"sidecar did not start: {log.read_text()}")
+
+
+def timed(fn, req) -> float:
+    """One call's latency; a call refused OVERLOADED (the shared machine ran the sidecar's loop late) is
+    waited out and sent again, and only the attempt that went through is timed."""
+    while True:
+        t = time.perf_counter()
+        try:
+            fn(req)
+            return time.perf_counter() - t
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise
+            time.sleep(0.5)
 
 
 def measure(client: Client, calls: int) -> dict[str, list[float]]:
     client.put_checkpoint("bench", {"n": 1}, checkpoint_id="c1")
     get = pb.GetThreadRequest(namespace=client.namespace, thread_id="bench")
-    out: dict[str, list[float]] = {"GetThread": [], "PutWrites": []}
+    out: dict[str, list[float]] = {"GetThread": [], "CreateThread": []}
     for _ in range(100):  # warm up
         client.threads.GetThread(get)
     for i in range(calls):
-        t = time.perf_counter()
-        client.threads.GetThread(get)
-        out["GetThread"].append(time.perf_counter() - t)
+        out["GetThread"].append(timed(client.threads.GetThread, get))
     for i in range(calls):
-        req = pb.PutWritesRequest(namespace=client.namespace, thread_id="bench", checkpoint_id="c1", writes=[
-            pb.PendingWrite(task_id=f"task{i}", idx=0, channel="c", value=pb.ChannelWrite().value)])
-        t = time.perf_counter()
-        client.threads.PutWrites(req)
-        out["PutWrites"].append(time.perf_counter() - t)
+        req = pb.CreateThreadRequest(namespace=client.namespace, thread_id=f"t{i}")
+        out["CreateThread"].append(timed(client.threads.CreateThread, req))
     return out
 
 
@@ -86,8 +102,7 @@ def main() -> None:
     ]
     for name, flags, make in configs:
         data = base / f"data-{len(rows)}"
-        listen = [] if "--listen" in flags else []
-        proc = start(data, "--listen", f"unix:{data}/sidecar.sock", *listen, *flags)
+        proc = start(data, "--listen", f"unix:{data}/sidecar.sock", "--no-compress", *flags)
         try:
             with make(data) as c:
                 rows.append((name, measure(c, args.calls)))

@@ -51,7 +51,8 @@ def seeds(target: str) -> list[bytes]:
                                             require_thread=False, request_id="")
             out.append(b"\x00" + req.SerializeToString())
         w = pb.PutWritesRequest(namespace="ns", thread_id="t", checkpoint_id="c", writes=[
-            pb.PendingWrite(task_id="task", idx=0, channel="c", value=pb.ChannelWrite().value)])
+            pb.PendingWrite(task_id="task", idx=0, channel="c", value=pb.ChannelWrite().value),
+            pb.PendingWrite(task_id="task", idx=1, channel="c", value=pb.ChannelWrite(value={"msgpack": b"\x01"}).value)])
         out.append(b"\x01" + w.SerializeToString())
         b = pb.BatchWriteRequest(namespace="ns", writes=[pb.BatchedWrite(put_checkpoint=pb.PutCheckpointRequest(
             namespace="ns", thread_id="t"))])

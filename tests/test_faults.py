@@ -95,6 +95,27 @@ def test_io_errors_under_write_load(tmp_path, durability):
         "LD_PRELOAD": str(shim), "FAULTSHIM_DIR": str(data), "FAULTSHIM_OUT": str(count_file),
         "FAULTSHIM_PERCENT": "40"})
     proc.start()
+    try:
+        lost = _fault_loop(proc, count_file, durability)
+    finally:
+        proc.stop()
+    restarted = SidecarProcess(data, "--durability", durability)
+    restarted.start()
+    try:
+        with restarted.client(timeout=30) as c:
+            lost += verify(c, *_fault_loop.results)
+            assert c.get_values("after") == {"ok": True}
+            report = c.check_integrity()
+            assert report.missing_blobs == 0 and not report.problems, report
+    finally:
+        restarted.stop()
+    print(f"writes lost: {lost}; environment reopened after fatal write errors: "
+          f"{proc.log().count('LMDB environment reopened')}")
+    assert lost == 0
+
+
+def _fault_loop(proc: SidecarProcess, count_file: Path, durability: str) -> int:
+    """Writers under injected faults; returns the acknowledged writes missing afterwards (checked live)."""
     acked: dict[str, dict[str, dict]] = {}
     refused: dict[str, list] = {}
     unclear: list = []
@@ -146,27 +167,13 @@ def test_io_errors_under_write_load(tmp_path, durability):
           f"acknowledged, {n_refused} refused (disk reasons or OVERLOADED), {len(unclear)} other errors")
     assert not unclear, unclear[:5]
     assert injected > 0 and n_refused > 0 and n_acked > 0
-    try:
-        with Client(proc.address, timeout=30) as c:
-            c.put_checkpoint("after", {"ok": True})  # recovered: writes work again
-            lost = verify(c, acked, refused)
-            report = c.check_integrity()
-            assert report.missing_blobs == 0 and not report.problems, report
-    finally:
-        assert proc.stop() == 0
-    restarted = SidecarProcess(data, "--durability", durability)
-    restarted.start()
-    try:
-        with restarted.client(timeout=30) as c:
-            lost += verify(c, acked, refused)
-            assert c.get_values("after") == {"ok": True}
-            report = c.check_integrity()
-            assert report.missing_blobs == 0 and not report.problems, report
-    finally:
-        restarted.stop()
-    print(f"writes lost: {lost}; environment reopened after fatal write errors: "
-          f"{proc.log().count('LMDB environment reopened')}")
-    assert lost == 0
+    _fault_loop.results = (acked, refused)
+    with Client(proc.address, timeout=30) as c:
+        c.put_checkpoint("after", {"ok": True})  # recovered: writes work again
+        lost = verify(c, acked, refused)
+        report = c.check_integrity()
+        assert report.missing_blobs == 0 and not report.problems, report
+    return lost
 
 
 def verify(c: Client, acked: dict, refused: dict) -> int:
