@@ -771,3 +771,23 @@ def test_dockerfile_follows_the_transport_rules():
         weaker = server.Config(**{**config.__dict__, drop: None, **({"tls_key": None} if drop == "tls_cert" else {})})
         with pytest.raises(server.ConfigError):
             server.check_transport(weaker)
+
+
+def test_mutual_tls_without_an_auth_file(tmp_path):
+    """--tls-client-ca alone: every certificate the CA signed may do everything; none, nothing."""
+    pki = PKI(tmp_path / "pki")
+    pki.client("ops")
+    port = free_port()
+    proc = SidecarProcess(tmp_path / "data", "--listen", f"127.0.0.1:{port}", "--tls-cert", str(pki.server_cert),
+                          "--tls-key", str(pki.server_key), "--tls-client-ca", str(pki.ca))
+    proc.start()
+    try:
+        with Client(f"127.0.0.1:{port}", namespace=OTHER, tls=_tls(pki, "ops"), timeout=5) as c:
+            c.put_checkpoint("t", {"n": 1})
+            assert c.store_stats().threads == 1  # admin too
+        with Client(proc.address, namespace=OTHER, timeout=5) as c:  # the unix socket: no certificate there
+            with pytest.raises(Unauthenticated) as info:
+                c.get_values("t")
+            assert info.value.reason == "AUTH_REQUIRED"
+    finally:
+        proc.stop()
