@@ -790,3 +790,15 @@ def test_mutual_tls_without_an_auth_file(tmp_path):
             assert info.value.reason == "AUTH_REQUIRED"
     finally:
         proc.stop()
+
+
+def test_a_world_writable_auth_file_is_warned_about(tmp_path, tokens):
+    auth_file = tmp_path / "auth.toml"
+    auth_file.write_text(auth.entry_toml(tokens.writer, "write", [NS]))
+    auth_file.chmod(0o666)
+    proc = SidecarProcess(tmp_path / "data", "--auth-file", str(auth_file))
+    start_with_token(proc, tokens.writer)
+    try:
+        assert "is writable by other users" in proc.log()
+    finally:
+        proc.stop()
