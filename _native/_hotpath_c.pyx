@@ -1820,7 +1820,7 @@ cdef object _swap_refs(object node_obj, Py_ssize_t old, Py_ssize_t new, object c
     cdef bint is_map
     cdef list refs
     if n == 0:
-        raise IndexError("index out of range")
+        raise _Corrupt("empty node")
     is_map = p[0] == C_TAG_MAP
     refs = []
     if is_map:
@@ -1928,7 +1928,7 @@ cdef bytes _stored_enc(bytes rec, object fetch):
     cdef bytes chunk, out
     cdef unsigned char* q
     if n <= C_HASH:
-        raise IndexError("index out of range")
+        raise _Corrupt("value record too short")
     tag = p[C_HASH]
     if tag == C_TAG_VALUE:
         return PyBytes_FromStringAndSize(<char*>p + C_HASH + 1, n - C_HASH - 1)
@@ -2000,7 +2000,7 @@ cdef int _expand_ids(bytes node_id, int level, object fetch, IdBuf* buf) except 
     cdef Py_ssize_t n = PyBytes_GET_SIZE(rec)
     cdef const unsigned char* p = _r(rec)
     if n <= C_HASH:
-        raise IndexError("index out of range")
+        raise _Corrupt("list node record too short")
     if level == 0:
         if p[C_HASH] != C_TAG_LEAF or n != C_HASH + 1 + C_LEAF_ITEMS * C_ID:
             raise _Corrupt("bad list leaf")
@@ -2023,7 +2023,7 @@ cdef Py_ssize_t _list_ids(bytes rec, object fetch, IdBuf* buf) except -1:
     cdef uint64_t count, m
     cdef int k
     if n <= C_HASH:
-        raise IndexError("index out of range")
+        raise _Corrupt("list root record too short")
     if p[C_HASH] != C_TAG_LIST:
         raise _Corrupt("not a list root")
     count = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
@@ -2092,7 +2092,7 @@ cdef int _collect_map(bytes rec, object fetch, list out) except -1:
     cdef const unsigned char* p = _r(rec) + C_HASH  # the stored node
     cdef list ids
     if n <= 0:
-        raise IndexError("index out of range")
+        raise _Corrupt("map node record too short")
     if p[0] == C_TAG_MAP:
         count = _map_leaf_count(p, n, C_ID)
         pos = 5
@@ -2116,4 +2116,7 @@ def stored_map_entries(record, fetch):
     cdef bytes k
     _collect_map(_b(record), fetch, raw)
     raw.sort()
-    return [(PyUnicode_DecodeUTF8(PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), "strict"), v) for k, v in raw]
+    try:
+        return [(PyUnicode_DecodeUTF8(PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), "strict"), v) for k, v in raw]
+    except UnicodeDecodeError:
+        raise _Corrupt("map key is not UTF-8") from None

@@ -163,6 +163,7 @@ class Sidecar:
         if self.authorizer is None or self.authorizer.path is None:
             log.info("SIGHUP: no auth file to reload")
             return False
+        _check_auth_file_mode(self.authorizer.path)
         try:
             policy = self.authorizer.reload()
         except auth.AuthFileError as e:
@@ -191,6 +192,8 @@ class Sidecar:
             ca = _read(self.config.tls_client_ca) if self.config.tls_client_ca else None
             credentials = grpc.ssl_server_credentials([(_read(self.config.tls_key), _read(self.config.tls_cert))],
                                                       root_certificates=ca, require_client_auth=ca is not None)
+        if self.config.auth_file:
+            _check_auth_file_mode(self.config.auth_file)
         if self.config.auth_file or self.config.tls_client_ca:
             try:
                 self.authorizer = auth.Authorizer(self.config.auth_file, client_certs=bool(self.config.tls_client_ca))
@@ -381,3 +384,14 @@ def _socket_dir(path: str) -> None:
     if mode & 0o077:
         log.warning("the socket %s is in %s (mode %o): other users can reach its directory; the socket "
                     "itself is 0600, a 0700 directory is safer", path, directory, mode)
+
+
+def _check_auth_file_mode(path: str) -> None:
+    """Whoever can write the auth file can let themselves in: warn when others may."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        return  # (loading it reports the error)
+    if mode & 0o022:
+        log.warning("the auth file %s (mode %o) is writable by other users, who could add tokens of their own",
+                    path, mode)

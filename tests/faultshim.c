@@ -4,6 +4,9 @@
  *   FAULTSHIM_OUT=/path/count     where SIGRTMIN+4 writes "<injected faults>\n"
  *   FAULTSHIM_PERCENT=50          with faults on, fail this share of the affected calls (default 100), so
  *                                 that a commit can fail after some of its writes went through
+ *   FAULTSHIM_LIMIT=4194304       a filesystem of fixed size, always on: a write that would make a file under
+ *                                 the directory longer than this many bytes fails with ENOSPC (writes inside
+ *                                 a file's current length go through, as blocks already allocated do)
  *
  * Signals switch the mode at run time (Python leaves real-time signals alone):
  *   SIGRTMIN+1  fail with EIO      SIGRTMIN+2  fail with ENOSPC      SIGRTMIN+3  no faults
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -33,6 +37,7 @@ static char dir[PATH_MAX];
 static size_t dir_len;
 static char out_path[PATH_MAX];
 static int percent = 100;
+static long long limit;
 static atomic_uint rng = 2463534242u;
 
 static ssize_t (*real_write)(int, const void *, size_t);
@@ -77,6 +82,8 @@ __attribute__((constructor)) static void init(void) {
     }
     const char *o = getenv("FAULTSHIM_OUT");
     if (o) strncpy(out_path, o, sizeof out_path - 1);
+    const char *l = getenv("FAULTSHIM_LIMIT");
+    if (l) limit = atoll(l);
     const char *p = getenv("FAULTSHIM_PERCENT");
     if (p) percent = atoi(p);
     struct sigaction sa;
@@ -112,11 +119,41 @@ static int fault(int fd) {
 
 #define FAIL_IF(fd) do { int e_ = fault(fd); if (e_) { errno = e_; return -1; } } while (0)
 
-ssize_t write(int fd, const void *b, size_t n) { FAIL_IF(fd); return real_write(fd, b, n); }
-ssize_t pwrite(int fd, const void *b, size_t n, off_t o) { FAIL_IF(fd); return real_pwrite(fd, b, n, o); }
-ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { FAIL_IF(fd); return real_pwrite64(fd, b, n, o); }
-ssize_t writev(int fd, const struct iovec *v, int c) { FAIL_IF(fd); return real_writev(fd, v, c); }
-ssize_t pwritev(int fd, const struct iovec *v, int c, off_t o) { FAIL_IF(fd); return real_pwritev(fd, v, c, o); }
+static int in_dir(int fd) {
+    char link[64], path[PATH_MAX];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n <= 0) return 0;
+    path[n] = 0;
+    return dir_len && (size_t)n >= dir_len && strncmp(path, dir, dir_len) == 0;
+}
+
+/* ENOSPC if writing [off, off + n) would grow a file under the directory past the limit */
+static int full(int fd, long long off, size_t n) {
+    if (!limit || fd < 0) return 0;
+    if (off < 0) off = lseek(fd, 0, SEEK_CUR);
+    long long end = off + (long long)n;
+    if (end <= limit) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || end <= st.st_size) return 0;
+    if (!in_dir(fd)) return 0;
+    atomic_fetch_add(&injected, 1);
+    return ENOSPC;
+}
+
+static size_t iov_len(const struct iovec *v, int c) {
+    size_t t = 0;
+    for (int i = 0; i < c; i++) t += v[i].iov_len;
+    return t;
+}
+
+#define FULL_IF(fd, off, n) do { int e_ = full(fd, off, n); if (e_) { errno = e_; return -1; } } while (0)
+
+ssize_t write(int fd, const void *b, size_t n) { FAIL_IF(fd); FULL_IF(fd, -1, n); return real_write(fd, b, n); }
+ssize_t pwrite(int fd, const void *b, size_t n, off_t o) { FAIL_IF(fd); FULL_IF(fd, o, n); return real_pwrite(fd, b, n, o); }
+ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { FAIL_IF(fd); FULL_IF(fd, o, n); return real_pwrite64(fd, b, n, o); }
+ssize_t writev(int fd, const struct iovec *v, int c) { FAIL_IF(fd); FULL_IF(fd, -1, iov_len(v, c)); return real_writev(fd, v, c); }
+ssize_t pwritev(int fd, const struct iovec *v, int c, off_t o) { FAIL_IF(fd); FULL_IF(fd, o, iov_len(v, c)); return real_pwritev(fd, v, c, o); }
 int fsync(int fd) { FAIL_IF(fd); return real_fsync(fd); }
 int fdatasync(int fd) { FAIL_IF(fd); return real_fdatasync(fd); }
 int sync_file_range(int fd, off_t o, off_t n, unsigned int f) { FAIL_IF(fd); return real_sync_file_range(fd, o, n, f); }

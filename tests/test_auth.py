@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import signal
 import socket
 import stat
@@ -802,3 +801,35 @@ def test_dockerfile_follows_the_transport_rules():
         weaker = server.Config(**{**config.__dict__, drop: None, **({"tls_key": None} if drop == "tls_cert" else {})})
         with pytest.raises(server.ConfigError):
             server.check_transport(weaker)
+
+
+def test_mutual_tls_without_an_auth_file(tmp_path):
+    """--tls-client-ca alone: every certificate the CA signed may do everything; none, nothing."""
+    pki = PKI(tmp_path / "pki")
+    pki.client("ops")
+    port = free_port()
+    proc = SidecarProcess(tmp_path / "data", "--listen", f"127.0.0.1:{port}", "--tls-cert", str(pki.server_cert),
+                          "--tls-key", str(pki.server_key), "--tls-client-ca", str(pki.ca))
+    proc.start()
+    try:
+        with Client(f"127.0.0.1:{port}", namespace=OTHER, tls=_tls(pki, "ops"), timeout=5) as c:
+            c.put_checkpoint("t", {"n": 1})
+            assert c.store_stats().threads == 1  # admin too
+        with Client(proc.address, namespace=OTHER, timeout=5) as c:  # the unix socket: no certificate there
+            with pytest.raises(Unauthenticated) as info:
+                c.get_values("t")
+            assert info.value.reason == "AUTH_REQUIRED"
+    finally:
+        proc.stop()
+
+
+def test_a_world_writable_auth_file_is_warned_about(tmp_path, tokens):
+    auth_file = tmp_path / "auth.toml"
+    auth_file.write_text(auth.entry_toml(tokens.writer, "write", [NS]))
+    auth_file.chmod(0o666)
+    proc = SidecarProcess(tmp_path / "data", "--auth-file", str(auth_file))
+    start_with_token(proc, tokens.writer)
+    try:
+        assert "is writable by other users" in proc.log()
+    finally:
+        proc.stop()

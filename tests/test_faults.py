@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import grpc
 import lmdb
 import pytest
 
@@ -95,6 +96,27 @@ def test_io_errors_under_write_load(tmp_path, durability):
         "LD_PRELOAD": str(shim), "FAULTSHIM_DIR": str(data), "FAULTSHIM_OUT": str(count_file),
         "FAULTSHIM_PERCENT": "40"})
     proc.start()
+    try:
+        lost = _fault_loop(proc, count_file, durability)
+    finally:
+        proc.stop()
+    restarted = SidecarProcess(data, "--durability", durability)
+    restarted.start()
+    try:
+        with restarted.client(timeout=30) as c:
+            lost += verify(c, *_fault_loop.results)
+            assert c.get_values("after") == {"ok": True}
+            report = c.check_integrity()
+            assert report.missing_blobs == 0 and not report.problems, report
+    finally:
+        restarted.stop()
+    print(f"writes lost: {lost}; environment reopened after fatal write errors: "
+          f"{proc.log().count('LMDB environment reopened')}")
+    assert lost == 0
+
+
+def _fault_loop(proc: SidecarProcess, count_file: Path, durability: str) -> int:
+    """Writers under injected faults; returns the acknowledged writes missing afterwards (checked live)."""
     acked: dict[str, dict[str, dict]] = {}
     refused: dict[str, list] = {}
     unclear: list = []
@@ -146,27 +168,13 @@ def test_io_errors_under_write_load(tmp_path, durability):
           f"acknowledged, {n_refused} refused (disk reasons or OVERLOADED), {len(unclear)} other errors")
     assert not unclear, unclear[:5]
     assert injected > 0 and n_refused > 0 and n_acked > 0
-    try:
-        with Client(proc.address, timeout=30) as c:
-            c.put_checkpoint("after", {"ok": True})  # recovered: writes work again
-            lost = verify(c, acked, refused)
-            report = c.check_integrity()
-            assert report.missing_blobs == 0 and not report.problems, report
-    finally:
-        assert proc.stop() == 0
-    restarted = SidecarProcess(data, "--durability", durability)
-    restarted.start()
-    try:
-        with restarted.client(timeout=30) as c:
-            lost += verify(c, acked, refused)
-            assert c.get_values("after") == {"ok": True}
-            report = c.check_integrity()
-            assert report.missing_blobs == 0 and not report.problems, report
-    finally:
-        restarted.stop()
-    print(f"writes lost: {lost}; environment reopened after fatal write errors: "
-          f"{proc.log().count('LMDB environment reopened')}")
-    assert lost == 0
+    _fault_loop.results = (acked, refused)
+    with Client(proc.address, timeout=30) as c:
+        c.put_checkpoint("after", {"ok": True})  # recovered: writes work again
+        lost = verify(c, acked, refused)
+        report = c.check_integrity()
+        assert report.missing_blobs == 0 and not report.problems, report
+    return lost
 
 
 def verify(c: Client, acked: dict, refused: dict) -> int:
@@ -189,3 +197,58 @@ def wait_until(cond, timeout: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- a full disk
+
+def test_disk_full_then_space_again(tmp_path):
+    """A filesystem of fixed size (the shim refuses, with ENOSPC, any write that would grow a file of the data
+    directory past 4 MB): writes fill it and are then refused with STORAGE_FULL, changing nothing; reads go
+    on; deleting threads and collecting garbage frees pages that new writes reuse; every acknowledged
+    write that was not deleted is intact, also after a restart, and the integrity check is clean."""
+    shim = build_shim(tmp_path)
+    data = (tmp_path / "data").resolve()
+    proc = SidecarProcess(data, "--no-compress", "--map-size", "64M", env={
+        "LD_PRELOAD": str(shim), "FAULTSHIM_DIR": str(data), "FAULTSHIM_LIMIT": str(4 << 20),
+        "FAULTSHIM_OUT": str(tmp_path / "injected")})
+    proc.start()
+    rnd = random.Random(7)
+    acked: dict[str, dict] = {}
+    try:
+        with Client(proc.address, timeout=30) as c:  # (retries OVERLOADED on a busy machine, never STORAGE_FULL)
+            full = 0
+            for i in range(2000):
+                value = {"blob": rnd.randbytes(20_000).hex()}
+                try:
+                    c.put_checkpoint(f"t{i}", value, checkpoint_id="c1")
+                    acked[f"t{i}"] = value
+                except AgentStateError as e:
+                    assert (e.code, e.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "STORAGE_FULL"), e
+                    full += 1
+                    if full == 5:
+                        break
+            assert full == 5 and len(acked) > 20, (full, len(acked))
+            assert (data / "data.mdb").stat().st_size <= 4 << 20
+            first = next(iter(acked))
+            assert c.get_values(first) == acked[first]  # reads go on
+            for tid in list(acked)[: len(acked) // 2]:
+                c.delete_thread(tid)
+                del acked[tid]
+            assert c.collect_garbage().freed_blobs > 0
+            for i in range(5):  # the freed pages hold new writes
+                value = {"blob": rnd.randbytes(20_000).hex()}
+                c.put_checkpoint(f"again{i}", value, checkpoint_id="c1")
+                acked[f"again{i}"] = value
+            assert all(c.get_values(tid) == v for tid, v in acked.items())
+            report = c.check_integrity()
+            assert report.missing_blobs == 0 and not report.problems, report
+    finally:
+        proc.stop()
+    restarted = SidecarProcess(data)
+    restarted.start()
+    try:
+        with restarted.client(timeout=30) as c:
+            assert all(c.get_values(tid) == v for tid, v in acked.items())
+            assert c.check_integrity().missing_blobs == 0
+    finally:
+        restarted.stop()

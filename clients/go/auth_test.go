@@ -163,3 +163,53 @@ func TestTokenDenials(t *testing.T) {
 		}
 	}
 }
+
+func TestMutualTLS(t *testing.T) {
+	proc, err := newSidecar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proc.cleanup)
+	pki := filepath.Join(proc.dir, "pki")
+	if out, err := exec.Command(sidecarPython(), filepath.Join(repoRoot(), "tests", "certs.py"), pki, "agent-go").CombinedOutput(); err != nil {
+		t.Fatalf("certs.py: %v\n%s", err, out)
+	}
+	authFile := filepath.Join(proc.dir, "auth.toml")
+	entry := "[[client_cert]]\nsubject = \"O=Agent State Tests,CN=agent-go\"\nrole = \"write\"\nnamespaces = [\"team-go\"]\n"
+	if err := os.WriteFile(authFile, []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freeTCPPort(t)
+	tcp := fmt.Sprintf("127.0.0.1:%d", port)
+	proc.extra = []string{tcp}
+	proc.args = []string{"--auth-file", authFile, "--tls-cert", filepath.Join(pki, "server.pem"), "--tls-key", filepath.Join(pki, "server.key"), "--tls-client-ca", filepath.Join(pki, "ca.pem")}
+	if err := proc.start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &authSidecar{pki: pki}
+	cfg := s.tlsConfig(t)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "agent-go.pem"), filepath.Join(pki, "agent-go.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Certificates = []tls.Certificate{cert}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(tcp, &Options{Namespace: "team-go", TLS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.PutCheckpoint(ctx, "t-mtls", map[string]any{"n": int64(2)}, nil); err != nil {
+		t.Fatalf("the certificate's entry allows writes in team-go: %v", err)
+	}
+	other, err := Dial(tcp, &Options{Namespace: "elsewhere", TLS: cfg, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var e *Error
+	if _, err := other.GetThread(ctx, "t-mtls"); !errors.As(err, &e) || e.Reason != "NAMESPACE_DENIED" {
+		t.Errorf("another namespace: %v", err)
+	}
+}

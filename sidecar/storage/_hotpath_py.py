@@ -537,6 +537,8 @@ def _swap_refs(node: bytes, old: int, new: int, convert: Callable[[bytes], bytes
     The node's layout is checked before ``convert`` is called: a damaged node
     raises CorruptNode without ``convert`` ever seeing a truncated reference.
     """
+    if not node:
+        raise CorruptNode("empty node")
     if node[0] == TAG_MAP:
         parts = []
         prev = 0
@@ -586,6 +588,8 @@ def stored_children(stored: bytes) -> list[bytes]:
 
 def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
     """The value encoding held by a value record (``v``, or ``C`` reassembled from its chunks)."""
+    if len(record) <= HASH_SIZE:
+        raise CorruptNode("value record too short")
     tag = record[HASH_SIZE]
     if tag == TAG_VALUE:
         return record[HASH_SIZE + 1:]
@@ -616,6 +620,8 @@ def stored_list_length(record: bytes) -> int:
 
 def stored_list_ids(record: bytes, fetch: RecordFetch) -> list[bytes]:
     """Item ids of a list, in order, from its root record."""
+    if len(record) <= HASH_SIZE:
+        raise CorruptNode("list root record too short")
     if record[HASH_SIZE] != TAG_LIST:
         raise CorruptNode("not a list root")
     n = stored_list_length(record)
@@ -635,6 +641,8 @@ def stored_list_ids(record: bytes, fetch: RecordFetch) -> list[bytes]:
 def _expand_stored(node_id: bytes, level: int, fetch: RecordFetch, out: list[bytes]) -> None:
     rec = _get(fetch, node_id)
     base = HASH_SIZE + 1
+    if len(rec) <= HASH_SIZE:
+        raise CorruptNode("list node record too short")
     if level == 0:
         if rec[HASH_SIZE] != TAG_LEAF or len(rec) != base + LEAF_ITEMS * ID_SIZE:
             raise CorruptNode("bad list leaf")
@@ -656,11 +664,16 @@ def stored_map_entries(record: bytes, fetch: RecordFetch) -> list[tuple[str, byt
     out: list[tuple[bytes, bytes]] = []
     _collect_stored_map(record, fetch, out)
     out.sort()
-    return [(k.decode(), v) for k, v in out]
+    try:
+        return [(k.decode(), v) for k, v in out]
+    except UnicodeDecodeError:
+        raise CorruptNode("map key is not UTF-8") from None
 
 
 def _collect_stored_map(record: bytes, fetch: RecordFetch, out: list) -> None:
     node = record[HASH_SIZE:]
+    if not node:
+        raise CorruptNode("map node record too short")
     if node[0] == TAG_MAP:
         prev = 5
         for off in _map_leaf_refs(node, ID_SIZE):

@@ -168,6 +168,11 @@ class GarbageCollector:
                 records.expire_requests(txn, store.db)
 
             store.write(switch_off)
+        if stats.freed_blobs:
+            # LMDB hands out the pages a transaction freed only from the second commit after it on. One
+            # small commit now, so that the next write can use the space at once: on a full disk it is
+            # the only space there is (tests/test_faults.py test_disk_full_then_space_again).
+            store.write(lambda txn: txn.put(b"gc_runs", layout.u64(self.runs + 1), db=store.db["meta"]))
         stats.seconds = time.monotonic() - started
         log.info("gc: %d reachable, freed %d blobs (%d bytes) in %.3fs", stats.reachable_blobs,
                  stats.freed_blobs, stats.freed_bytes, stats.seconds)

@@ -63,7 +63,7 @@ class Client:
     True makes every call wait, False none.
 
     ``token`` is a bearer token for a sidecar started with ``--auth-file``
-    (sent as call credentials: over TLS or a local connection only); ``tls``
+    (sent as metadata on every call, over TLS or a local connection only); ``tls``
     a :class:`agentstate.TLS` (or True: TLS with the system's roots) for a
     sidecar serving TLS. See :mod:`agentstate.transport`.
     """

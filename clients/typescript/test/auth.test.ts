@@ -4,7 +4,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -127,4 +127,30 @@ describe("token and TLS options", () => {
       denied.close();
     }
   });
+});
+
+describe("mutual TLS", () => {
+  it("a client certificate mapped in the auth file reads its namespace, and only reads", async () => {
+    const mdir = mkdtempSync(join(tmpdir(), "agentstate-ts-mtls-"));
+    execFileSync(sidecarPython(), [join(REPO, "tests", "certs.py"), join(mdir, "pki"), "agent-ts"]);
+    const authFile = join(mdir, "auth.toml");
+    writeFileSync(authFile, '[[client_cert]]\nsubject = "O=Agent State Tests,CN=agent-ts"\nrole = "read"\nnamespaces = ["team-ts"]\n');
+    const mport = await freePort();
+    const m = new Sidecar(join(mdir, "data"));
+    m.extraListen = [`127.0.0.1:${mport}`];
+    m.extraArgs = ["--auth-file", authFile, "--tls-cert", join(mdir, "pki", "server.pem"), "--tls-key", join(mdir, "pki", "server.key"),
+      "--tls-client-ca", join(mdir, "pki", "ca.pem")];
+    await m.start();
+    const pem = (n: string) => readFileSync(join(mdir, "pki", n));
+    const tls = { rootCerts: pem("ca.pem"), certChain: pem("agent-ts.pem"), privateKey: pem("agent-ts.key") };
+    const c = new Client(`127.0.0.1:${mport}`, { namespace: NS, tls, timeoutMs: 5000 });
+    try {
+      await expectDenied(c.getThread("missing"), AgentStateError, "THREAD_NOT_FOUND"); // a read gets through
+      await expectDenied(c.putCheckpoint("t", { n: 1 }), PermissionDenied, "ROLE_DENIED");
+    } finally {
+      c.close();
+      await m.stop();
+      rmSync(mdir, { recursive: true, force: true });
+    }
+  }, 60000);
 });
