@@ -27,6 +27,8 @@ import type { DescMessage, DescMethod, MessageInitShape, MessageShape } from "@b
 import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub } from "./rpc.js";
 import { safeAsSent } from "./retries.js";
 import { HeldRun } from "./runs.js";
+import { Memory } from "./memory.js";
+import { MemoryService } from "./gen/agentstate/v1/memory_pb.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
 import { newId } from "./ids.js";
 import {
@@ -159,6 +161,8 @@ export class Client {
   readonly events: Stub<typeof EventService extends GenService<infer S> ? S : never>;
   readonly effects: Stub<typeof EffectService extends GenService<infer S> ? S : never>;
   readonly artifacts: Stub<typeof ArtifactService extends GenService<infer S> ? S : never>;
+  /** MemoryService calls (memory.ts): put, get, delete, search, batch, listNamespaces, history, sweep. */
+  readonly memory: Memory;
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
   private readonly waitForReady?: boolean;
@@ -178,6 +182,7 @@ export class Client {
     this.events = this.stub(EventService);
     this.effects = this.stub(EffectService);
     this.artifacts = this.stub(ArtifactService);
+    this.memory = new Memory(this.stub(MemoryService), this.namespace);
   }
 
   /** A typed stub of any generated service on this client's channel (client-streaming methods are left out). */
