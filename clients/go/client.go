@@ -100,7 +100,7 @@ func Dial(address string, opts *Options) (*Client, error) {
 	return &Client{Conn: conn, Threads: pb.NewThreadServiceClient(conn), Admin: pb.NewAdminServiceClient(conn),
 		Runs: pb.NewRunServiceClient(conn), Events: pb.NewEventServiceClient(conn),
 		Effects: pb.NewEffectServiceClient(conn), Artifacts: pb.NewArtifactServiceClient(conn),
-		Memory: &Memory{MemoryServiceClient: pb.NewMemoryServiceClient(conn), namespace: ns},
+		Memory:    &Memory{MemoryServiceClient: pb.NewMemoryServiceClient(conn), namespace: ns},
 		Namespace: ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 
