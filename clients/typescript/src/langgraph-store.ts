@@ -124,6 +124,18 @@ export function textsAt(value: unknown, path: string): string[] {
   return walk(value, 0);
 }
 
+/** A copy of a plain value without its undefined object properties (what JSON keeps of it; InMemoryStore keeps
+ * them as undefined, which reads the same). Other objects are left as they are for the codec. */
+function withoutUndefined(v: any): any {
+  if (Array.isArray(v)) return v.map(withoutUndefined);
+  if (v && typeof v === "object" && Object.getPrototypeOf(v) === Object.prototype) {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) if (x !== undefined) out[k] = withoutUndefined(x);
+    return out;
+  }
+  return v;
+}
+
 function validateLabels(namespace: string[]): void {
   validateNamespace(namespace, { allowReservedRoot: true });
   if (namespace.some((label) => label.includes(":"))) {
@@ -232,7 +244,7 @@ export class SidecarStore extends BaseStore {
         } else {
           const last = puts.get(k) === op;
           const vecs = last ? vectors.get(k) : undefined;
-          req.push({ op: { case: "put", value: { ...putRequest("", op.namespace, op.key, op.value, {
+          req.push({ op: { case: "put", value: { ...putRequest("", op.namespace, op.key, withoutUndefined(op.value), {
             vectors: vecs, vectorSpace: vecs ? this.vectorSpace : "", mergeVectors: true,
           }), namespace: "" } } });
         }
