@@ -95,6 +95,17 @@ export const RULES: Record<string, Rule> = {
   "EffectService.FailEffect": { kind: "by token" },
   "EffectService.GetEffect": READ,
   "EffectService.ListEffects": READ,
+  "MemoryService.PutMemoryItem": REQUEST_ID,
+  "MemoryService.GetMemoryItem": READ,
+  "MemoryService.DeleteMemoryItem": { kind: "idempotent", when: (r) => (r.allowMissing as boolean) && r.etag === "" },
+  "MemoryService.BatchMemory": {
+    kind: "read-only",
+    when: (r) => (r.ops as { op: { case?: string } }[]).every((o) => o.op.case !== "put" && o.op.case !== "delete"),
+  },
+  "MemoryService.ListMemoryNamespaces": READ,
+  "MemoryService.SearchMemoryItems": READ,
+  "MemoryService.GetMemoryItemHistory": READ,
+  "MemoryService.SweepExpiredMemoryItems": { kind: "idempotent" },
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */

@@ -23,9 +23,11 @@ import { RunService, RunStatus } from "../src/gen/agentstate/v1/runs_pb.js";
 import { EventService } from "../src/gen/agentstate/v1/events_pb.js";
 import { ArtifactService } from "../src/gen/agentstate/v1/artifacts_pb.js";
 import { EffectService, EffectState } from "../src/gen/agentstate/v1/effects_pb.js";
+import { MemoryService } from "../src/gen/agentstate/v1/memory_pb.js";
 import { REPO, Sidecar } from "./sidecar.js";
 
-const SERVICES = [ThreadService, AdminService, RunService, EventService, ArtifactService, EffectService] as unknown as DescService[];
+const SERVICES = [ThreadService, AdminService, RunService, EventService, ArtifactService, EffectService,
+  MemoryService] as unknown as DescService[];
 const method = (service: DescService, name: string) => service.methods.find((m) => m.name === name)!;
 
 /** The rows of docs/clients.md "Which calls are retried": RPC -> rule. */
