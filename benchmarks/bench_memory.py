@@ -54,7 +54,8 @@ def doc(i: int) -> dict:
     return {"i": i, "g": i % 10, "text": f"memory number {i} about topic {i % 97}"}
 
 
-def run(base: Path, quick: bool, log) -> dict:
+def run(base: Path, quick: bool, log, items: int | None = None, vectors: int | None = None, dims: int | None = None,
+        reps: int | None = None) -> dict:
     import grpc
     import numpy as np
     from langgraph.store.base import PutOp
@@ -66,9 +67,9 @@ def run(base: Path, quick: bool, log) -> dict:
     from agentstate.v1 import memory_pb2 as mpb
     from run import Proc, sidecar
 
-    n_items = 5_000 if quick else 100_000
-    n_vec, dims = (2_000, 64) if quick else (50_000, 768)
-    reps = 30 if quick else 100
+    n_items = items or (5_000 if quick else 100_000)
+    n_vec, dims = vectors or (2_000 if quick else 50_000), dims or (64 if quick else 768)
+    reps = reps or (30 if quick else 100)
     out: dict = {"items": n_items, "vector_items": n_vec, "dims": dims, "skipped": {}}
     procs = {"echo": Proc([sys.executable, str(HERE / "echo_server.py"), f"unix:{base / 'mecho.sock'}"],
                           base / "mecho.sock", base / "mecho.log"),
@@ -210,9 +211,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--items", type=int, help="filter items (default 100,000; quick 5,000)")
+    ap.add_argument("--vectors", type=int, help="vector items (default 50,000; quick 2,000)")
+    ap.add_argument("--dims", type=int, help="vector dimensions (default 768; quick 64)")
+    ap.add_argument("--reps", type=int, help="timed searches per variant (default 100; quick 30)")
     opts = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    res = run(base, opts.quick, lambda s: print(s, flush=True))
+    res = run(base, opts.quick, lambda s: print(s, flush=True), opts.items, opts.vectors, opts.dims, opts.reps)
     print(table(res))
     for label, ok, fig in checks(res):
         print(f"  [{'met' if ok else 'MISSED'}] {label}: {fig}")

@@ -603,29 +603,39 @@ class Memory:
                            f"vector.vector: {q.dims} dimensions, but vector space {q.space!r} has {space.dims}",
                            field="vector.vector", dims=space.dims, space=q.space)
         fields = set(q.fields)
-        scored: list = []  # (Found, wanted fields, tie key)
-        unscored: list = []  # (tie key, Found)
-        for tie, labels, key, rec, path_id in self._candidates(txn, ns, s, match):
-            if not visible(rec, now):
+        space_name = q.space
+        scored: list = []  # (tie key, labels, key, record, path id) of items with a vector in the space
+        wanted_of: list = []  # (record, wanted fields), aligned with scored
+        unscored: list = []
+        for cand in self._candidates(txn, ns, s, match):
+            rec = cand[3]
+            if rec.expires_us and rec.expires_us <= now:
                 continue
-            wanted = [f for f in rec.vector_fields if not fields or f in fields] if rec.space == q.space else ()
-            if match is not None and not self._matches(match, nodes.value_encoding(rec.value, txn.get), labels, key):
+            if match is not None and not self._matches(match, nodes.value_encoding(rec.value, txn.get), cand[1],
+                                                       cand[2]):
                 continue
-            f = Found(labels, key, rec)
-            f._path_id = path_id  # type: ignore[attr-defined]
-            if wanted:
-                scored.append((f, wanted, tie))
-            else:
-                unscored.append((tie, f))
+            if rec.space == space_name and rec.vector_fields:
+                wanted = rec.vector_fields if not fields else [f for f in rec.vector_fields if f in fields]
+                if wanted:
+                    scored.append(cand)
+                    wanted_of.append((rec, wanted))
+                    continue
+            unscored.append(cand)
+
+        def found(cand) -> Found:
+            f = Found(cand[1], cand[2], cand[3])
+            f._path_id = cand[4]  # type: ignore[attr-defined]
+            return f
+
         if q.unscored == UNSCORED_ONLY:
             unscored.sort(key=lambda e: e[0])
-            out = [f for _, f in unscored[s.offset:s.offset + s.limit]]
+            out = [found(c) for c in unscored[s.offset:s.offset + s.limit]]
         else:
-            rows = self.index.rows_for(txn, self.db, space, [(f.rec, wanted) for f, wanted, _ in scored])
-            best = mv.top_items(rows, q.vector, s.offset + s.limit, [tie for _, _, tie in scored])
+            rows = self.index.rows_for(txn, self.db, space, wanted_of)
+            best = mv.top_items(rows, q.vector, s.offset + s.limit, [c[0] for c in scored])
             out = []
-            for cand, score, fld in best[s.offset:]:
-                f = scored[cand][0]
+            for i, score, fld in best[s.offset:]:
+                f = found(scored[i])
                 f.score, f.field = score, fld
                 out.append(f)
         for f in out:
