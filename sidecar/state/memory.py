@@ -604,6 +604,9 @@ class Memory:
                            field="vector.vector", dims=space.dims, space=q.space)
         fields = set(q.fields)
         space_name = q.space
+        # A filter that never fails is checked lazily, best scores first, until offset + limit items pass: the
+        # same items as filtering first (ties keep the request's order), without decoding every value.
+        lazy = match is not None and q.unscored != UNSCORED_ONLY and mf.LANGGRAPH_PYTHON not in mf.modes_of(s.filter)
         scored: list = []  # (tie key, labels, key, record, path id) of items with a vector in the space
         wanted_of: list = []  # (record, wanted fields), aligned with scored
         unscored: list = []
@@ -611,8 +614,8 @@ class Memory:
             rec = cand[3]
             if rec.expires_us and rec.expires_us <= now:
                 continue
-            if match is not None and not self._matches(match, nodes.value_encoding(rec.value, txn.get), cand[1],
-                                                       cand[2]):
+            if match is not None and not lazy and not self._matches(
+                    match, nodes.value_encoding(rec.value, txn.get), cand[1], cand[2]):
                 continue
             if rec.space == space_name and rec.vector_fields:
                 wanted = rec.vector_fields if not fields else [f for f in rec.vector_fields if f in fields]
@@ -632,12 +635,24 @@ class Memory:
             out = [found(c) for c in unscored[s.offset:s.offset + s.limit]]
         else:
             rows = self.index.rows_for(txn, self.db, space, wanted_of)
-            best = mv.top_items(rows, q.vector, s.offset + s.limit, [c[0] for c in scored])
+            want = s.offset + s.limit
+            ranked = mv.top_items(rows, q.vector, None if lazy else want, [c[0] for c in scored])
             out = []
-            for i, score, fld in best[s.offset:]:
-                f = found(scored[i])
+            passed = 0
+            for i, score, fld in ranked:
+                cand = scored[i]
+                if lazy:
+                    enc = nodes.value_encoding(cand[3].value, txn.get)
+                    if not self._matches(match, enc, cand[1], cand[2]):
+                        continue
+                passed += 1
+                if passed <= s.offset:
+                    continue
+                f = found(cand)
                 f.score, f.field = score, fld
                 out.append(f)
+                if passed >= want:
+                    break
         for f in out:
             if s.values and f.value is None:
                 f.value = nodes.value_encoding(f.rec.value, txn.get)
