@@ -125,15 +125,20 @@ def test_native_kernel_releases_the_gil():
 
     t = threading.Thread(target=spin)
     t.start()
-    start = time.perf_counter()
     inside.set()
-    before = ticks[0]
-    _vectors_c.cosine_scores(matrix, dims, rows, q)  # one C call: with the GIL held no Python thread could tick
-    during = ticks[0] - before
-    elapsed = time.perf_counter() - start
-    done.set()
-    t.join()
-    assert elapsed > 0.01 and during > 0, (elapsed, during)
+    seen = []
+    try:
+        for _ in range(5):  # a busy machine may not run the spinner during one call: a few tries
+            before = ticks[0]
+            start = time.perf_counter()
+            _vectors_c.cosine_scores(matrix, dims, rows, q)  # one C call: with the GIL held no Python thread ticks
+            seen.append((ticks[0] - before, time.perf_counter() - start))
+            if seen[-1][0] > 0:
+                break
+    finally:
+        done.set()
+        t.join()
+    assert any(during > 0 for during, _ in seen), seen
 
 
 # ---------------------------------------------------------------- search, in-process
