@@ -14,9 +14,9 @@ import grpc
 import pytest
 from conftest import expect_error
 
-from agentstate import codec, errors as client_errors
+from agentstate import Client, codec
 from agentstate.v1 import memory_pb2 as pb
-from agentstate.v1 import memory_pb2_grpc, values_pb2
+from agentstate.v1 import values_pb2
 from sidecar.api import memory as api
 from sidecar.state import memory as mem
 from sidecar.state import memory_filters as mf
@@ -39,20 +39,18 @@ def value_of(item: pb.MemoryItem):
 
 
 class Mem:
-    """Raw MemoryService calls in one tenant namespace; failures as AgentStateError."""
+    """Raw MemoryService requests in one tenant namespace, sent as the Python client sends them (its deadline
+    and its retries of what is safe to repeat, e.g. after OVERLOADED); failures as AgentStateError."""
 
-    def __init__(self, stub, namespace: str) -> None:
-        self.stub = stub
+    def __init__(self, client: Client, namespace: str) -> None:
+        self.client = client
         self.ns = namespace
 
     def call(self, method: str, **fields):
         request = getattr(pb, f"{method}Request")(**fields)
         if "namespace" not in fields:
             request.namespace = self.ns
-        try:
-            return getattr(self.stub, method)(request, timeout=20)
-        except grpc.RpcError as e:
-            raise client_errors.from_rpc_error(e) from None
+        return self.client._call(getattr(self.client.memory.stub, method), request, 20)
 
     def put(self, path, key, value, **kw):
         return self.call("PutMemoryItem", path=list(path), key=key, value=V(value), **kw)
@@ -95,15 +93,14 @@ class Mem:
 
 
 @pytest.fixture(scope="module")
-def stub(module_sidecar):
-    ch = grpc.insecure_channel(module_sidecar.address)
-    yield memory_pb2_grpc.MemoryServiceStub(ch)
-    ch.close()
+def client(module_sidecar):
+    with Client(module_sidecar.address) as c:
+        yield c
 
 
 @pytest.fixture
-def m(stub):
-    return Mem(stub, f"mem-{uuid.uuid4().hex[:12]}")
+def m(client):
+    return Mem(client, f"mem-{uuid.uuid4().hex[:12]}")
 
 
 # ---------------------------------------------------------------- the enums below the api
