@@ -718,3 +718,55 @@ def test_garbage_collection_keeps_memory_values(local):
     assert gc.GarbageCollector(memory.store).collect().freed_blobs == 2
     report = gc.check_integrity(memory.store)
     assert report["problems"] == [] and report["missing_blobs"] == 0
+
+
+# ---------------------------------------------------------------- the field index: the same answers as the scan
+
+def test_the_field_index_answers_as_the_scan(tmp_path):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    store = Store(str(tmp_path / "idx"))
+    memory = mem.Memory(store, Clock())
+    scalars = st.one_of(st.integers(-2, 3), st.sampled_from([1.0, 2.5, True, False, None, "a", "b", "1", 2**70]))
+    values = st.dictionaries(st.sampled_from(["x", "y"]), st.one_of(
+        scalars, st.dictionaries(st.sampled_from(["x", "z"]), scalars, max_size=2), st.lists(scalars, max_size=2)),
+        max_size=2)
+    ops = st.lists(st.tuples(st.sampled_from(["put", "put", "delete"]), st.sampled_from([("p",), ("p", "q"), ("r",)]),
+                             st.sampled_from(["k1", "k2", "k3", "k4"]), values), min_size=1, max_size=12)
+    exprs = st.one_of(
+        st.builds(lambda k, v: {k: v}, st.sampled_from(["x", "y", "x.x", "x.z", "y.0"]), scalars),
+        st.builds(lambda k, v, w: {k: v, "y": {"$ne": w}}, st.sampled_from(["x", "x.z"]), scalars, scalars))
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(script=ops, expr=exprs, order=st.sampled_from([1, 2, 3]), prefix=st.sampled_from([[], ["p"]]),
+           size=st.sampled_from([1, 2, 100]))
+    def check(script, expr, order, prefix, size):
+        ns = f"i{uuid.uuid4().hex[:10]}"
+        for kind, path, key, value in script:
+            if kind == "put":
+                run(api.put(memory, pb.PutMemoryItemRequest(namespace=ns, path=list(path), key=key, value=V(value))))
+            else:
+                run(api.delete(memory, pb.DeleteMemoryItemRequest(namespace=ns, path=list(path), key=key,
+                                                                  allow_missing=True)))
+
+        def pages(cap):
+            memory.INDEX_CAP = cap
+            seen, token = [], ""
+            while True:
+                resp = run(api.search(memory, pb.SearchMemoryItemsRequest(
+                    namespace=ns, path_prefix=prefix, order=order, page_size=size, page_token=token,
+                    filter=pb.MemoryFilter(expression=V(expr)), refresh_ttl=False)))
+                seen.append([(tuple(s.item.path), s.item.key, s.item.version) for s in resp.items])
+                token = resp.next_page_token
+                if not token:
+                    return seen
+        try:
+            assert pages(2048) == pages(0)
+        finally:
+            memory.INDEX_CAP = mem.Memory.INDEX_CAP
+
+    try:
+        check()
+    finally:
+        store.close()

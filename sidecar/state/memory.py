@@ -25,6 +25,7 @@ from ..storage import layout, nodes
 from ..storage.layout import MemItemRec, MemPathRec, MemRevRec, NO_PROVENANCE, Provenance
 from ..storage.store import Store, now_us
 from . import memory_filters as mf
+from . import memory_index as mi
 from . import memory_vectors as mv
 
 # agentstate.v1 enums (tests/test_memory.py checks the numbers against the proto)
@@ -203,6 +204,26 @@ class Memory:
         txn.delete(layout.mem_upd_key(ns, rec.updated_us, rec.item_id), db=self.db["memupd"])
         if rec.expires_us:
             txn.delete(layout.mem_exp_key(rec.expires_us, rec.item_id), db=self.db["memexp"])
+        self._index_fields(txn, ns, rec.item_id, nodes.value_encoding(rec.value, txn.get), add=False)
+
+    def _index_fields(self, txn, ns: str, item_id: int, encoding: bytes, *, add: bool) -> None:
+        """Add (or remove) the item's field-index entries (memory_index.py)."""
+        found = mi.leaves(mf.decode_native(encoding))
+        idb = layout.u64(item_id)
+        if found is None:
+            key = ns.encode() + layout.SEP + idb
+            if add:
+                txn.put(key, b"", db=self.db["memfldx"])
+            else:
+                txn.delete(key, db=self.db["memfldx"])
+            return
+        db = self.db["memfld"]
+        for path, vtype, vkey in found:
+            key = mi.entry_prefix(ns, path, vtype, vkey) + idb
+            if add:
+                txn.put(key, b"", db=db)
+            else:
+                txn.delete(key, db=db)
 
     def _drop_vectors(self, txn, item_id: int, fields) -> None:
         db = self.db["memvec"]
@@ -304,6 +325,7 @@ class Memory:
                          p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields)
         txn.put(layout.mem_item_key(path_id, p.key), layout.encode(rec), db=self.db["memitems"])
         txn.put(layout.mem_upd_key(ns, now, item_id), b"", db=self.db["memupd"])
+        self._index_fields(txn, ns, item_id, p.value, add=True)
         if expires:
             txn.put(layout.mem_exp_key(expires, item_id), b"", db=self.db["memexp"])
         self._revision(txn, path_id, p.key, version, REV_PUT, now, p.actor, p.provenance, p.origin, p.ttl_ms,
@@ -526,6 +548,11 @@ class Memory:
         match = mf.matcher(s.filter)
         if s.vector is not None:
             return self._vector_search(txn, ns, s, now, match, write_txn), None
+        planned = self._index_plan(txn, ns, s, now, match)
+        if planned is not None:
+            out, last = planned
+            self._finish(txn, out, now, s, write_txn)
+            return out, last
         out: list[Found] = []
         skipped = 0
         last = None
@@ -550,6 +577,92 @@ class Memory:
                 break
         self._finish(txn, out, now, s, write_txn)
         return out, (last if more else None)
+
+    INDEX_CAP = 2048  # index entries a plan may read; past that, matches are common and the ordered scan wins
+
+    def _index_plan(self, txn, ns: str, s: SearchInput, now: int, match):
+        """(items, position after the last when more follow) by the field index, or None when it cannot help:
+        the candidates of the most selective indexable equality (plus the unindexed items), each re-checked
+        with the whole filter, sorted in the request's order."""
+        conds = mi.plan(s.filter)
+        if not conds:
+            return None
+        best = None
+        fdb = self.db["memfld"]
+        for path, vtype, vkey in conds:
+            prefix = mi.entry_prefix(ns, path, vtype, vkey)
+            ids = []
+            cursor = txn.cursor(db=fdb)
+            if cursor.set_range(prefix):
+                for k in cursor.iternext(values=False):
+                    if not bytes(k).startswith(prefix):
+                        break
+                    if len(ids) >= self.INDEX_CAP:
+                        ids = None
+                        break
+                    ids.append(layout.read_u64(bytes(k)[-8:]))
+            if ids is not None and (best is None or len(ids) < len(best)):
+                best = ids
+        if best is None:
+            return None
+        nsb = ns.encode() + layout.SEP
+        cursor = txn.cursor(db=self.db["memfldx"])
+        if cursor.set_range(nsb):
+            for k in cursor.iternext(values=False):
+                if not bytes(k).startswith(nsb):
+                    break
+                best.append(layout.read_u64(bytes(k)[-8:]))
+        names: dict = {}
+        plen = len(s.prefix)
+        order = s.order
+        found = []
+        for item_id in sorted(set(best)):
+            ikey = txn.get(layout.u64(item_id), db=self.db["memids"])
+            if ikey is None:
+                continue
+            ikey = bytes(ikey)
+            path_id = layout.read_u64(ikey[:8])
+            name = self._path_name(txn, path_id, names)
+            if name.ns != ns or (plen and tuple(name.labels[:plen]) != tuple(s.prefix)):
+                continue
+            raw = txn.get(ikey, db=self.db["memitems"])
+            if raw is None:
+                continue
+            rec = layout.memitem_decoder.decode(raw)
+            if not visible(rec, now):
+                continue
+            key = ikey[8:].decode()
+            labels = tuple(name.labels)
+            enc = nodes.value_encoding(rec.value, txn.get)
+            if not self._matches(match, enc, labels, key):
+                continue
+            lb = [lab.encode() for lab in labels]
+            if order == ORDER_UPDATED_DESC:
+                sk, rank = (rec.updated_us, lb, key.encode()), (-rec.updated_us, lb, key.encode())
+            elif order == ORDER_INSERTION:
+                prec = self._path(txn, ns, labels)
+                sk = rank = (prec.first_seq, rec.ins_seq)
+            else:
+                sk = rank = (lb, key.encode())
+            found.append((rank, sk, labels, key, rec, path_id, enc))
+        found.sort(key=lambda e: e[0])
+        if s.after is not None:
+            a = tuple(s.after)
+            if order == ORDER_UPDATED_DESC:
+                bound = (-a[0], list(a[1]), a[2])
+            elif order == ORDER_INSERTION:
+                bound = (a[0], a[1])
+            else:
+                bound = (list(a[0]), a[1])
+            found = [e for e in found if _cmp_key(e[0]) > _cmp_key(bound)]
+        window = found[s.offset:s.offset + s.limit]
+        out = []
+        for rank, sk, labels, key, rec, path_id, enc in window:
+            f = Found(labels, key, rec, enc if s.values else None)
+            f._path_id = path_id  # type: ignore[attr-defined]
+            out.append(f)
+        more = s.paged and len(found) > s.offset + s.limit
+        return out, (window[-1][1] if more and window else None)
 
     @staticmethod
     def _matches(match, enc: bytes, labels, key: str) -> bool:
@@ -779,6 +892,11 @@ class Memory:
         """Load every stored vector into the in-memory index (a cache: searches check versions)."""
         with self.store.read() as txn:
             return self.index.build(txn, self.db)
+
+
+def _cmp_key(k) -> tuple:
+    """A sort key with its lists as tuples (page tokens bring lists back)."""
+    return tuple(tuple(x) if isinstance(x, list) else x for x in k)
 
 
 def _pattern_match(labels, prefix, suffix) -> bool:

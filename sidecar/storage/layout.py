@@ -40,6 +40,8 @@ Memory items (sidecar/state/memory.py, docs/memory.md §10):
 ``memhist``   path id blake3(key)[:16] version(u64 BE) -> MemRevRec (history, newest last)
 ``memvec``    item id field -> MemVecRec (one client-supplied float32 vector)
 ``memspace``  ns NUL space name -> MemSpaceRec (a vector space's id and dimension)
+``memfld``    ns NUL hash(field path)[:8] type(1) value key(16) item id -> b"" (equality pre-filter)
+``memfldx``   ns NUL item id -> b"" (items with too many leaves to index: always candidates)
 
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
@@ -69,7 +71,8 @@ FORMAT_NAME = "agentstate-lmdb-1"
 DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "requests", "reqtime",
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
             "effects", "effthr", "branches",
-            "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace")
+            "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace",
+            "memfld", "memfldx")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
