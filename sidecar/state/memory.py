@@ -578,7 +578,11 @@ class Memory:
         self._finish(txn, out, now, s, write_txn)
         return out, (last if more else None)
 
-    INDEX_CAP = 2048  # index entries a plan may read; past that, matches are common and the ordered scan wins
+    INDEX_CAP = 2048  # index entries a plan may read at most
+    #: a range of more entries than this many per item wanted (offset + limit), and at least INDEX_MIN, means
+    #: matches are common: the ordered scan finds the page sooner than re-checking and sorting every candidate
+    INDEX_PER_WANTED = 16
+    INDEX_MIN = 256
 
     def _index_plan(self, txn, ns: str, s: SearchInput, now: int, match):
         """(items, position after the last when more follow) by the field index, or None when it cannot help:
@@ -589,6 +593,7 @@ class Memory:
             return None
         best = None
         fdb = self.db["memfld"]
+        cap = min(self.INDEX_CAP, max(self.INDEX_MIN, self.INDEX_PER_WANTED * (s.offset + s.limit)))
         for path, vtype, vkey in conds:
             prefix = mi.entry_prefix(ns, path, vtype, vkey)
             ids = []
@@ -597,7 +602,7 @@ class Memory:
                 for k in cursor.iternext(values=False):
                     if not bytes(k).startswith(prefix):
                         break
-                    if len(ids) >= self.INDEX_CAP:
+                    if len(ids) >= cap:
                         ids = None
                         break
                     ids.append(layout.read_u64(bytes(k)[-8:]))
