@@ -22,6 +22,10 @@ fleet
     thread as fast as it can, per durability mode, over unary calls and over StreamWrites (up to 64
     puts in flight per agent): checkpoints/s, ack latency p50/p99, the sidecar's peak RSS (VmRSS, which counts
     the LMDB data file's mapped pages, so it grows with the data written) and its anonymous part (RssAnon).
+memory
+    benchmarks/bench_memory.py: memory items side by side with LangGraph's InMemoryStore and SqliteStore:
+    filter search next to the echo floor, vector top-10 with a filter (checked against numpy), batched put
+    throughput and bytes per item (PostgresStore and SqliteStore's vector search are skipped, reasons printed).
 langgraph
     benchmarks/bench_langgraph_chat.py: the 800-turn chat with SidecarSaver, SqliteSaver,
     SqliteSaver + DeltaChannel, LMDBSaver, InMemorySaver and PostgresSaver (a PostgreSQL started
@@ -55,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "langgraph", "conversations")
+WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -474,6 +478,14 @@ def langgraph(base: Path, quick: bool, log) -> dict:
     return chat.run(turns=800, at=(50, 200, 800), window=10, log=log)
 
 
+# ----------------------------------------------------------------- memory
+
+def memory(base: Path, quick: bool, log) -> dict:
+    import bench_memory
+
+    return bench_memory.run(base, quick, log)
+
+
 # ----------------------------------------------------------------- report
 
 def _conversations(base: Path, quick: bool, log) -> dict:
@@ -515,6 +527,9 @@ def checks(res: dict) -> list[tuple[str, bool, str]]:
         rss = max(v["sidecar_peak_rss_mb"] for k, v in f.items() if isinstance(v, dict))
         anon = max(v["sidecar_peak_anon_mb"] for k, v in f.items() if isinstance(v, dict))
         out.append(("fleet: sidecar RSS <= 250 MB", rss <= 250, f"{rss} MB (of it anonymous at most {anon} MB)"))
+    if res.get("memory"):
+        import bench_memory
+        out += bench_memory.checks(res["memory"])
     lg = res.get("langgraph")
     if lg and "checks" in lg:
         out += [(label, c["met"], c["figure"]) for label, c in lg["checks"].items()]
@@ -552,6 +567,11 @@ def report(res: dict) -> str:
                 lines.append(f"{k:15s} {v['checkpoints_per_s']:14,d} {v['ack']['p50_ms']:11.2f} "
                              f"{v['ack']['p99_ms']:11.2f} {v['errors']:7d} {v['sidecar_peak_rss_mb']:15.1f} "
                              f"{v['sidecar_peak_anon_mb']:14.1f}")
+    m = res.get("memory")
+    if m:
+        import bench_memory
+        lines += ["", f"memory ({m['items']:,} items for filters, {m['vector_items']:,} x {m['dims']} for vectors)",
+                  bench_memory.table(m)]
     lg = res.get("langgraph")
     if lg:
         import bench_langgraph_chat as chat
@@ -595,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
-                  "conversations": _conversations}.get(name)
+                  "memory": memory, "conversations": _conversations}.get(name)
             res[name] = fleet(base, opts.quick, log, opts.agents) if name == "fleet" else fn(base, opts.quick, log)
             res["seconds"][name] = round(time.monotonic() - t, 1)
     finally:

@@ -25,10 +25,10 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout
     print(text)
-    for title in ("direct-lmdb (", "put-latency (", "fleet (", "langgraph (", "conversations (", "targets"):
+    for title in ("direct-lmdb (", "put-latency (", "fleet (", "memory (", "langgraph (", "conversations (", "targets"):
         assert title in text, title
     res = json.loads(out.read_text())
-    assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "langgraph",
+    assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "memory", "langgraph",
                                                          "conversations"]
     for group in (1, 16, 64):
         assert res["direct-lmdb"][f"group_{group}"]["checkpoints_per_s"] > 0
@@ -42,6 +42,14 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
         row = res["fleet"][mode]
         assert row["checkpoints_per_s"] > 0 and row["errors"] == 0, (mode, row)
         assert 0 < row["sidecar_peak_anon_mb"] <= row["sidecar_peak_rss_mb"], (mode, row)
+    mem = res["memory"]
+    for label in ("common", "rare"):
+        for peer in ("echo floor", "sidecar", "InMemoryStore", "SqliteStore"):
+            row = mem["filter"][label][peer]
+            assert row["n"] > 0 and 0 < row["p50_ms"] <= row["p99_ms"], (label, peer, row)
+    assert mem["vector"]["same_top10_as_numpy"] is True and mem["vector"]["InMemoryStore_same_top10"] is True
+    assert mem["put"]["sidecar"]["items_per_s"] > 0 and mem["put"]["sidecar"]["bytes_per_item"] > 0
+    assert "SKIPPED PostgresStore" in text
     lg = res["langgraph"]
     for saver in ("sidecar", "sqlite", "sqlite+delta", "lmdb", "inmemory"):
         assert set(lg["ms_per_turn"][saver]) == {"5", "10", "20"}, saver

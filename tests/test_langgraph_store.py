@@ -169,7 +169,7 @@ def run_script(script, ours_batch, ref: Reference):
             for got, run in ((got_ours[1], ours_batch), (got_ref[1], ref.batch)):
                 if got is None:
                     continue
-                got.value.update(extra)
+                got.value.update(copy.deepcopy(extra))  # (each caller its own copy of the change)
                 got.value.setdefault("tags", []).append("x")
                 run([PutOp(ns, key, got.value)])
             continue

@@ -14,9 +14,9 @@ import grpc
 import pytest
 from conftest import expect_error
 
-from agentstate import codec, errors as client_errors
+from agentstate import Client, codec
 from agentstate.v1 import memory_pb2 as pb
-from agentstate.v1 import memory_pb2_grpc, values_pb2
+from agentstate.v1 import values_pb2
 from sidecar.api import memory as api
 from sidecar.state import memory as mem
 from sidecar.state import memory_filters as mf
@@ -39,20 +39,18 @@ def value_of(item: pb.MemoryItem):
 
 
 class Mem:
-    """Raw MemoryService calls in one tenant namespace; failures as AgentStateError."""
+    """Raw MemoryService requests in one tenant namespace, sent as the Python client sends them (its deadline
+    and its retries of what is safe to repeat, e.g. after OVERLOADED); failures as AgentStateError."""
 
-    def __init__(self, stub, namespace: str) -> None:
-        self.stub = stub
+    def __init__(self, client: Client, namespace: str) -> None:
+        self.client = client
         self.ns = namespace
 
     def call(self, method: str, **fields):
         request = getattr(pb, f"{method}Request")(**fields)
         if "namespace" not in fields:
             request.namespace = self.ns
-        try:
-            return getattr(self.stub, method)(request, timeout=20)
-        except grpc.RpcError as e:
-            raise client_errors.from_rpc_error(e) from None
+        return self.client._call(getattr(self.client.memory.stub, method), request, 20)
 
     def put(self, path, key, value, **kw):
         return self.call("PutMemoryItem", path=list(path), key=key, value=V(value), **kw)
@@ -95,15 +93,14 @@ class Mem:
 
 
 @pytest.fixture(scope="module")
-def stub(module_sidecar):
-    ch = grpc.insecure_channel(module_sidecar.address)
-    yield memory_pb2_grpc.MemoryServiceStub(ch)
-    ch.close()
+def client(module_sidecar):
+    with Client(module_sidecar.address) as c:
+        yield c
 
 
 @pytest.fixture
-def m(stub):
-    return Mem(stub, f"mem-{uuid.uuid4().hex[:12]}")
+def m(client):
+    return Mem(client, f"mem-{uuid.uuid4().hex[:12]}")
 
 
 # ---------------------------------------------------------------- the enums below the api
@@ -721,3 +718,55 @@ def test_garbage_collection_keeps_memory_values(local):
     assert gc.GarbageCollector(memory.store).collect().freed_blobs == 2
     report = gc.check_integrity(memory.store)
     assert report["problems"] == [] and report["missing_blobs"] == 0
+
+
+# ---------------------------------------------------------------- the field index: the same answers as the scan
+
+def test_the_field_index_answers_as_the_scan(tmp_path):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    store = Store(str(tmp_path / "idx"))
+    memory = mem.Memory(store, Clock())
+    scalars = st.one_of(st.integers(-2, 3), st.sampled_from([1.0, 2.5, True, False, None, "a", "b", "1", 2**70]))
+    values = st.dictionaries(st.sampled_from(["x", "y"]), st.one_of(
+        scalars, st.dictionaries(st.sampled_from(["x", "z"]), scalars, max_size=2), st.lists(scalars, max_size=2)),
+        max_size=2)
+    ops = st.lists(st.tuples(st.sampled_from(["put", "put", "delete"]), st.sampled_from([("p",), ("p", "q"), ("r",)]),
+                             st.sampled_from(["k1", "k2", "k3", "k4"]), values), min_size=1, max_size=12)
+    exprs = st.one_of(
+        st.builds(lambda k, v: {k: v}, st.sampled_from(["x", "y", "x.x", "x.z", "y.0"]), scalars),
+        st.builds(lambda k, v, w: {k: v, "y": {"$ne": w}}, st.sampled_from(["x", "x.z"]), scalars, scalars))
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(script=ops, expr=exprs, order=st.sampled_from([1, 2, 3]), prefix=st.sampled_from([[], ["p"]]),
+           size=st.sampled_from([1, 2, 100]))
+    def check(script, expr, order, prefix, size):
+        ns = f"i{uuid.uuid4().hex[:10]}"
+        for kind, path, key, value in script:
+            if kind == "put":
+                run(api.put(memory, pb.PutMemoryItemRequest(namespace=ns, path=list(path), key=key, value=V(value))))
+            else:
+                run(api.delete(memory, pb.DeleteMemoryItemRequest(namespace=ns, path=list(path), key=key,
+                                                                  allow_missing=True)))
+
+        def pages(cap):
+            memory.INDEX_CAP = cap
+            seen, token = [], ""
+            while True:
+                resp = run(api.search(memory, pb.SearchMemoryItemsRequest(
+                    namespace=ns, path_prefix=prefix, order=order, page_size=size, page_token=token,
+                    filter=pb.MemoryFilter(expression=V(expr)), refresh_ttl=False)))
+                seen.append([(tuple(s.item.path), s.item.key, s.item.version) for s in resp.items])
+                token = resp.next_page_token
+                if not token:
+                    return seen
+        try:
+            assert pages(2048) == pages(0)
+        finally:
+            memory.INDEX_CAP = mem.Memory.INDEX_CAP
+
+    try:
+        check()
+    finally:
+        store.close()

@@ -125,15 +125,20 @@ def test_native_kernel_releases_the_gil():
 
     t = threading.Thread(target=spin)
     t.start()
-    start = time.perf_counter()
     inside.set()
-    before = ticks[0]
-    _vectors_c.cosine_scores(matrix, dims, rows, q)  # one C call: with the GIL held no Python thread could tick
-    during = ticks[0] - before
-    elapsed = time.perf_counter() - start
-    done.set()
-    t.join()
-    assert elapsed > 0.01 and during > 0, (elapsed, during)
+    seen = []
+    try:
+        for _ in range(5):  # a busy machine may not run the spinner during one call: a few tries
+            before = ticks[0]
+            start = time.perf_counter()
+            _vectors_c.cosine_scores(matrix, dims, rows, q)  # one C call: with the GIL held no Python thread ticks
+            seen.append((ticks[0] - before, time.perf_counter() - start))
+            if seen[-1][0] > 0:
+                break
+    finally:
+        done.set()
+        t.join()
+    assert any(during > 0 for during, _ in seen), seen
 
 
 # ---------------------------------------------------------------- search, in-process
@@ -193,6 +198,11 @@ def test_top_k_with_a_filter_equals_numpy(local):
     assert [k for k, _, _ in got] == [f"k{i:04}" for i in want]
     assert np.allclose([s for _, s, _ in got], scores[want], rtol=1e-12)
     assert all(f == "text" for _, _, f in got)
+    # the best items fail the filter: the next ones come, offsets count passing items only
+    best5 = sorted(range(n), key=lambda i: -scores[i])[:5]
+    rest = [i for i in sorted(range(n), key=lambda i: -scores[i]) if i not in best5]
+    got = vsearch(local, q.tolist(), flt={"i": {"$nin": best5}}, limit=4, offset=3)
+    assert [k for k, _, _ in got] == [f"k{i:04}" for i in rest[3:7]]
     # a prefix limits the candidates; deep offsets stay exact
     in_g2 = sorted([i for i in range(n) if i % 4 == 2], key=lambda i: -scores[i])
     assert [k for k, _, _ in vsearch(local, q.tolist(), prefix=("docs", "g2"), limit=5, offset=40)] == [

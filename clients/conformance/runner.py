@@ -133,8 +133,22 @@ class Runner:
             req.expected_head_etag = self.saved[etag["saved"]] if isinstance(etag, dict) else etag
         return c._call(c.threads.PutCheckpoint, req, None)
 
+    def memory(self, c: Client, step: dict) -> Any:
+        """The memory ops (scenarios/02_memory.json): memory_put, memory_search, memory_list."""
+        op = step["op"]
+        if op == "memory_put":
+            return c.memory.put(step["path"], step["key"], from_desc(resolve(step["value"])),
+                                vectors=step.get("vectors"))
+        if op == "memory_search":
+            flt = from_desc(resolve(step["filter"])) if "filter" in step else None
+            return c.memory.search(step["prefix"], filter=flt, vector=step.get("vector"), order=step.get("order"),
+                                   limit=step.get("limit", 100))
+        return list(c.memory.list_namespaces(prefix=step.get("prefix"), max_depth=step.get("max_depth")))
+
     def do(self, c: Client, step: dict) -> Any:
         op = step["op"]
+        if op.startswith("memory_"):
+            return self.memory(c, step)
         t = self.thread(step.get("thread", ""))
         meta = lambda key: {k: from_desc(resolve(v)) for k, v in step.get(key, {}).items()}  # noqa: E731
         if op == "create_thread":
@@ -298,6 +312,14 @@ class Runner:
             self.check(context_hash(result.items) == result.context_hash,
                        f"{where}: context hash computed here differs from the server's")
             self.check(result.total_tokens <= step["budget"], f"{where}: over budget {result.total_tokens}")
+        if op == "memory_put" and "created" in exp:
+            self.check(result.created == exp["created"], f"{where}: created {result.created}")
+        if op == "memory_search":
+            keys = [["/".join(s.item.path), s.item.key] for s in result]
+            self.check(keys == exp["keys"], f"{where}: keys {keys} != {exp['keys']}")
+        if op == "memory_list":
+            paths = ["/".join(p) for p in result]
+            self.check(paths == exp["paths"], f"{where}: paths {paths} != {exp['paths']}")
 
     @staticmethod
     def change_desc(ch: pb.ChannelChange, want: dict) -> dict:

@@ -62,6 +62,7 @@ type Client struct {
 	Artifacts pb.ArtifactServiceClient
 	// Conversations is the ConversationService stub (conversations.go has typed helpers).
 	Conversations pb.ConversationServiceClient
+	Memory        *Memory // MemoryService: the stub and its helpers (memory.go)
 	Namespace     string
 	Retry         RetryPolicy
 	autoRID       bool
@@ -121,7 +122,9 @@ func Dial(address string, opts *Options) (*Client, error) {
 	return &Client{Conn: conn, Threads: pb.NewThreadServiceClient(conn), Admin: pb.NewAdminServiceClient(conn),
 		Runs: pb.NewRunServiceClient(conn), Events: pb.NewEventServiceClient(conn),
 		Effects: pb.NewEffectServiceClient(conn), Artifacts: pb.NewArtifactServiceClient(conn),
-		Conversations: pb.NewConversationServiceClient(conn), Namespace: ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
+		Conversations: pb.NewConversationServiceClient(conn),
+		Memory:        &Memory{MemoryServiceClient: pb.NewMemoryServiceClient(conn), namespace: ns},
+		Namespace:     ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 
 // Close closes the connection.

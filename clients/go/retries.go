@@ -186,6 +186,24 @@ var Rules = map[string]Rule{
 	"ConversationService.ExpandSummary":       ruleRead,
 	"ConversationService.GetContext":          ruleRead,
 	"ConversationService.ReportUsage":         {Kind: ByKey},
+	"MemoryService.PutMemoryItem":             ruleRequestID,
+	"MemoryService.GetMemoryItem":             ruleRead,
+	"MemoryService.DeleteMemoryItem": {Kind: Idempotent, When: func(m proto.Message) bool {
+		r := m.(*pb.DeleteMemoryItemRequest)
+		return r.GetAllowMissing() && r.GetEtag() == ""
+	}},
+	"MemoryService.BatchMemory": {Kind: ReadOnly, When: func(m proto.Message) bool {
+		for _, op := range m.(*pb.BatchMemoryRequest).GetOps() {
+			if op.GetPut() != nil || op.GetDelete() != nil {
+				return false
+			}
+		}
+		return true
+	}},
+	"MemoryService.ListMemoryNamespaces":    ruleRead,
+	"MemoryService.SearchMemoryItems":       ruleRead,
+	"MemoryService.GetMemoryItemHistory":    ruleRead,
+	"MemoryService.SweepExpiredMemoryItems": {Kind: Idempotent},
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

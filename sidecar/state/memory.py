@@ -25,6 +25,7 @@ from ..storage import layout, nodes
 from ..storage.layout import MemItemRec, MemPathRec, MemRevRec, NO_PROVENANCE, Provenance
 from ..storage.store import Store, now_us
 from . import memory_filters as mf
+from . import memory_index as mi
 from . import memory_vectors as mv
 
 # agentstate.v1 enums (tests/test_memory.py checks the numbers against the proto)
@@ -203,6 +204,26 @@ class Memory:
         txn.delete(layout.mem_upd_key(ns, rec.updated_us, rec.item_id), db=self.db["memupd"])
         if rec.expires_us:
             txn.delete(layout.mem_exp_key(rec.expires_us, rec.item_id), db=self.db["memexp"])
+        self._index_fields(txn, ns, rec.item_id, nodes.value_encoding(rec.value, txn.get), add=False)
+
+    def _index_fields(self, txn, ns: str, item_id: int, encoding: bytes, *, add: bool) -> None:
+        """Add (or remove) the item's field-index entries (memory_index.py)."""
+        found = mi.leaves(mf.decode_native(encoding))
+        idb = layout.u64(item_id)
+        if found is None:
+            key = ns.encode() + layout.SEP + idb
+            if add:
+                txn.put(key, b"", db=self.db["memfldx"])
+            else:
+                txn.delete(key, db=self.db["memfldx"])
+            return
+        db = self.db["memfld"]
+        for path, vtype, vkey in found:
+            key = mi.entry_prefix(ns, path, vtype, vkey) + idb
+            if add:
+                txn.put(key, b"", db=db)
+            else:
+                txn.delete(key, db=db)
 
     def _drop_vectors(self, txn, item_id: int, fields) -> None:
         db = self.db["memvec"]
@@ -304,6 +325,7 @@ class Memory:
                          p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields)
         txn.put(layout.mem_item_key(path_id, p.key), layout.encode(rec), db=self.db["memitems"])
         txn.put(layout.mem_upd_key(ns, now, item_id), b"", db=self.db["memupd"])
+        self._index_fields(txn, ns, item_id, p.value, add=True)
         if expires:
             txn.put(layout.mem_exp_key(expires, item_id), b"", db=self.db["memexp"])
         self._revision(txn, path_id, p.key, version, REV_PUT, now, p.actor, p.provenance, p.origin, p.ttl_ms,
@@ -526,6 +548,11 @@ class Memory:
         match = mf.matcher(s.filter)
         if s.vector is not None:
             return self._vector_search(txn, ns, s, now, match, write_txn), None
+        planned = self._index_plan(txn, ns, s, now, match)
+        if planned is not None:
+            out, last = planned
+            self._finish(txn, out, now, s, write_txn)
+            return out, last
         out: list[Found] = []
         skipped = 0
         last = None
@@ -550,6 +577,97 @@ class Memory:
                 break
         self._finish(txn, out, now, s, write_txn)
         return out, (last if more else None)
+
+    INDEX_CAP = 2048  # index entries a plan may read at most
+    #: a range of more entries than this many per item wanted (offset + limit), and at least INDEX_MIN, means
+    #: matches are common: the ordered scan finds the page sooner than re-checking and sorting every candidate
+    INDEX_PER_WANTED = 16
+    INDEX_MIN = 256
+
+    def _index_plan(self, txn, ns: str, s: SearchInput, now: int, match):
+        """(items, position after the last when more follow) by the field index, or None when it cannot help:
+        the candidates of the most selective indexable equality (plus the unindexed items), each re-checked
+        with the whole filter, sorted in the request's order."""
+        conds = mi.plan(s.filter)
+        if not conds:
+            return None
+        best = None
+        fdb = self.db["memfld"]
+        cap = min(self.INDEX_CAP, max(self.INDEX_MIN, self.INDEX_PER_WANTED * (s.offset + s.limit)))
+        for path, vtype, vkey in conds:
+            prefix = mi.entry_prefix(ns, path, vtype, vkey)
+            ids = []
+            cursor = txn.cursor(db=fdb)
+            if cursor.set_range(prefix):
+                for k in cursor.iternext(values=False):
+                    if not bytes(k).startswith(prefix):
+                        break
+                    if len(ids) >= cap:
+                        ids = None
+                        break
+                    ids.append(layout.read_u64(bytes(k)[-8:]))
+            if ids is not None and (best is None or len(ids) < len(best)):
+                best = ids
+        if best is None:
+            return None
+        nsb = ns.encode() + layout.SEP
+        cursor = txn.cursor(db=self.db["memfldx"])
+        if cursor.set_range(nsb):
+            for k in cursor.iternext(values=False):
+                if not bytes(k).startswith(nsb):
+                    break
+                best.append(layout.read_u64(bytes(k)[-8:]))
+        names: dict = {}
+        plen = len(s.prefix)
+        order = s.order
+        found = []
+        for item_id in sorted(set(best)):
+            ikey = txn.get(layout.u64(item_id), db=self.db["memids"])
+            if ikey is None:
+                continue
+            ikey = bytes(ikey)
+            path_id = layout.read_u64(ikey[:8])
+            name = self._path_name(txn, path_id, names)
+            if name.ns != ns or (plen and tuple(name.labels[:plen]) != tuple(s.prefix)):
+                continue
+            raw = txn.get(ikey, db=self.db["memitems"])
+            if raw is None:
+                continue
+            rec = layout.memitem_decoder.decode(raw)
+            if not visible(rec, now):
+                continue
+            key = ikey[8:].decode()
+            labels = tuple(name.labels)
+            enc = nodes.value_encoding(rec.value, txn.get)
+            if not self._matches(match, enc, labels, key):
+                continue
+            lb = [lab.encode() for lab in labels]
+            if order == ORDER_UPDATED_DESC:
+                sk, rank = (rec.updated_us, lb, key.encode()), (-rec.updated_us, lb, key.encode())
+            elif order == ORDER_INSERTION:
+                prec = self._path(txn, ns, labels)
+                sk = rank = (prec.first_seq, rec.ins_seq)
+            else:
+                sk = rank = (lb, key.encode())
+            found.append((rank, sk, labels, key, rec, path_id, enc))
+        found.sort(key=lambda e: e[0])
+        if s.after is not None:
+            a = tuple(s.after)
+            if order == ORDER_UPDATED_DESC:
+                bound = (-a[0], list(a[1]), a[2])
+            elif order == ORDER_INSERTION:
+                bound = (a[0], a[1])
+            else:
+                bound = (list(a[0]), a[1])
+            found = [e for e in found if _cmp_key(e[0]) > _cmp_key(bound)]
+        window = found[s.offset:s.offset + s.limit]
+        out = []
+        for rank, sk, labels, key, rec, path_id, enc in window:
+            f = Found(labels, key, rec, enc if s.values else None)
+            f._path_id = path_id  # type: ignore[attr-defined]
+            out.append(f)
+        more = s.paged and len(found) > s.offset + s.limit
+        return out, (window[-1][1] if more and window else None)
 
     @staticmethod
     def _matches(match, enc: bytes, labels, key: str) -> bool:
@@ -603,31 +721,56 @@ class Memory:
                            f"vector.vector: {q.dims} dimensions, but vector space {q.space!r} has {space.dims}",
                            field="vector.vector", dims=space.dims, space=q.space)
         fields = set(q.fields)
-        scored: list = []  # (Found, wanted fields, tie key)
-        unscored: list = []  # (tie key, Found)
-        for tie, labels, key, rec, path_id in self._candidates(txn, ns, s, match):
-            if not visible(rec, now):
+        space_name = q.space
+        # A filter that never fails is checked lazily, best scores first, until offset + limit items pass: the
+        # same items as filtering first (ties keep the request's order), without decoding every value.
+        lazy = match is not None and q.unscored != UNSCORED_ONLY and mf.LANGGRAPH_PYTHON not in mf.modes_of(s.filter)
+        scored: list = []  # (tie key, labels, key, record, path id) of items with a vector in the space
+        wanted_of: list = []  # (record, wanted fields), aligned with scored
+        unscored: list = []
+        for cand in self._candidates(txn, ns, s, match):
+            rec = cand[3]
+            if rec.expires_us and rec.expires_us <= now:
                 continue
-            wanted = [f for f in rec.vector_fields if not fields or f in fields] if rec.space == q.space else ()
-            if match is not None and not self._matches(match, nodes.value_encoding(rec.value, txn.get), labels, key):
+            if match is not None and not lazy and not self._matches(
+                    match, nodes.value_encoding(rec.value, txn.get), cand[1], cand[2]):
                 continue
-            f = Found(labels, key, rec)
-            f._path_id = path_id  # type: ignore[attr-defined]
-            if wanted:
-                scored.append((f, wanted, tie))
-            else:
-                unscored.append((tie, f))
+            if rec.space == space_name and rec.vector_fields:
+                wanted = rec.vector_fields if not fields else [f for f in rec.vector_fields if f in fields]
+                if wanted:
+                    scored.append(cand)
+                    wanted_of.append((rec, wanted))
+                    continue
+            unscored.append(cand)
+
+        def found(cand) -> Found:
+            f = Found(cand[1], cand[2], cand[3])
+            f._path_id = cand[4]  # type: ignore[attr-defined]
+            return f
+
         if q.unscored == UNSCORED_ONLY:
             unscored.sort(key=lambda e: e[0])
-            out = [f for _, f in unscored[s.offset:s.offset + s.limit]]
+            out = [found(c) for c in unscored[s.offset:s.offset + s.limit]]
         else:
-            rows = self.index.rows_for(txn, self.db, space, [(f.rec, wanted) for f, wanted, _ in scored])
-            best = mv.top_items(rows, q.vector, s.offset + s.limit, [tie for _, _, tie in scored])
+            rows = self.index.rows_for(txn, self.db, space, wanted_of)
+            want = s.offset + s.limit
+            ranked = mv.top_items(rows, q.vector, None if lazy else want, [c[0] for c in scored])
             out = []
-            for cand, score, fld in best[s.offset:]:
-                f = scored[cand][0]
+            passed = 0
+            for i, score, fld in ranked:
+                cand = scored[i]
+                if lazy:
+                    enc = nodes.value_encoding(cand[3].value, txn.get)
+                    if not self._matches(match, enc, cand[1], cand[2]):
+                        continue
+                passed += 1
+                if passed <= s.offset:
+                    continue
+                f = found(cand)
                 f.score, f.field = score, fld
                 out.append(f)
+                if passed >= want:
+                    break
         for f in out:
             if s.values and f.value is None:
                 f.value = nodes.value_encoding(f.rec.value, txn.get)
@@ -754,6 +897,11 @@ class Memory:
         """Load every stored vector into the in-memory index (a cache: searches check versions)."""
         with self.store.read() as txn:
             return self.index.build(txn, self.db)
+
+
+def _cmp_key(k) -> tuple:
+    """A sort key with its lists as tuples (page tokens bring lists back)."""
+    return tuple(tuple(x) if isinstance(x, list) else x for x in k)
 
 
 def _pattern_match(labels, prefix, suffix) -> bool:

@@ -126,8 +126,8 @@ class Candidates:
         self.temp: list[int] = []
 
 
-def top_items(c: Candidates, query: bytes, k: int, ties: list) -> list[tuple[int, float, str]]:
-    """The best ``k`` candidates (candidate index, score, field) by cosine similarity to ``query``: an item
+def top_items(c: Candidates, query: bytes, k: int | None, ties: list) -> list[tuple[int, float, str]]:
+    """The best ``k`` candidates (all, ranked, when ``k`` is None) (candidate index, score, field) by cosine similarity to ``query``: an item
     scores the highest of its rows (the first such field on a tie); ties between items go by ``ties[i]`` (the
     request's order)."""
     try:
@@ -140,5 +140,6 @@ def top_items(c: Candidates, query: bytes, k: int, ties: list) -> list[tuple[int
         cur = best.get(owner)
         if cur is None or score > cur[0]:
             best[owner] = (score, field)
-    ranked = heapq.nsmallest(k, ((-sf[0], ties[owner], owner) for owner, sf in best.items()))
+    keys = ((-sf[0], ties[owner], owner) for owner, sf in best.items())
+    ranked = sorted(keys) if k is None else heapq.nsmallest(k, keys)
     return [(owner, -neg, best[owner][1]) for neg, _, owner in ranked]

@@ -40,6 +40,8 @@ Memory items (sidecar/state/memory.py, docs/memory.md §10):
 ``memhist``   path id blake3(key)[:16] version(u64 BE) -> MemRevRec (history, newest last)
 ``memvec``    item id field -> MemVecRec (one client-supplied float32 vector)
 ``memspace``  ns NUL space name -> MemSpaceRec (a vector space's id and dimension)
+``memfld``    ns NUL hash(field path)[:8] type(1) value key(16) item id -> b"" (equality pre-filter)
+``memfldx``   ns NUL item id -> b"" (items with too many leaves to index: always candidates)
 
 Conversations (docs/conversations.md "LMDB layout"; sidecar/state/conversations.py owns citems, cids, ccalls,
 cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its ThreadRec); state/convtimers.py owns ctimers and reclaim):
@@ -91,6 +93,7 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "runs", "thruns", "tstate", "timers", "steps", "events", "evids", "artifacts", "artnames", "uploads",
             "effects", "effthr", "branches",
             "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace",
+            "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
             "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib")
 

@@ -340,8 +340,77 @@ func (r *runner) writeOf(spec obj) any {
 
 func asList(v any) []any { l, _ := v.([]any); return l }
 
+// memoryPaths is the result of a memory_list step.
+type memoryPaths [][]string
+
+func strs(v any) []string {
+	out := []string{}
+	for _, x := range asList(v) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func floats(v any) []float32 {
+	var out []float32
+	for _, x := range asList(v) {
+		out = append(out, float32(x.(float64)))
+	}
+	return out
+}
+
+var memoryOrders = map[string]pb.MemoryOrder{"updated": pb.MemoryOrder_MEMORY_ORDER_UPDATED_DESC,
+	"insertion": pb.MemoryOrder_MEMORY_ORDER_INSERTION, "path_key": pb.MemoryOrder_MEMORY_ORDER_PATH_KEY}
+
+// memory plays the memory ops of scenarios/02_memory.json.
+func (r *runner) memory(c *agentstate.Client, step obj) (any, error) {
+	ctx := context.Background()
+	switch step["op"] {
+	case "memory_put":
+		v, err := fromDesc(resolve(step["value"]))
+		if err != nil {
+			return nil, err
+		}
+		value, _ := v.(map[string]any)
+		opts := &agentstate.MemoryPutOptions{}
+		if vecs, ok := step["vectors"].(map[string]any); ok {
+			opts.Vectors = map[string][]float32{}
+			for name, vec := range vecs {
+				opts.Vectors[name] = floats(vec)
+			}
+		}
+		return c.Memory.Put(ctx, strs(step["path"]), str(step, "key"), value, opts)
+	case "memory_search":
+		opts := &agentstate.MemorySearchOptions{Order: memoryOrders[str(step, "order")], Limit: 100}
+		if n, ok := num(step, "limit"); ok {
+			opts.Limit = uint32(n)
+		}
+		if f, ok := step["filter"]; ok {
+			v, err := fromDesc(resolve(f))
+			if err != nil {
+				return nil, err
+			}
+			opts.Filter = v
+		}
+		if vec, ok := step["vector"]; ok {
+			opts.Vector = floats(vec)
+		}
+		return c.Memory.Search(ctx, strs(step["prefix"]), opts)
+	default:
+		depth := uint32(0)
+		if n, ok := num(step, "max_depth"); ok {
+			depth = uint32(n)
+		}
+		paths, err := c.Memory.ListNamespaces(ctx, strs(step["prefix"]), nil, depth)
+		return memoryPaths(paths), err
+	}
+}
+
 func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 	t := thread(step["thread"])
+	if op, _ := step["op"].(string); strings.HasPrefix(op, "memory_") {
+		return r.memory(c, step)
+	}
 	switch step["op"] {
 	case "create_thread":
 		policy := map[string]pb.IfExists{"error": pb.IfExists_IF_EXISTS_ERROR, "return": pb.IfExists_IF_EXISTS_RETURN, "merge": pb.IfExists_IF_EXISTS_MERGE_METADATA}
@@ -608,6 +677,26 @@ func (r *runner) expect(where string, step obj, result any, err error) {
 		if hasCreated {
 			r.check(x.Created == created, "%s: created %v", where, x.Created)
 		}
+	case *pb.PutMemoryItemResponse:
+		if hasCreated {
+			r.check(x.Created == created, "%s: created %v", where, x.Created)
+		}
+	case []*pb.ScoredMemoryItem:
+		got := []any{}
+		for _, h := range x {
+			got = append(got, []any{strings.Join(h.Item.Path, "/"), h.Item.Key})
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(exp["keys"])
+		r.check(string(gb) == string(wb), "%s: keys %s != %s", where, gb, wb)
+	case memoryPaths:
+		got := []any{}
+		for _, p := range x {
+			got = append(got, strings.Join(p, "/"))
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(exp["paths"])
+		r.check(string(gb) == string(wb), "%s: paths %s != %s", where, gb, wb)
 	case *pb.PutWritesResponse:
 		if n, ok := num(exp, "stored"); ok {
 			r.check(int(x.Stored) == n, "%s: stored %d", where, x.Stored)

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import grpc
 
 from .errors import AgentStateError
-from .v1 import admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, runs_pb2, threads_pb2
+from .v1 import admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2, threads_pb2
 
 READ_ONLY = "read-only"
 IDEMPOTENT_KIND = "idempotent"
@@ -212,12 +212,26 @@ RULES: dict[str, Rule] = {
     "ConversationService.GetContext": Rule(READ_ONLY, _READ),
     "ConversationService.ReportUsage": Rule(
         BY_KEY, "a context hash's report replaces its earlier report"),
+    # MemoryService
+    "MemoryService.PutMemoryItem": Rule(
+        BY_REQUEST_ID, "a repeat records another revision, or fails ETAG_MISMATCH or MEMORY_ITEM_ALREADY_EXISTS"),
+    "MemoryService.GetMemoryItem": Rule(READ_ONLY, "reads only (a repeated TTL refresh is harmless)"),
+    "MemoryService.DeleteMemoryItem": Rule(
+        IDEMPOTENT_KIND, "with allow_missing and no etag, deleting a deleted item is a no-op; otherwise a repeat "
+        "fails NOT_FOUND", lambda r: r.allow_missing and not r.etag),
+    "MemoryService.BatchMemory": Rule(
+        READ_ONLY, "a batch without puts or deletes reads only; one with writes would apply them again",
+        lambda r: all(op.WhichOneof("op") not in ("put", "delete") for op in r.ops)),
+    "MemoryService.ListMemoryNamespaces": Rule(READ_ONLY, _READ),
+    "MemoryService.SearchMemoryItems": Rule(READ_ONLY, "reads only (a repeated TTL refresh is harmless)"),
+    "MemoryService.GetMemoryItemHistory": Rule(READ_ONLY, _READ),
+    "MemoryService.SweepExpiredMemoryItems": Rule(IDEMPOTENT_KIND, "sweeping again finds nothing more to expire"),
 }
 
 SERVICES = tuple(module.DESCRIPTOR.services_by_name[name] for module, name in (
     (threads_pb2, "ThreadService"), (admin_pb2, "AdminService"), (runs_pb2, "RunService"),
     (events_pb2, "EventService"), (artifacts_pb2, "ArtifactService"), (effects_pb2, "EffectService"),
-    (conversations_pb2, "ConversationService")))
+    (conversations_pb2, "ConversationService"), (memory_pb2, "MemoryService")))
 
 #: The rule of each RPC by its request message's full name (one request message per RPC).
 _BY_REQUEST: dict[str, Rule] = {m.input_type.full_name: RULES[f"{s.name}.{m.name}"]

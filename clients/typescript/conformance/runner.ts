@@ -244,6 +244,19 @@ class Runner {
         return c.conversations.latest(t, step.n);
       case "get_context":
         return c.conversations.getContext(t, step.budget, { knowledge: this.knowledgeOf(step) });
+      case "memory_put":
+        return c.memory.put(step.path, step.key, fromDesc(resolveDesc(step.value)) as Record<string, unknown>,
+          step.vectors ? { vectors: step.vectors } : {});
+      case "memory_search":
+        return c.memory.search(step.prefix, {
+          filter: step.filter ? (fromDesc(resolveDesc(step.filter)) as Record<string, unknown>) : undefined,
+          vector: step.vector, order: step.order, limit: step.limit ?? 100,
+        });
+      case "memory_list": {
+        const out: string[][] = [];
+        for await (const p of c.memory.listNamespaces({ prefix: step.prefix, maxDepth: step.max_depth })) out.push(p);
+        return out;
+      }
       case "same_roots":
         return Promise.all([
           c.getCheckpoint(Runner.thread(step.a.thread), step.a.id, { omitValues: true }),
@@ -290,6 +303,15 @@ class Runner {
       const th = op === "create_thread" ? result.thread : result;
       this.check(sameKeys(Object.keys(th.metadata), Object.keys(exp.metadata)), `${where}: metadata keys ${Object.keys(th.metadata)}`);
       for (const [k, d] of Object.entries(exp.metadata)) if (k in th.metadata) this.sameValue(th.metadata[k], d as Desc, `${where}: metadata[${k}]`);
+    }
+    if (op === "memory_put" && "created" in exp) this.check(result.created === exp.created, `${where}: created ${result.created}`);
+    if (op === "memory_search") {
+      const keys = result.map((h: any) => [h.item.path.join("/"), h.item.key]);
+      this.check(JSON.stringify(keys) === JSON.stringify(exp.keys), `${where}: keys ${JSON.stringify(keys)} != ${JSON.stringify(exp.keys)}`);
+    }
+    if (op === "memory_list") {
+      const paths = result.map((p: string[]) => p.join("/"));
+      this.check(JSON.stringify(paths) === JSON.stringify(exp.paths), `${where}: paths ${JSON.stringify(paths)}`);
     }
     if (op === "put_writes") {
       this.check(result.stored === (exp.stored ?? result.stored) && result.kept === (exp.kept ?? result.kept), `${where}: stored/kept ${result.stored}/${result.kept}`);

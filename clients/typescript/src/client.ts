@@ -28,6 +28,8 @@ import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallO
 import { safeAsSent } from "./retries.js";
 import { HeldRun } from "./runs.js";
 import { Conversations } from "./conversations.js";
+import { Memory } from "./memory.js";
+import { MemoryService } from "./gen/agentstate/v1/memory_pb.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
 import { newId } from "./ids.js";
 import {
@@ -167,6 +169,8 @@ export class Client {
   readonly artifacts: Stub<typeof ArtifactService extends GenService<infer S> ? S : never>;
   /** The ConversationService calls (conversations.ts). */
   readonly conversations: Conversations;
+  /** MemoryService calls (memory.ts): put, get, delete, search, batch, listNamespaces, history, sweep. */
+  readonly memory: Memory;
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
   private readonly waitForReady?: boolean;
@@ -187,6 +191,7 @@ export class Client {
     this.effects = this.stub(EffectService);
     this.artifacts = this.stub(ArtifactService);
     this.conversations = new Conversations(this);
+    this.memory = new Memory(this.stub(MemoryService), this.namespace);
   }
 
   /** A typed stub of any generated service on this client's channel (client-streaming methods are left out). */

@@ -5,6 +5,7 @@ export * from "./values.js";
 export * from "./client.js";
 export * from "./runs.js";
 export * from "./conversations.js";
+export * from "./memory.js";
 export { RULES, ruleOf, ruleLabel, safeAsSent, type Rule, type RuleKind } from "./retries.js";
 export { newId } from "./ids.js";
 export {
@@ -34,3 +35,4 @@ export * as eventsPb from "./gen/agentstate/v1/events_pb.js";
 export * as effectsPb from "./gen/agentstate/v1/effects_pb.js";
 export * as artifactsPb from "./gen/agentstate/v1/artifacts_pb.js";
 export * as conversationsPb from "./gen/agentstate/v1/conversations_pb.js";
+export * as memoryPb from "./gen/agentstate/v1/memory_pb.js";

@@ -116,6 +116,17 @@ export const RULES: Record<string, Rule> = {
   "ConversationService.ExpandSummary": READ,
   "ConversationService.GetContext": READ,
   "ConversationService.ReportUsage": { kind: "by key" },
+  "MemoryService.PutMemoryItem": REQUEST_ID,
+  "MemoryService.GetMemoryItem": READ,
+  "MemoryService.DeleteMemoryItem": { kind: "idempotent", when: (r) => (r.allowMissing as boolean) && r.etag === "" },
+  "MemoryService.BatchMemory": {
+    kind: "read-only",
+    when: (r) => (r.ops as { op: { case?: string } }[]).every((o) => o.op.case !== "put" && o.op.case !== "delete"),
+  },
+  "MemoryService.ListMemoryNamespaces": READ,
+  "MemoryService.SearchMemoryItems": READ,
+  "MemoryService.GetMemoryItemHistory": READ,
+  "MemoryService.SweepExpiredMemoryItems": { kind: "idempotent" },
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */
