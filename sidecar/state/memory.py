@@ -284,7 +284,7 @@ class Memory:
         if p.vectors:
             space = p.space or DEFAULT_SPACE
             for f, data in p.vectors.items():
-                srec = self._space(txn, ns, space, len(data) // 4, True, f"vectors[{f!r}]")
+                self._space(txn, ns, space, len(data) // 4, True, f"vectors[{f!r}]")
         if old is not None:
             self._unindex(txn, ns, old)
             version = old.version + 1
