@@ -29,6 +29,7 @@ from urllib.parse import parse_qs
 
 import uvicorn
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import escape
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse
@@ -234,7 +235,7 @@ class WebInspector:
         try:
             self.authorizer.bearer(f"Bearer {token}")
         except ApiError as e:
-            return HTMLResponse(_LOGIN.replace("<!--error-->", f"<p>{e.reason}: {_escape(str(e))}</p>"),
+            return HTMLResponse(_LOGIN.replace("<!--error-->", f"<p>{e.reason}: {escape(str(e))}</p>"),
                                 status_code=401)
         resp = HTMLResponse("", status_code=303, headers={"Location": "/"})
         resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
@@ -281,10 +282,6 @@ _LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>sidecar: tok
 <button type="submit">Open</button></form></body></html>"""
 
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 class _Credentials:
     """ASGI middleware: with an authorizer, every page but /healthz and /login needs a bearer token that
     may read its ``ns`` (default "default"); /stats, the whole store, needs admin. 401 or 403 with the
@@ -311,7 +308,7 @@ class _Credentials:
             self.authorizer.check_http(header, auth.ADMIN if store_wide else auth.READ, None if store_wide else ns)
         except ApiError as e:
             status = 401 if e.reason in ("AUTH_REQUIRED", "AUTH_INVALID") else 403
-            page = _LOGIN.replace("<!--error-->", f"<p>{e.reason}: {_escape(str(e))}</p>")
+            page = _LOGIN.replace("<!--error-->", f"<p>{e.reason}: {escape(str(e))}</p>")
             return await HTMLResponse(page, status_code=status,
                                       headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)(
                 scope, receive, send)
