@@ -475,7 +475,7 @@ def langgraph(base: Path, quick: bool, log) -> dict:
 
     if quick:
         return chat.run(turns=20, at=(5, 10, 20), window=5, log=log)
-    return chat.run(turns=800, at=(50, 200, 800), window=10, log=log)
+    return chat.run(turns=800, at=(50, 200, 800), window=10, log=log, repeats=4)
 
 
 # ----------------------------------------------------------------- memory

@@ -237,7 +237,13 @@ def test_restore_refuses_a_live_store_and_a_changed_backup(tmp_path):
     try:
         fill(proc.address, threads=1, turns=2)
         with Client(proc.address) as c:
+            asked = time.time()
             r = c.backup_store("b")
+            answered = time.time()
+        with open(os.path.join(r.path, "backup.json")) as f:
+            created_us = json.load(f)["created_us"]
+        stamp = r.create_time.seconds * 1_000_000 + r.create_time.nanos // 1000
+        assert stamp == created_us and asked * 1e6 <= stamp <= answered * 1e6  # to the microsecond
         before = heads(tmp_path / "data")
         live = sidecar_cli("restore", "--from", r.path, "--data-dir", str(tmp_path / "data"), "--replace")
         assert live.returncode == 2 and "running sidecar" in live.stderr

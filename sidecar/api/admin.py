@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 
 from agentstate.v1 import admin_pb2
@@ -34,6 +33,5 @@ async def backup_store(store: Store, backup_dir: str, req: admin_pb2.BackupStore
     out = admin_pb2.BackupStoreResponse(path=path, format=m.format, bytes=m.bytes, blake3=m.blake3,
                                         checkpoints=m.checkpoints, threads=m.threads, blobs=m.nodes,
                                         sidecar_version=m.sidecar_version)
-    created = dt.datetime.strptime(m.created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
-    wire.set_timestamp(out.create_time, int(created.timestamp() * 1_000_000))
+    wire.set_timestamp(out.create_time, m.created_us)
     return out

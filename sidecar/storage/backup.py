@@ -6,7 +6,8 @@ read snapshot: free pages left out) and ``backup.json``, its manifest::
     {"format": "agentstate-backup-1", "store_format": "agentstate-lmdb-1",
      "created": "2026-12-01T23:40:00Z", "sidecar_version": "...",
      "source": "/data/dir", "bytes": 123456, "blake3": "<hex of data.mdb>",
-     "checkpoints": 42, "threads": 7, "nodes": 900, "wal_seq": 0}
+     "checkpoints": 42, "threads": 7, "nodes": 900, "wal_seq": 0,
+     "created_us": 1796168400000000}
 
 Consistency: the copy is one MVCC snapshot. Taken by the serving sidecar
 (:func:`backup_store`) it first commits every acknowledged write (in
@@ -74,6 +75,7 @@ class BackupManifest:
     threads: int
     nodes: int
     wal_seq: int
+    created_us: int = 0  # ``created`` in microseconds since the epoch (0 in backups written before it existed)
 
 
 def file_hash(path: str, progress: Progress | None = None) -> str:
@@ -120,9 +122,12 @@ def _copy_env(env: lmdb.Environment, source: str, target: str, progress: Progres
         for name in os.listdir(tmp):  # the copy's lock file is no part of the backup
             if name != DATA:
                 os.unlink(os.path.join(tmp, name))
-        manifest = BackupManifest(FORMAT, layout.FORMAT_NAME, dt.datetime.now(dt.timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"), version, os.path.abspath(source), size, file_hash(data, progress),
-            counts["ckpts"], counts["threads"], counts["nodes"], layout.read_u64(raw) if raw is not None else 0)
+        now = dt.datetime.now(dt.timezone.utc)
+        manifest = BackupManifest(FORMAT, layout.FORMAT_NAME, now.strftime("%Y-%m-%dT%H:%M:%SZ"), version,
+                                  os.path.abspath(source), size, file_hash(data, progress), counts["ckpts"],
+                                  counts["threads"], counts["nodes"],
+                                  layout.read_u64(raw) if raw is not None else 0,
+                                  int(now.timestamp() * 1_000_000))
         with open(os.path.join(tmp, MANIFEST), "w") as f:
             json.dump(asdict(manifest), f, indent=2)
             f.write("\n")
