@@ -307,10 +307,13 @@ def _run_once(turns: int, at, window: int, names, sync: bool, keep: bool, log, b
             skipped["postgres"] = f"PostgreSQL could not be started: {e} {detail.decode(errors='replace')[-300:]}"
             names.remove("postgres")
             log(f"  SKIPPED postgres: {skipped['postgres']}")
-    sidecars = {n: Sidecar(base / n) for n in names if n.startswith("sidecar")}
+    sidecars = {}
     ctx = mp.get_context("spawn")
     pipes, procs = {}, []
     try:
+        for n in names:  # inside the try: a sidecar that does not start still stops PostgreSQL and the others
+            if n.startswith("sidecar"):
+                sidecars[n] = Sidecar(base / n)
         for n in names:
             parent, child = ctx.Pipe()
             address = sidecars[n].address if n in sidecars else (pg.dsn if n == "postgres" else "")
