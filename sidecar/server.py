@@ -276,6 +276,7 @@ class Sidecar:
             self._memory_sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
         self.sweeper = Sweeper(self.ctx, self.config.sweep_interval_seconds)
         self.sweeper.start()
+        self.metrics.watch_sweeper(self.sweeper)
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):
