@@ -6,7 +6,9 @@ page is built by the inspector's views (``sidecar/inspector.py``) from the
 api layer's read calls, run on the event loop like a gRPC call's (the view
 itself runs on a worker thread). Pages: thread search by metadata, a thread's
 checkpoint tree with forks and branches (click a checkpoint for its values,
-tick two to diff them), its runs, a run's timeline, store stats. The pages
+tick two to diff them), its runs, a run's timeline, store stats, a conversation
+with its summary pyramid, the context preview for a budget (a form) with its
+explanation, and the memory browser (paths, items, one item's history). The pages
 load nothing from elsewhere: styles are inline, there is no script.
 
 Off unless asked; ``--http PORT`` alone binds 127.0.0.1. With ``--auth-file``
