@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 from conftest import SidecarProcess
+from inspect_seed import seed_conversation, seed_memory
 
 from agentstate import Append, event
 from sidecar.cli import main
@@ -51,7 +52,10 @@ def seeded(tmp_path_factory):
         held.put_checkpoint({"messages": Append([{"role": "ai", "content": "sent"}]), "n": 4}, checkpoint_id="c4",
                             parent_id="c3", base_id="c3")
         held.complete({"answer": 42})
-    yield proc, held.run_id, forked.run_id
+        # a conversation with a summary pyramid, and memory items (tests at the end of this file)
+        done = seed_conversation(c, "chat")
+        seed_memory(c)
+    yield proc, held.run_id, forked.run_id, done
     proc.stop()
 
 
@@ -70,7 +74,7 @@ def source(request, seeded):
 
 def test_threads_by_metadata(capsys, source):
     everything = inspect(capsys, source, "threads")
-    assert [t["thread_id"] for t in everything["threads"]] == ["t-a", "t-a-branch", "t-b", "t-c"]
+    assert [t["thread_id"] for t in everything["threads"]] == ["chat", "t-a", "t-a-branch", "t-b", "t-c"]
     ann = inspect(capsys, source, "threads", "--filter", "user=ann")
     assert [(t["thread_id"], t["metadata"]) for t in ann["threads"]] == [  # the branch has its thread's metadata
         ("t-a", {"tier": 1, "user": "ann"}), ("t-a-branch", {"tier": 1, "user": "ann"}),
@@ -202,7 +206,7 @@ def test_errors_and_read_only(capsys, seeded, tmp_path):
     assert "no sidecar data directory" in capsys.readouterr().err
     before = os.stat(proc.data_dir / "data.mdb").st_mtime_ns
     stats = inspect(capsys, ["--data-dir", str(proc.data_dir)], "stats")
-    assert stats["threads"] == 4 and stats["checkpoints"] >= 6
+    assert stats["threads"] == 5 and stats["checkpoints"] >= 6  # t-a, its branch, t-b, t-c, chat
     assert os.stat(proc.data_dir / "data.mdb").st_mtime_ns == before  # nothing written
 
 
@@ -218,11 +222,7 @@ def test_the_console_command(seeded):
 
 @pytest.fixture(scope="module")
 def conv_seeded(seeded):
-    from inspect_seed import seed_conversation, seed_memory
-    with seeded[0].client(namespace=NS) as c:
-        done = seed_conversation(c, "chat")
-        seed_memory(c)
-    return done
+    return seeded[3]  # the summary ids in the order the seeding submitted them
 
 
 def test_a_conversation_with_its_summaries(capsys, source, conv_seeded):

@@ -22,8 +22,10 @@ from conftest import SidecarProcess
 from playwright.sync_api import expect, sync_playwright
 
 from agentstate import Append, event
+from inspect_seed import seed_conversation, seed_memory
 
 NS = f"web-{uuid.uuid4().hex[:8]}"
+CONV_NS = f"{NS}-conv"  # its own namespace: the thread search of NS stays as it is
 SHOTS = os.environ.get("SIDECAR_INSPECTOR_SCREENSHOTS")
 
 
@@ -69,6 +71,9 @@ def served(tmp_path_factory):
         held.put_checkpoint({"messages": Append([{"role": "ai", "content": "booked"}]), "turn": 4},
                             checkpoint_id="c4", parent_id="c3", base_id="c3")
         held.complete({"booked": True})
+    with proc.client(namespace=CONV_NS) as c:  # for the conversation, context and memory pages
+        seed_conversation(c, "support-chat")
+        seed_memory(c)
     yield proc, f"http://127.0.0.1:{port}", held.run_id
     proc.stop()
 
@@ -190,7 +195,7 @@ def test_branch_and_run_timeline(page, served):
 def test_store_stats_and_missing_things(page, served):
     page.goto(f"{served[1]}/stats?ns={NS}")
     stats = dict(zip(page.locator("#stats th").all_text_contents(), page.locator("#stats td").all_text_contents()))
-    assert int(stats["threads"]) == 3 and int(stats["checkpoints"]) >= 6
+    assert int(stats["threads"]) == 4 and int(stats["checkpoints"]) >= 6  # 3 in NS, support-chat in CONV_NS
     resp = page.goto(f"{served[1]}/thread?ns={NS}&id=no-such-thread")
     assert resp.status == 404
     expect(page.locator("#error")).to_contain_text("NOT_FOUND")
@@ -223,16 +228,9 @@ def test_a_taken_port_is_a_start_up_error(tmp_path):
 
 # ----------------------------------------------------------------- conversations, context, memory
 
-CONV_NS = f"{NS}-conv"  # its own namespace, so the thread list and counts above stay as they are
-
-
 @pytest.fixture(scope="module")
 def conv_served(served):
-    from inspect_seed import seed_conversation, seed_memory
-    with served[0].client(namespace=CONV_NS) as c:
-        seed_conversation(c, "support-chat")
-        seed_memory(c)
-    return served
+    return served  # seeded in CONV_NS
 
 
 def test_conversation_with_its_summary_pyramid(page, conv_served):
