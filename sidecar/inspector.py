@@ -14,14 +14,20 @@ in this process; a sidecar may be running on it). Views:
 ``runs``        a thread's runs
 ``run``         a run's timeline: its steps, events, effects and artifacts in time order
 ``stats``       the store's counts (GetStoreStats)
-
-Conversations and memory items are not here yet (their APIs are being built).
+``conversation`` a thread's conversation: items by seq, which summaries cover them, the pyramid, pending
+                compactions
+``context``     the context GetContext builds for a budget, with its explanation (kept, summarised,
+                compressed, deduplicated, dropped and why)
+``memory-paths`` memory paths (store namespaces) with live items, under a prefix
+``memory-items`` live memory items under a path prefix
+``memory-item`` one memory item and its history (reads never refresh a TTL)
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import base64
+import bisect
 import json
 import math
 import os
@@ -32,15 +38,19 @@ import grpc
 
 from agentstate.codec import Opaque
 from agentstate.values import from_value, to_value
-from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2, artifacts_pb2_grpc, effects_pb2,
-                           effects_pb2_grpc, events_pb2, events_pb2_grpc, runs_pb2, runs_pb2_grpc, threads_pb2,
-                           threads_pb2_grpc)
+from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2, artifacts_pb2_grpc, conversations_pb2,
+                           conversations_pb2_grpc, effects_pb2, effects_pb2_grpc, events_pb2, events_pb2_grpc,
+                           memory_pb2, memory_pb2_grpc, runs_pb2, runs_pb2_grpc, threads_pb2, threads_pb2_grpc)
 
 from .api import artifacts as api_artifacts
+from .api import assembly as api_assembly
 from .api import checkpoints as api_checkpoints
+from .api import compactions as api_compactions
 from .api import context, service
+from .api import conversations as api_conversations
 from .api import effects as api_effects
 from .api import events as api_events
+from .api import memory as api_memory
 from .api import runs as api_runs
 from .api import threads as api_threads
 from .errors import ApiError
@@ -62,7 +72,9 @@ class GrpcSource:
     STUBS = {"ThreadService": threads_pb2_grpc.ThreadServiceStub, "AdminService": admin_pb2_grpc.AdminServiceStub,
              "RunService": runs_pb2_grpc.RunServiceStub, "EventService": events_pb2_grpc.EventServiceStub,
              "EffectService": effects_pb2_grpc.EffectServiceStub,
-             "ArtifactService": artifacts_pb2_grpc.ArtifactServiceStub}
+             "ArtifactService": artifacts_pb2_grpc.ArtifactServiceStub,
+             "ConversationService": conversations_pb2_grpc.ConversationServiceStub,
+             "MemoryService": memory_pb2_grpc.MemoryServiceStub}
 
     def __init__(self, address: str, timeout: float = 30.0) -> None:
         self.address = address
@@ -80,6 +92,36 @@ class GrpcSource:
         self.channel.close()
 
 
+def read_calls(s, c: context.Ctx, m) -> dict:
+    """{(service, method): call} of the read calls the views make, answered by the api layer in this process
+    (``s`` a store, ``c`` its Ctx, ``m`` its api.memory.Memory): the data-dir source's and the web
+    inspector's, so both answer as the gRPC servicers do. A call returns a response or a coroutine."""
+    return {
+        ("ThreadService", "ListThreads"): lambda r: api_threads.list_(s, r),
+        ("ThreadService", "GetThread"): lambda r: api_threads.get(s, r),
+        ("ThreadService", "ListCheckpoints"): lambda r: api_checkpoints.list_(s, r),
+        ("ThreadService", "GetCheckpoint"): lambda r: api_checkpoints.get(s, r),
+        ("ThreadService", "DiffCheckpoints"): lambda r: api_checkpoints.diff(s, r),
+        ("AdminService", "GetStoreStats"): lambda r: service.store_stats(s),
+        ("RunService", "GetRun"): lambda r: api_runs.get(c, r),
+        ("RunService", "ListRuns"): lambda r: api_runs.list_(c, r),
+        ("RunService", "ListSteps"): lambda r: api_runs.list_steps(c, r),
+        ("RunService", "ListBranches"): lambda r: api_runs.list_branches(c, r),
+        ("EventService", "ListEvents"): lambda r: api_events.list_(c, r),
+        ("EffectService", "ListEffects"): lambda r: api_effects.list_(c, r),
+        ("ArtifactService", "ListArtifacts"): lambda r: api_artifacts.list_(c, r),
+        ("ConversationService", "GetConversation"): lambda r: api_conversations.get_conversation(c, r),
+        ("ConversationService", "ListItems"): lambda r: api_conversations.list_(c, r),
+        ("ConversationService", "ListSummaries"): lambda r: api_compactions.list_summaries(c, r),
+        ("ConversationService", "ListCompactions"): lambda r: api_compactions.list_compactions(c, r),
+        ("ConversationService", "GetContext"): lambda r: api_assembly.get_context(c, r),
+        ("MemoryService", "ListMemoryNamespaces"): lambda r: api_memory.list_namespaces(m, r),
+        ("MemoryService", "SearchMemoryItems"): lambda r: api_memory.search(m, r),
+        ("MemoryService", "GetMemoryItem"): lambda r: api_memory.get(m, r),
+        ("MemoryService", "GetMemoryItemHistory"): lambda r: api_memory.history(m, r),
+    }
+
+
 class DirSource:
     """A data directory, read-only, answered by the api layer's read calls in this process."""
 
@@ -88,21 +130,7 @@ class DirSource:
         self.store = ReadOnlyStore(path)
         self.ctx = context.Ctx(self.store, context.Hub())
         s, c = self.store, self.ctx
-        self._calls = {
-            ("ThreadService", "ListThreads"): lambda r: api_threads.list_(s, r),
-            ("ThreadService", "GetThread"): lambda r: api_threads.get(s, r),
-            ("ThreadService", "ListCheckpoints"): lambda r: api_checkpoints.list_(s, r),
-            ("ThreadService", "GetCheckpoint"): lambda r: api_checkpoints.get(s, r),
-            ("ThreadService", "DiffCheckpoints"): lambda r: api_checkpoints.diff(s, r),
-            ("AdminService", "GetStoreStats"): lambda r: service.store_stats(s),
-            ("RunService", "GetRun"): lambda r: api_runs.get(c, r),
-            ("RunService", "ListRuns"): lambda r: api_runs.list_(c, r),
-            ("RunService", "ListSteps"): lambda r: api_runs.list_steps(c, r),
-            ("RunService", "ListBranches"): lambda r: api_runs.list_branches(c, r),
-            ("EventService", "ListEvents"): lambda r: api_events.list_(c, r),
-            ("EffectService", "ListEffects"): lambda r: api_effects.list_(c, r),
-            ("ArtifactService", "ListArtifacts"): lambda r: api_artifacts.list_(c, r),
-        }
+        self._calls = read_calls(s, c, api_memory.Memory(s))
 
     def call(self, service_name: str, method: str, request):
         try:
@@ -366,6 +394,204 @@ def view_stats(src) -> dict:
     return {f.name: getattr(s, f.name) for f in s.DESCRIPTOR.fields}
 
 
+# ----------------------------------------------------------------- conversations, context, memory
+
+def _kind(number: int) -> str:
+    return _enum(conversations_pb2.ItemKind, number, "ITEM_KIND_")
+
+
+def _covering(summaries: list[dict]):
+    """A function seq -> [ids of the summaries covering it, level 1 first] (summaries of one level never
+    overlap: a bisect per level)."""
+    by_level: dict[int, list[tuple[int, int, str]]] = {}
+    for s in summaries:
+        by_level.setdefault(s["level"], []).append((s["first_seq"], s["last_seq"], s["summary_id"]))
+    for rows in by_level.values():
+        rows.sort()
+    starts = {lvl: [r[0] for r in rows] for lvl, rows in by_level.items()}
+
+    def covering(seq: int) -> list[str]:
+        out = []
+        for lvl in sorted(by_level):
+            i = bisect.bisect_right(starts[lvl], seq) - 1
+            if i >= 0 and by_level[lvl][i][1] >= seq:
+                out.append(by_level[lvl][i][2])
+        return out
+
+    return covering
+
+
+def view_conversation(src, ns: str, thread_id: str, last: int = 0) -> dict:
+    """A thread's conversation: its items by seq (the newest ``last`` when given), the summaries of every
+    level (which items and which child summaries each covers, the pyramid), pending compactions."""
+    conv = src.call("ConversationService", "GetConversation", conversations_pb2.GetConversationRequest(
+        namespace=ns, thread_id=thread_id)).conversation
+    items = pages(src, "ConversationService", "ListItems", conversations_pb2.ListItemsRequest(
+        namespace=ns, thread_id=thread_id, latest=last), "items")
+    sums = pages(src, "ConversationService", "ListSummaries", conversations_pb2.ListSummariesRequest(
+        namespace=ns, thread_id=thread_id), "summaries")
+    comps = pages(src, "ConversationService", "ListCompactions", conversations_pb2.ListCompactionsRequest(
+        namespace=ns, thread_id=thread_id), "compactions")
+    parent = {child: s.summary_id for s in sums for child in s.child_ids}
+    summaries = [{"summary_id": s.summary_id, "level": s.level, "first_seq": s.first_seq, "last_seq": s.last_seq,
+                  "item_count": s.item_count, "child_ids": list(s.child_ids), "parent_id": parent.get(s.summary_id),
+                  "text": s.text, "producer": s.producer, "fallback": s.fallback,
+                  "estimated_tokens": s.estimated_tokens, "covered_estimated_tokens": s.covered_estimated_tokens,
+                  "create_time": ts(s.create_time)} for s in sums]
+    compactions = [{"compaction_id": c.compaction_id, "level": c.level, "first_seq": c.first_seq,
+                    "last_seq": c.last_seq, "input_count": c.input_count,
+                    "state": _enum(conversations_pb2.CompactionState, c.state, "COMPACTION_STATE_"),
+                    "worker": c.worker, "attempts": c.attempts, "due_time": ts(c.due_time),
+                    "fallback_time": ts(c.fallback_time), "lease_expire_time": ts(c.lease_expire_time)}
+                   for c in comps]
+    covering = _covering(summaries)
+    pending = [(c["first_seq"], c["last_seq"], c["compaction_id"]) for c in compactions if c["level"] == 1]
+    rows = []
+    for it in items:
+        rows.append({"seq": it.seq, "kind": _kind(it.kind), "role": it.role, "call_id": it.call_id,
+                     "tool_name": it.tool_name, "client_item_id": it.client_item_id,
+                     "content": jsonable(from_value(it.content)) if it.HasField("content") else None,
+                     "estimated_tokens": it.estimated_tokens,
+                     "client_tokens": it.tokens.count if it.HasField("tokens") else None,
+                     "create_time": ts(it.create_time), "summaries": covering(it.seq),
+                     "pending_compaction": next((cid for f, l, cid in pending if f <= it.seq <= l), None)})
+    levels = sorted({s["level"] for s in summaries}, reverse=True)
+    p = conv.compaction_policy
+    policy = {"disabled": p.disabled, "trigger_items": p.trigger_items, "compact_items": p.compact_items,
+              "keep_last_items": p.keep_last_items, "pyramid_fan_in": p.pyramid_fan_in,
+              "pyramid_keep_last": p.pyramid_keep_last, "max_levels": p.max_levels,
+              "max_summary_chars": p.max_summary_chars, "fallback_after_ms": p.fallback_after.ToMilliseconds(),
+              "source": _enum(conversations_pb2.PolicySource, conv.compaction_policy_source, "POLICY_SOURCE_")}
+    return {"namespace": ns, "thread_id": thread_id,
+            "conversation": {"item_count": conv.item_count, "first_seq": conv.first_seq, "last_seq": conv.last_seq,
+                             "summary_count": conv.summary_count, "pending_compactions": conv.pending_compactions,
+                             "estimated_tokens": conv.estimated_tokens, "closed": conv.closed,
+                             "last_active_time": ts(conv.last_active_time), "expire_time": ts(conv.expire_time),
+                             "calibration_factor": conv.calibration_factor},
+            "compaction_policy": policy, "shown_items": len(rows), "items": rows, "summaries": summaries,
+            "pyramid": [{"level": lvl, "summary_ids": [s["summary_id"] for s in summaries if s["level"] == lvl]}
+                        for lvl in levels],
+            "unsummarised_items": sum(1 for r in rows if not r["summaries"]), "compactions": compactions}
+
+
+#: why an explanation entry's sources are where they are
+FATE_WHY = {"kept": "in the context verbatim", "summarised": "stands in the context as a summary",
+            "compressed": "in the context as a compressed tool call",
+            "deduplicated": "equal to an earlier item: left out or shown as a stub",
+            "dropped_budget": "left out: over the budget", "dropped_orphan": "left out: a tool call without its "
+                                                                             "result (or a result without its call)"}
+
+
+def view_context(src, ns: str, thread_id: str, budget: int, keep_last: int | None = None) -> dict:
+    """The context GetContext builds for ``budget`` tokens (no knowledge items), with its explanation: what
+    happened to every pinned item and every live log item, and why."""
+    req = conversations_pb2.GetContextRequest(namespace=ns, thread_id=thread_id, budget_tokens=budget)
+    if keep_last is not None:
+        req.keep_last_items = keep_last
+    resp = src.call("ConversationService", "GetContext", req)
+    items = []
+    for i, ci in enumerate(resp.items):
+        items.append({"index": i, "source": _enum(conversations_pb2.ContextSource, ci.source, "CONTEXT_SOURCE_"),
+                      "kind": _kind(ci.kind), "role": ci.role, "tool_name": ci.tool_name, "tokens": ci.tokens,
+                      "tokens_estimated": ci.tokens_estimated, "pin_id": ci.pin_id, "summary_id": ci.summary_id,
+                      "level": ci.level, "first_seq": ci.items.first_seq, "last_seq": ci.items.last_seq,
+                      "duplicate_of_seq": ci.duplicate_of_seq, "stable_prefix": i < resp.stable_prefix_items,
+                      "content": jsonable(from_value(ci.content))})
+    explanation = []
+    totals: dict[str, dict[str, int]] = {}
+    for e in resp.explanation:
+        fate = _enum(conversations_pb2.Fate, e.fate, "FATE_")
+        which = e.WhichOneof("source")
+        entry = {"source": {"pin_id": "pinned", "items": "items", "knowledge_index": "knowledge"}[which],
+                 "pin_id": e.pin_id if which == "pin_id" else None,
+                 "first_seq": e.items.first_seq if which == "items" else None,
+                 "last_seq": e.items.last_seq if which == "items" else None,
+                 "fate": fate, "why": FATE_WHY.get(fate, fate), "item_count": e.item_count, "tokens": e.tokens,
+                 "context_index": e.context_index if e.HasField("context_index") else None,
+                 "summary_id": e.summary_id, "duplicate_of_seq": e.duplicate_of_seq}
+        explanation.append(entry)
+        t = totals.setdefault(fate, {"entries": 0, "items": 0, "tokens": 0})
+        t["entries"] += 1
+        t["items"] += e.item_count
+        t["tokens"] += e.tokens
+    return {"namespace": ns, "thread_id": thread_id, "budget_tokens": budget, "keep_last_items": keep_last,
+            "total_tokens": resp.total_tokens, "stable_prefix_items": resp.stable_prefix_items,
+            "context_hash": resp.context_hash.hex(), "last_seq": resp.last_seq,
+            "calibration_factor": resp.calibration_factor, "estimated_raw_tokens": resp.estimated_raw_tokens,
+            "client_counted_tokens": resp.client_counted_tokens, "items": items, "explanation": explanation,
+            "by_fate": dict(sorted(totals.items()))}
+
+
+def parse_path(text: str) -> list[str]:
+    """A memory path from the command line: labels separated by ``/`` (``users/ann``), or a JSON list of
+    labels (``'["a/b", "c"]'``) when a label holds a ``/``; "" is the root."""
+    text = text.strip()
+    if text.startswith("["):
+        try:
+            labels = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InspectError(f"path {text!r}: not a JSON list ({e})") from None
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise InspectError(f"path {text!r}: a JSON path must be a list of strings")
+        return labels
+    return [label for label in text.split("/") if label]
+
+
+def _provenance(p) -> dict:
+    out = {f.name: getattr(p, f.name) for f in p.DESCRIPTOR.fields if f.name != "conversation_seq"
+           and getattr(p, f.name)}
+    if p.HasField("conversation_seq"):
+        out["conversation_seq"] = p.conversation_seq
+    return out
+
+
+def _memory_item(it, value: bool = True) -> dict:
+    out = {"path": list(it.path), "key": it.key, "version": it.version, "etag": it.etag,
+           "create_time": ts(it.create_time), "update_time": ts(it.update_time),
+           "expire_time": ts(it.expire_time), "ttl_ms": it.ttl.ToMilliseconds() if it.HasField("ttl") else None,
+           "origin": _enum(memory_pb2.MemoryOrigin, it.origin, "MEMORY_ORIGIN_"), "actor": it.actor,
+           "provenance": _provenance(it.provenance), "vector_space": it.vector_space,
+           "vector_fields": list(it.vector_fields)}
+    if value:
+        out["value"] = jsonable(from_value(it.value)) if it.HasField("value") else None
+    return out
+
+
+def _segments(prefix: list[str]) -> list:
+    return [memory_pb2.PathSegment(label=label) for label in prefix]
+
+
+def view_memory_paths(src, ns: str, prefix: list[str], limit: int = 0) -> dict:
+    """The memory paths (LangGraph's store namespaces) of a namespace that hold live items, under ``prefix``."""
+    req = memory_pb2.ListMemoryNamespacesRequest(namespace=ns, prefix=_segments(prefix))
+    found = pages(src, "MemoryService", "ListMemoryNamespaces", req, "namespaces", limit)
+    return {"namespace": ns, "prefix": prefix, "paths": [list(p.path) for p in found]}
+
+
+def view_memory_items(src, ns: str, prefix: list[str], limit: int = 0) -> dict:
+    """The live memory items under ``prefix``, by path and key (TTLs are not refreshed)."""
+    req = memory_pb2.SearchMemoryItemsRequest(namespace=ns, path_prefix=prefix,
+                                              order=memory_pb2.MEMORY_ORDER_PATH_KEY, refresh_ttl=False)
+    found = pages(src, "MemoryService", "SearchMemoryItems", req, "items", limit)
+    return {"namespace": ns, "prefix": prefix, "items": [_memory_item(s.item) for s in found]}
+
+
+def view_memory_item(src, ns: str, path: list[str], key: str) -> dict:
+    """One memory item (None when deleted or expired) and its history, newest change first."""
+    got = src.call("MemoryService", "GetMemoryItem", memory_pb2.GetMemoryItemRequest(
+        namespace=ns, path=path, key=key, refresh_ttl=False, allow_missing=True))
+    revs = pages(src, "MemoryService", "GetMemoryItemHistory", memory_pb2.GetMemoryItemHistoryRequest(
+        namespace=ns, path=path, key=key, include_values=True), "revisions")
+    history = [{"version": r.version, "kind": _enum(memory_pb2.RevisionKind, r.kind, "REVISION_KIND_"),
+                "time": ts(r.time), "actor": r.actor, "origin": _enum(memory_pb2.MemoryOrigin, r.origin,
+                                                                       "MEMORY_ORIGIN_"),
+                "provenance": _provenance(r.provenance), "etag": r.etag,
+                "ttl_ms": r.ttl.ToMilliseconds() if r.HasField("ttl") else None,
+                "value": jsonable(from_value(r.value)) if r.HasField("value") else None} for r in revs]
+    return {"namespace": ns, "path": path, "key": key,
+            "item": _memory_item(got.item) if got.HasField("item") else None, "history": history}
+
+
 # ----------------------------------------------------------------- human output
 
 def _short(value: Any, full: bool) -> str:
@@ -527,8 +753,137 @@ def render_stats(m: dict, full: bool) -> str:
     return "\n".join(f"{k:<16} {v}" for k, v in m.items())
 
 
+def _one_line(value: Any, full: bool, width: int = 100) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = " ".join(text.split()) if not full else text
+    return text if full or len(text) <= width else text[:width] + "…"
+
+
+def render_conversation(m: dict, full: bool) -> str:
+    c, p = m["conversation"], m["compaction_policy"]
+    lines = [f"conversation {m['thread_id']}: {c['item_count']} item(s)"
+             + (f", seq {c['first_seq']}..{c['last_seq']}" if c["item_count"] else "")
+             + f", {c['summary_count']} summary(ies), {c['pending_compactions']} pending compaction(s), "
+             f"~{c['estimated_tokens']} tokens" + (" [closed]" if c["closed"] else ""),
+             f"  policy ({p['source']}): " + ("disabled" if p["disabled"] else
+                                             f"every {p['trigger_items']} items summarise the oldest "
+                                             f"{p['compact_items']}, keep {p['keep_last_items']}; pyramid fan-in "
+                                             f"{p['pyramid_fan_in']} (+{p['pyramid_keep_last']} kept), "
+                                             f"{p['max_levels']} level(s); fallback after "
+                                             f"{p['fallback_after_ms'] / 1000:g} s")]
+    if m["pyramid"]:
+        lines.append("summaries (the pyramid, top level first):")
+        by_id = {s["summary_id"]: s for s in m["summaries"]}
+        for lvl in m["pyramid"]:
+            for sid in lvl["summary_ids"]:
+                s = by_id[sid]
+                covers = (f"summaries {', '.join(s['child_ids'])}" if s["child_ids"] else
+                          f"items {s['first_seq']}-{s['last_seq']}")
+                tag = " [fallback]" if s["fallback"] else ""
+                lines.append(f"  {'  ' * (m['pyramid'][0]['level'] - lvl['level'])}{sid}  covers {covers} "
+                             f"({s['item_count']} item(s), ~{s['covered_estimated_tokens']} -> "
+                             f"{s['estimated_tokens']} tokens) by {s['producer']}{tag}")
+                lines.append(f"  {'  ' * (m['pyramid'][0]['level'] - lvl['level'])}    {_one_line(s['text'], full)}")
+    if m["compactions"]:
+        lines.append("pending compactions:")
+        for x in m["compactions"]:
+            who = f" by {x['worker']} until {x['lease_expire_time']}" if x["state"] == "claimed" else ""
+            lines.append(f"  {x['compaction_id']}  {x['state']}{who}, attempts {x['attempts']}, due {x['due_time']}"
+                         + (f", fallback at {x['fallback_time']}" if x["fallback_time"] else ""))
+    shown = "" if m["shown_items"] == c["item_count"] else f" (the newest {m['shown_items']})"
+    lines.append(f"items{shown}:")
+    if m["items"]:
+        w = max(len(str(i["seq"])) for i in m["items"])
+        lines.append(f"  {'SEQ':>{max(w, 3)}}  {'KIND':<11}  {'ROLE':<10}  {'TOKENS':>6}  {'SUMMARISED IN':<22}  "
+                     "CONTENT")
+        for i in m["items"]:
+            where = " < ".join(i["summaries"]) or (f"({i['pending_compaction']} due)" if i["pending_compaction"]
+                                                    else "-")
+            role = i["role"] or (i["tool_name"] and f"({i['tool_name']})") or ""
+            tokens = i["client_tokens"] if i["client_tokens"] is not None else i["estimated_tokens"]
+            lines.append(f"  {i['seq']:>{max(w, 3)}}  {i['kind']:<11}  {role:<10}  {tokens:>6}  {where:<22}  "
+                         f"{_one_line(i['content'], full, 80)}")
+    return "\n".join(lines)
+
+
+def render_context(m: dict, full: bool) -> str:
+    lines = [f"context of thread {m['thread_id']} for a budget of {m['budget_tokens']} tokens: "
+             f"{len(m['items'])} item(s), {m['total_tokens']} tokens, stable prefix {m['stable_prefix_items']} "
+             f"item(s), last seq {m['last_seq']}, hash {m['context_hash'][:16]}…",
+             "   #  SOURCE       TOKENS  WHAT"]
+    for i in m["items"]:
+        if i["source"] == "pinned":
+            what = f"pin {i['pin_id']}"
+        elif i["source"] == "summary":
+            what = f"{i['summary_id']} (items {i['first_seq']}-{i['last_seq']})"
+        elif i["source"] == "compressed_tool_call":
+            what = f"{i['tool_name']} call, items {i['first_seq']}-{i['last_seq']}"
+        else:
+            what = f"seq {i['first_seq']} {i['kind']}" + (f" {i['role']}" if i["role"] else "")
+        tokens = ("~" if i["tokens_estimated"] else "") + str(i["tokens"])
+        lines.append(f"  {i['index']:>2}  {i['source']:<11}  {tokens:>6}  {what}: "
+                     f"{_one_line(i['content'], full, 70)}")
+    lines.append("explanation (every pinned item and live item once):")
+    for e in m["explanation"]:
+        if e["source"] == "pinned":
+            src = f"pin {e['pin_id']}"
+        elif e["source"] == "items":
+            src = (f"item {e['first_seq']}" if e["first_seq"] == e["last_seq"] else
+                   f"items {e['first_seq']}-{e['last_seq']} ({e['item_count']})")
+        else:
+            src = "knowledge"
+        to = f" -> #{e['context_index']}" if e["context_index"] is not None else ""
+        extra = f" as {e['summary_id']}" if e["summary_id"] else ""
+        extra += f" (equal to seq {e['duplicate_of_seq']})" if e["duplicate_of_seq"] else ""
+        lines.append(f"  {src:<22} {e['fate']:<14} {e['tokens']:>6} tokens{to}{extra}: {e['why']}")
+    return "\n".join(lines)
+
+
+def _path_text(path: list[str]) -> str:
+    return "/".join(path) if all("/" not in p for p in path) else json.dumps(path, ensure_ascii=False)
+
+
+def render_memory_paths(m: dict, full: bool) -> str:
+    under = f" under {_path_text(m['prefix'])}" if m["prefix"] else ""
+    if not m["paths"]:
+        return f"no memory paths with live items{under} in namespace {m['namespace']!r}"
+    return "\n".join([*(_path_text(p) for p in m["paths"]), f"{len(m['paths'])} path(s){under}"])
+
+
+def render_memory_items(m: dict, full: bool) -> str:
+    under = f" under {_path_text(m['prefix'])}" if m["prefix"] else ""
+    if not m["items"]:
+        return f"no live memory items{under} in namespace {m['namespace']!r}"
+    lines = []
+    for it in m["items"]:
+        lines.append(f"{_path_text(it['path'])}  {it['key']}  v{it['version']}  {it['update_time']}"
+                     + (f"  expires {it['expire_time']}" if it["expire_time"] else "") + f"  {_short(it['value'], full)}")
+    lines.append(f"{len(m['items'])} item(s){under}")
+    return "\n".join(lines)
+
+
+def render_memory_item(m: dict, full: bool) -> str:
+    it = m["item"]
+    lines = [f"memory item {_path_text(m['path'])} {m['key']!r}" + ("" if it else ": deleted or expired")]
+    if it:
+        lines += [f"  version   {it['version']} (etag {it['etag']})", f"  created   {it['create_time']}",
+                  f"  updated   {it['update_time']}" + (f" by {it['actor']}" if it["actor"] else ""),
+                  f"  origin    {it['origin']}" + (f", provenance {_meta(it['provenance'])}" if it["provenance"] else "")]
+        if it["expire_time"]:
+            lines.append(f"  expires   {it['expire_time']}")
+        lines.append(f"  value     {_short(it['value'], full)}")
+    lines.append(f"history ({len(m['history'])} change(s), newest first):")
+    for r in m["history"]:
+        detail = f"  {_short(r['value'], full)}" if r["value"] is not None else ""
+        who = f" by {r['actor']}" if r["actor"] else ""
+        lines.append(f"  v{r['version']}  {r['time']}  {r['kind']}{who}{detail}")
+    return "\n".join(lines)
+
+
 RENDER = {"threads": render_threads, "tree": render_tree, "checkpoint": render_checkpoint, "diff": render_diff,
-          "bytes": render_bytes, "runs": render_runs, "run": render_run, "stats": render_stats}
+          "bytes": render_bytes, "runs": render_runs, "run": render_run, "stats": render_stats,
+          "conversation": render_conversation, "context": render_context, "memory-paths": render_memory_paths,
+          "memory-items": render_memory_items, "memory-item": render_memory_item}
 
 
 # ----------------------------------------------------------------- command line
@@ -543,7 +898,7 @@ def add_parser(sub, default_address: str) -> None:
     common.add_argument("--namespace", default="default", help="(default: %(default)s)")
     common.add_argument("--json", action="store_true", help="one JSON document, for scripts")
     common.add_argument("--full", action="store_true", help="do not shorten long values")
-    p = sub.add_parser("inspect", help="look at threads, checkpoints and runs (read-only)",
+    p = sub.add_parser("inspect", help="look at threads, checkpoints, runs, conversations and memory (read-only)",
                        description="Read-only views of a sidecar's state, against a running sidecar (--address) or "
                                    "a data directory opened read-only (--data-dir; the sidecar may be running). "
                                    "Human output, or --json for scripts. Each view has its own --help.")
@@ -573,6 +928,25 @@ def add_parser(sub, default_address: str) -> None:
     v = views.add_parser("run", parents=[common], help="a run's timeline: steps, events, effects, artifacts")
     v.add_argument("run_id")
     views.add_parser("stats", parents=[common], help="the store's counts")
+    v = views.add_parser("conversation", parents=[common],
+                         help="a thread's conversation: items by seq, the summaries covering them, the pyramid")
+    v.add_argument("thread_id")
+    v.add_argument("--last", type=int, default=0, metavar="N", help="only the newest N items (default: all)")
+    v = views.add_parser("context", parents=[common],
+                         help="the context GetContext builds for a budget, with what was kept, summarised or dropped")
+    v.add_argument("thread_id")
+    v.add_argument("--budget", type=int, required=True, metavar="TOKENS", help="the token budget")
+    v.add_argument("--keep-last", type=int, default=None, metavar="N", help="override the verbatim tail")
+    path_help = "labels separated by / (users/ann), or a JSON list of labels"
+    v = views.add_parser("memory-paths", parents=[common], help="memory paths (store namespaces) with live items")
+    v.add_argument("prefix", nargs="?", default="", help=f"only under this path: {path_help}")
+    v.add_argument("--limit", type=int, default=0, help="at most this many")
+    v = views.add_parser("memory-items", parents=[common], help="live memory items under a path prefix")
+    v.add_argument("prefix", nargs="?", default="", help=f"the path prefix: {path_help} (default: all)")
+    v.add_argument("--limit", type=int, default=0, help="at most this many")
+    v = views.add_parser("memory-item", parents=[common], help="one memory item with its history")
+    v.add_argument("path", help=path_help)
+    v.add_argument("key")
 
 
 def run(args, default_address: str, out=None) -> int:
@@ -600,6 +974,16 @@ def run(args, default_address: str, out=None) -> int:
             model = view_runs(src, ns, args.thread_id)
         elif view == "run":
             model = view_run(src, ns, args.run_id)
+        elif view == "conversation":
+            model = view_conversation(src, ns, args.thread_id, args.last)
+        elif view == "context":
+            model = view_context(src, ns, args.thread_id, args.budget, args.keep_last)
+        elif view == "memory-paths":
+            model = view_memory_paths(src, ns, parse_path(args.prefix), args.limit)
+        elif view == "memory-items":
+            model = view_memory_items(src, ns, parse_path(args.prefix), args.limit)
+        elif view == "memory-item":
+            model = view_memory_item(src, ns, parse_path(args.path), args.key)
         else:
             model = view_stats(src)
     except InspectError as e:

@@ -11,8 +11,10 @@ of its own). Two kinds of source:
 * collected metrics, read when Prometheus scrapes: the store's plain counters
   and histograms (``storage/stats.py``), LMDB's map, the write-ahead log's
   files, the garbage collector's totals, the watchdog's actions, the
-  checkpoint save tally (``api/context.SaveTally``) and a census of runs and
-  effects in one read snapshot (cached for ``CENSUS_SECONDS``).
+  checkpoint save tally (``api/context.SaveTally``), a census of runs and
+  effects in one read snapshot (cached for ``CENSUS_SECONDS``), and the
+  compactions: pending (an entry count), claimed and overdue (bounded reads,
+  at most ``COMPACTION_SCAN_LIMIT`` records each) and the sweeper's fallbacks.
 
 Nothing below this layer imports prometheus_client (tests/test_layers.py).
 docs/operations.md lists the metrics with example alert rules.
@@ -36,13 +38,15 @@ from prometheus_client.exposition import make_wsgi_app
 from prometheus_client.utils import floatToGoString
 
 from . import __version__, logs
-from .state import effects, runs, runstate
+from .state import convtimers, effects, runs, runstate, summaries
 from .storage import hotpath, stats, wal
 
 log = logging.getLogger("sidecar.metrics")
 
 #: seconds a census of runs and effects (one pass over their records) is reused between scrapes
 CENSUS_SECONDS = 1.0
+#: records the claimed and overdue compaction gauges read at most per scrape (beyond: a lower bound)
+COMPACTION_SCAN_LIMIT = 10_000
 REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0, 30.0, 60.0)
 _EFFECT_STATES = {effects.PENDING: "pending", effects.DONE: "done", effects.FAILED: "failed",
@@ -143,6 +147,11 @@ class Metrics:
         self._sources = _Sources(store, collector, ctx, watchdog)
         self.registry.register(self._sources)
 
+    def watch_sweeper(self, sweeper) -> None:
+        """Also collect what the conversations' sweeper (api/sweeper.py) did (it starts after :meth:`watch`)."""
+        if self._sources is not None:
+            self._sources.sweeper = sweeper
+
     def serve(self, listen: str, authorizer=None) -> str:
         """Start the HTTP endpoint on ``HOST:PORT`` (port 0: any free one); returns ``host:port``. With an
         ``authorizer`` (api/auth.Authorizer, --auth-file) a scrape needs an admin bearer token: 401 without
@@ -224,6 +233,7 @@ class _Sources:
         self.collector = collector
         self.ctx = ctx
         self.watchdog = watchdog
+        self.sweeper = None
         self._census: tuple[float, Any] | None = None
         self._census_lock = threading.Lock()
 
@@ -355,3 +365,21 @@ class _Sources:
         for state, label in sorted(_EFFECT_STATES.items()):
             fam.add_metric([label], by_state.get(state, 0))
         yield fam
+
+        # compactions (docs/operations.md "Metrics": what each costs)
+        with store.read() as txn:
+            now = store.clock()
+            pending = summaries.count_pending(txn, store)
+            claimed, _ = summaries.count_claimed(txn, store, now, COMPACTION_SCAN_LIMIT)
+            overdue, _ = convtimers.count_due_fallbacks(txn, store, now, COMPACTION_SCAN_LIMIT)
+        yield GaugeMetricFamily("sidecar_compactions_pending", "Compactions due and not yet summarised, claimed "
+                                "or not (all namespaces)", value=pending)
+        yield GaugeMetricFamily("sidecar_compactions_claimed", "Pending compactions a worker holds under a live "
+                                "lease", value=claimed)
+        yield GaugeMetricFamily("sidecar_compactions_overdue", "Pending compactions past their fallback time "
+                                "(fallback_after since due): no worker summarised them and the sweeper has not "
+                                "applied the fallback yet", value=overdue)
+        if self.sweeper is not None:
+            yield CounterMetricFamily("sidecar_compaction_fallbacks", "Fallback summaries the sweeper applied "
+                                      "because no worker summarised a compaction within fallback_after",
+                                      value=self.sweeper.counts.get("fallbacks", 0))

@@ -266,7 +266,7 @@ class Sidecar:
             log.info("metrics at http://%s/metrics", self.metrics.serve(self.config.metrics_listen, self.authorizer))
         if self.config.http_listen:
             from .web import WebInspector  # starlette, uvicorn and jinja2 load only when asked for
-            self.web = WebInspector(self.store, self.ctx, self.authorizer)
+            self.web = WebInspector(self.store, self.ctx, self.authorizer, memory=self.memory)
             log.info("web inspector at http://%s/", await self.web.start(self.config.http_listen))
         await self.server.start()
         self.watchdog.start()
@@ -276,6 +276,7 @@ class Sidecar:
             self._memory_sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
         self.sweeper = Sweeper(self.ctx, self.config.sweep_interval_seconds)
         self.sweeper.start()
+        self.metrics.watch_sweeper(self.sweeper)
         for path in sockets:
             os.chmod(path, 0o600)
         for name in (*SERVICE_NAMES, ""):

@@ -6,7 +6,9 @@ page is built by the inspector's views (``sidecar/inspector.py``) from the
 api layer's read calls, run on the event loop like a gRPC call's (the view
 itself runs on a worker thread). Pages: thread search by metadata, a thread's
 checkpoint tree with forks and branches (click a checkpoint for its values,
-tick two to diff them), its runs, a run's timeline, store stats. The pages
+tick two to diff them), its runs, a run's timeline, store stats, a conversation
+with its summary pyramid, the context preview for a budget (a form) with its
+explanation, and the memory browser (paths, items, one item's history). The pages
 load nothing from elsewhere: styles are inline, there is no script.
 
 Off unless asked; ``--http PORT`` alone binds 127.0.0.1. With ``--auth-file``
@@ -25,7 +27,7 @@ import os
 import socket
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import uvicorn
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -36,13 +38,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse
 from starlette.routing import Route
 
 from . import inspector
-from .api import artifacts as api_artifacts
-from .api import checkpoints as api_checkpoints
 from .api import auth, context, service
-from .api import effects as api_effects
-from .api import events as api_events
-from .api import runs as api_runs
-from .api import threads as api_threads
+from .api import memory as api_memory
 from .errors import ApiError
 
 log = logging.getLogger("sidecar.web")
@@ -62,24 +59,10 @@ class LiveSource:
     """The inspector's source inside a running sidecar: each call runs on the event loop (the store's
     owner), awaited from the worker thread a view runs on."""
 
-    def __init__(self, store, ctx: context.Ctx, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, store, ctx: context.Ctx, loop: asyncio.AbstractEventLoop, memory=None) -> None:
         self.loop = loop
-        s, c = store, ctx
-        self._calls = {
-            ("ThreadService", "ListThreads"): lambda r: api_threads.list_(s, r),
-            ("ThreadService", "GetThread"): lambda r: api_threads.get(s, r),
-            ("ThreadService", "ListCheckpoints"): lambda r: api_checkpoints.list_(s, r),
-            ("ThreadService", "GetCheckpoint"): lambda r: api_checkpoints.get(s, r),
-            ("ThreadService", "DiffCheckpoints"): lambda r: api_checkpoints.diff(s, r),
-            ("AdminService", "GetStoreStats"): lambda r: _in_thread(service.store_stats, s),  # a scan: off the loop
-            ("RunService", "GetRun"): lambda r: api_runs.get(c, r),
-            ("RunService", "ListRuns"): lambda r: api_runs.list_(c, r),
-            ("RunService", "ListSteps"): lambda r: api_runs.list_steps(c, r),
-            ("RunService", "ListBranches"): lambda r: api_runs.list_branches(c, r),
-            ("EventService", "ListEvents"): lambda r: api_events.list_(c, r),
-            ("EffectService", "ListEffects"): lambda r: api_effects.list_(c, r),
-            ("ArtifactService", "ListArtifacts"): lambda r: api_artifacts.list_(c, r),
-        }
+        self._calls = inspector.read_calls(store, ctx, memory if memory is not None else api_memory.Memory(store))
+        self._calls[("AdminService", "GetStoreStats")] = lambda r: _in_thread(service.store_stats, store)  # a scan
 
     def call(self, service_name: str, method: str, request):
         try:
@@ -93,6 +76,22 @@ class LiveSource:
 
 async def _in_thread(fn, *args):
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+
+#: items the conversation page shows unless asked (``last=0``: all); the context preview's first budget;
+#: memory paths and items a memory page lists at most
+DEFAULT_LAST_ITEMS = 200
+DEFAULT_BUDGET = 8000
+MEMORY_PAGE = 500
+
+
+def _int(text: str | None, default: int) -> int:
+    return int(text) if text is not None and text.isdigit() else default
+
+
+def _path_query(path: list[str]) -> str:
+    """``p=label&p=label`` of a memory path (each label URL-encoded)."""
+    return "&".join(f"p={quote(label, safe='')}" for label in path)
 
 
 def _pretty(value: Any) -> str:
@@ -124,9 +123,10 @@ def tree_chains(model: dict) -> list[tuple[str, list[dict]]]:
 class WebInspector:
     """The ASGI application and its uvicorn server (see the module doc)."""
 
-    def __init__(self, store, ctx: context.Ctx, authorizer: auth.Authorizer | None = None) -> None:
+    def __init__(self, store, ctx: context.Ctx, authorizer: auth.Authorizer | None = None, memory=None) -> None:
         self.store = store
         self.ctx = ctx
+        self.memory = memory
         self.authorizer = authorizer
         self.env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]))
         self.env.filters["pretty"] = _pretty
@@ -134,6 +134,8 @@ class WebInspector:
         self.app = Starlette(routes=[
             Route("/", self.threads), Route("/thread", self.thread), Route("/checkpoint", self.checkpoint),
             Route("/diff", self.diff), Route("/run", self.run), Route("/stats", self.stats),
+            Route("/conversation", self.conversation), Route("/context", self.context),
+            Route("/memory", self.memory_paths), Route("/memory/item", self.memory_item),
             Route("/healthz", lambda r: PlainTextResponse("ok")),
             Route("/login", self.login, methods=["GET", "POST"]),
         ])
@@ -147,7 +149,7 @@ class WebInspector:
 
     async def _view(self, fn, *args):
         if self._source is None:
-            self._source = LiveSource(self.store, self.ctx, asyncio.get_running_loop())
+            self._source = LiveSource(self.store, self.ctx, asyncio.get_running_loop(), self.memory)
         return await asyncio.get_running_loop().run_in_executor(None, fn, self._source, *args)
 
     def _page(self, template: str, status: int = 200, **values) -> HTMLResponse:
@@ -224,6 +226,64 @@ class WebInspector:
         async def build():
             return self._page("stats.html", ns=request.query_params.get("ns", "default"),
                               stats=await self._view(inspector.view_stats))
+
+        return await self._guard(request, build)
+
+    async def conversation(self, request: Request):
+        q = request.query_params
+        ns, thread_id = q.get("ns", "default"), q.get("id", "")
+        last = _int(q.get("last"), DEFAULT_LAST_ITEMS)
+
+        async def build():
+            model = await self._view(inspector.view_conversation, ns, thread_id, last)
+            return self._page("conversation.html", ns=ns, m=model, last=last,
+                              by_id={s["summary_id"]: s for s in model["summaries"]})
+
+        return await self._guard(request, build)
+
+    async def context(self, request: Request):
+        """The context preview: a budget form and, for its budget, the context with its explanation (a
+        budget GetContext refuses is shown on the page, so another can be tried)."""
+        q = request.query_params
+        ns, thread_id = q.get("ns", "default"), q.get("id", "")
+        text = q.get("budget", "").strip() or str(DEFAULT_BUDGET)
+
+        async def build():
+            model = problem = None
+            if not text.isdigit() or not 1 <= int(text) <= 10_000_000:
+                problem = f"budget {text!r}: a whole number of tokens from 1 to 10000000"
+            else:
+                try:
+                    model = await self._view(inspector.view_context, ns, thread_id, int(text))
+                except inspector.InspectError as e:
+                    if "NOT_FOUND" in str(e):  # an unknown thread: the error page, 404
+                        raise
+                    problem = str(e)
+            return self._page("context.html", 200 if problem is None else 400, ns=ns, thread_id=thread_id,
+                              budget=text, m=model, problem=problem, why=inspector.FATE_WHY)
+
+        return await self._guard(request, build)
+
+    async def memory_paths(self, request: Request):
+        """Memory paths under a prefix (``p=`` once per label) and the live items under it."""
+        q = request.query_params
+        ns, prefix = q.get("ns", "default"), q.getlist("p")
+
+        async def build():
+            paths = await self._view(inspector.view_memory_paths, ns, prefix, MEMORY_PAGE)
+            items = await self._view(inspector.view_memory_items, ns, prefix, MEMORY_PAGE)
+            return self._page("memory.html", ns=ns, prefix=prefix, paths=paths, items=items, limit=MEMORY_PAGE,
+                              path_query=_path_query)
+
+        return await self._guard(request, build)
+
+    async def memory_item(self, request: Request):
+        q = request.query_params
+        ns, path, key = q.get("ns", "default"), q.getlist("p"), q.get("key", "")
+
+        async def build():
+            model = await self._view(inspector.view_memory_item, ns, path, key)
+            return self._page("memory_item.html", ns=ns, m=model, path_query=_path_query)
 
         return await self._guard(request, build)
 

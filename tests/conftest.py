@@ -233,7 +233,7 @@ class FakeClock:
 class InProcess:
     """A sidecar on its own event loop thread with an injected store clock; the sweeper runs when told."""
 
-    def __init__(self, data_dir, reclaim_batch=None) -> None:
+    def __init__(self, data_dir, reclaim_batch=None, **config) -> None:
         from sidecar.server import Config, Sidecar
         self.clock = FakeClock()
         self.address = f"unix:{data_dir}/s.sock"
@@ -241,7 +241,7 @@ class InProcess:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self.sidecar = Sidecar(Config(data_dir=str(data_dir), listen=[self.address], clock=self.clock,
-                                      sweep_interval_seconds=3600, gc_delay_seconds=3600))
+                                      sweep_interval_seconds=3600, gc_delay_seconds=3600, **config))
         self.run(self.sidecar.start())
         if reclaim_batch:
             self.sidecar.sweeper.reclaim_batch = reclaim_batch

@@ -99,3 +99,18 @@ def test_web_login_sets_a_cookie_the_pages_accept(served):
     status, _, body = get(web + f"/thread?ns={NS}&id=t-1", cookie=pair)
     assert status == 200 and "c1" in body
     assert get(web + f"/thread?ns={OTHER}&id=t-1", cookie=pair)[0] == 403
+
+
+def test_conversation_context_and_memory_pages_check_the_namespace(served):
+    _, tokens, _, web = served
+    with Client(served[0].address, namespace=NS, token=tokens["admin"], timeout=10) as c:
+        c.memory.put(["users", "ann"], "prefs", {"theme": "dark"})
+    for page in ("/conversation?ns={ns}&id=t-1", "/context?ns={ns}&id=t-1&budget=1000", "/memory?ns={ns}",
+                 "/memory/item?ns={ns}&p=users&p=ann&key=prefs"):
+        url = web + page.format(ns=NS)
+        assert get(url)[0] == 401, page
+        status, _, body = get(url, tokens["reader"])
+        assert status == 200, (page, body)
+        status, _, body = get(url, tokens["other"])  # a token for another namespace
+        assert status == 403 and "NAMESPACE_DENIED" in body and "dark" not in body, page
+        assert get(web + page.format(ns=OTHER), tokens["reader"])[0] == 403, page

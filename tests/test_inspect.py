@@ -11,10 +11,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 from conftest import SidecarProcess
+from inspect_seed import seed_conversation, seed_memory
 
 from agentstate import Append, event
 from sidecar.cli import main
@@ -50,7 +52,10 @@ def seeded(tmp_path_factory):
         held.put_checkpoint({"messages": Append([{"role": "ai", "content": "sent"}]), "n": 4}, checkpoint_id="c4",
                             parent_id="c3", base_id="c3")
         held.complete({"answer": 42})
-    yield proc, held.run_id, forked.run_id
+        # a conversation with a summary pyramid, and memory items (tests at the end of this file)
+        done = seed_conversation(c, "chat")
+        seed_memory(c)
+    yield proc, held.run_id, forked.run_id, done
     proc.stop()
 
 
@@ -69,7 +74,7 @@ def source(request, seeded):
 
 def test_threads_by_metadata(capsys, source):
     everything = inspect(capsys, source, "threads")
-    assert [t["thread_id"] for t in everything["threads"]] == ["t-a", "t-a-branch", "t-b", "t-c"]
+    assert [t["thread_id"] for t in everything["threads"]] == ["chat", "t-a", "t-a-branch", "t-b", "t-c"]
     ann = inspect(capsys, source, "threads", "--filter", "user=ann")
     assert [(t["thread_id"], t["metadata"]) for t in ann["threads"]] == [  # the branch has its thread's metadata
         ("t-a", {"tier": 1, "user": "ann"}), ("t-a-branch", {"tier": 1, "user": "ann"}),
@@ -201,7 +206,7 @@ def test_errors_and_read_only(capsys, seeded, tmp_path):
     assert "no sidecar data directory" in capsys.readouterr().err
     before = os.stat(proc.data_dir / "data.mdb").st_mtime_ns
     stats = inspect(capsys, ["--data-dir", str(proc.data_dir)], "stats")
-    assert stats["threads"] == 4 and stats["checkpoints"] >= 6
+    assert stats["threads"] == 5 and stats["checkpoints"] >= 6  # t-a, its branch, t-b, t-c, chat
     assert os.stat(proc.data_dir / "data.mdb").st_mtime_ns == before  # nothing written
 
 
@@ -211,3 +216,142 @@ def test_the_console_command(seeded):
                           "--namespace", NS], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("thread t-a (5 checkpoint(s))\n")
+
+
+# ----------------------------------------------------------------- conversations, context, memory
+
+@pytest.fixture(scope="module")
+def conv_seeded(seeded):
+    return seeded[3]  # the summary ids in the order the seeding submitted them
+
+
+def test_a_conversation_with_its_summaries(capsys, source, conv_seeded):
+    assert conv_seeded == ["L1:1-2", "L1:3-4", "L1:5-6", "L2:1-4"]
+    m = inspect(capsys, source, "conversation", "chat")
+    c = m["conversation"]
+    assert (c["item_count"], c["first_seq"], c["last_seq"], c["summary_count"], c["pending_compactions"]) == \
+        (9, 1, 9, 4, 1)
+    assert [i["seq"] for i in m["items"]] == list(range(1, 10))
+    assert m["items"][2]["content"] == "book a table for two" and m["items"][2]["role"] == "user"
+    by_seq = {i["seq"]: i for i in m["items"]}
+    assert by_seq[1]["summaries"] == ["L1:1-2", "L2:1-4"] and by_seq[4]["summaries"] == ["L1:3-4", "L2:1-4"]
+    assert by_seq[5]["summaries"] == ["L1:5-6"]
+    assert by_seq[7]["summaries"] == [] and by_seq[7]["pending_compaction"] == "L1:7-8"
+    assert by_seq[9]["summaries"] == [] and by_seq[9]["pending_compaction"] is None
+    assert m["unsummarised_items"] == 3
+    assert m["pyramid"] == [{"level": 2, "summary_ids": ["L2:1-4"]},
+                            {"level": 1, "summary_ids": ["L1:1-2", "L1:3-4", "L1:5-6"]}]
+    sums = {s["summary_id"]: s for s in m["summaries"]}
+    assert sums["L2:1-4"]["child_ids"] == ["L1:1-2", "L1:3-4"] and sums["L2:1-4"]["item_count"] == 4
+    assert sums["L1:3-4"]["parent_id"] == "L2:1-4" and sums["L1:5-6"]["parent_id"] is None
+    assert sums["L1:1-2"]["text"] == "summary of L1:1-2" and sums["L1:1-2"]["producer"] == "inspect-test/model"
+    assert [(x["compaction_id"], x["state"]) for x in m["compactions"]] == [("L1:7-8", "pending")]
+    assert m["compaction_policy"]["trigger_items"] == 3 and m["compaction_policy"]["source"] == "thread"
+    newest = inspect(capsys, source, "conversation", "chat", "--last", "2")
+    assert [i["seq"] for i in newest["items"]] == [8, 9] and newest["shown_items"] == 2
+
+    text = inspect(capsys, source, "conversation", "chat", json_out=False)
+    lines = text.splitlines()
+    assert lines[0] == "conversation chat: 9 item(s), seq 1..9, 4 summary(ies), 1 pending compaction(s), " \
+        f"~{c['estimated_tokens']} tokens"
+    assert "  L2:1-4  covers summaries L1:1-2, L1:3-4 (4 item(s)" in text
+    assert "    L1:5-6  covers items 5-6 (2 item(s)" in text
+    assert "  L1:7-8  pending, attempts 0" in text
+    row = next(line for line in lines if line.split()[:1] == ["3"])
+    assert row.split()[:3] == ["3", "message", "user"] and "L1:3-4 < L2:1-4" in row and "book a table" in row
+    assert "(L1:7-8 due)" in next(line for line in lines if line.split()[:1] == ["7"])
+
+
+def _fates(m: dict) -> dict:
+    """{seq or pin id: (fate, summary_id)} of an explanation (each source exactly once)."""
+    out = {}
+    for e in m["explanation"]:
+        if e["source"] == "pinned":
+            keys = [e["pin_id"]]
+        else:
+            keys = list(range(e["first_seq"], e["last_seq"] + 1))
+        for k in keys:
+            assert k not in out, k
+            out[k] = (e["fate"], e["summary_id"])
+    return out
+
+
+def test_the_context_for_a_budget(capsys, source, conv_seeded):
+    big = inspect(capsys, source, "context", "chat", "--budget", "100000")
+    fates = _fates(big)
+    assert set(fates) == {"rules", *range(1, 10)}  # every pinned and live item once
+    assert fates["rules"] == ("kept", "")
+    assert all(fates[s] == ("summarised", "L2:1-4") for s in range(1, 5))
+    assert all(fates[s] == ("summarised", "L1:5-6") for s in (5, 6))
+    assert all(fates[s][0] == "kept" for s in (7, 8, 9))  # L1:7-8 is not summarised yet
+    assert [(i["source"], i["pin_id"] or i["summary_id"] or i["first_seq"]) for i in big["items"]] == [
+        ("pinned", "rules"), ("summary", "L2:1-4"), ("summary", "L1:5-6"), ("item", 7), ("item", 8), ("item", 9)]
+    assert big["items"][1]["content"] == "summary of L2:1-4" and big["stable_prefix_items"] == 3
+    assert big["total_tokens"] == sum(i["tokens"] for i in big["items"]) <= 100000
+    assert big["by_fate"]["summarised"]["items"] == 6 and len(big["context_hash"]) == 64
+
+    # one token short of all of it: something old is dropped to fit, the newest is kept
+    tight = inspect(capsys, source, "context", "chat", "--budget", str(big["total_tokens"] - 1))
+    tf = _fates(tight)
+    assert set(tf) == set(fates)
+    assert "dropped_budget" in tight["by_fate"] and tight["total_tokens"] <= big["total_tokens"] - 1
+    assert tf[9][0] == "kept" and tf["rules"][0] == "kept"
+    dropped = next(e for e in tight["explanation"] if e["fate"] == "dropped_budget")
+    assert dropped["why"] == "left out: over the budget" and dropped["context_index"] is None
+
+    text = inspect(capsys, source, "context", "chat", "--budget", "100000", json_out=False)
+    assert text.startswith(f"context of thread chat for a budget of 100000 tokens: 6 item(s), "
+                           f"{big['total_tokens']} tokens, stable prefix 3 item(s), last seq 9")
+    tokens = "~" + str(big["items"][1]["tokens"])
+    assert f"   1  summary      {tokens:>6}  " in text and "L2:1-4 (items 1-4): summary of L2:1-4" in text
+    assert "  items 1-4 (4)" in text and "summarised" in text and "-> #1 as L2:1-4" in text
+    assert "  pin rules" in text
+
+
+def test_a_context_budget_too_small(capsys, source, conv_seeded):
+    rc = main(["inspect", "context", "chat", "--budget", "1", *source, "--namespace", NS])
+    err = capsys.readouterr().err
+    assert rc == 1 and "GetContext: FAILED_PRECONDITION" in err
+
+
+def test_memory_paths_items_and_history(capsys, source, conv_seeded):
+    paths = inspect(capsys, source, "memory-paths")
+    assert paths["paths"] == [["docs"], ["users", "ann"], ["users", "bob"]]
+    assert inspect(capsys, source, "memory-paths", "users")["paths"] == [["users", "ann"], ["users", "bob"]]
+    items = inspect(capsys, source, "memory-items", "users")["items"]
+    assert [(i["path"], i["key"], i["value"]) for i in items] == [
+        (["users", "ann"], "prefs", {"theme": "light", "lang": "en"}), (["users", "bob"], "prefs", {"theme": "dark"})]
+    assert len(inspect(capsys, source, "memory-items")["items"]) == 3
+    one = inspect(capsys, source, "memory-item", "users/ann", "prefs")
+    assert one["item"]["version"] == 2 and one["item"]["actor"] == "agent-2" and one["item"]["origin"] == "inferred"
+    assert one["item"]["provenance"] == {"thread_id": "chat-1", "conversation_seq": 3}
+    assert [(r["version"], r["kind"], r["actor"], r["value"]) for r in one["history"]] == [
+        (2, "put", "agent-2", {"theme": "light", "lang": "en"}), (1, "put", "agent-1", {"theme": "dark"})]
+    gone = inspect(capsys, source, "memory-item", '["users", "ann"]', "scratch")
+    assert gone["item"] is None and [(r["kind"], r["actor"]) for r in gone["history"]] == [
+        ("delete", "cleaner"), ("put", "")]
+    # the inspector never refreshes a TTL
+    before = inspect(capsys, source, "memory-item", "docs", "readme")["item"]["expire_time"]
+    time.sleep(0.01)
+    inspect(capsys, source, "memory-items", "docs")
+    assert inspect(capsys, source, "memory-item", "docs", "readme")["item"]["expire_time"] == before
+
+    text = inspect(capsys, source, "memory-paths", json_out=False)
+    assert text.splitlines() == ["docs", "users/ann", "users/bob", "3 path(s)"]
+    text = inspect(capsys, source, "memory-item", "users/ann", "prefs", json_out=False)
+    assert text.splitlines()[0] == "memory item users/ann 'prefs'"
+    assert "  v2  " in text and "  v1  " in text and '{"theme": "dark"}' in text
+    assert "deleted or expired" in inspect(capsys, source, "memory-item", "users/ann", "scratch", json_out=False)
+    assert main(["inspect", "memory-item", "users/ann", "never", *source, "--namespace", NS]) == 1
+    assert "NOT_FOUND" in capsys.readouterr().err
+
+
+def test_the_data_dir_answers_like_the_sidecar_for_conversations_and_memory(capsys, seeded, conv_seeded):
+    proc = seeded[0]
+    tight = inspect(capsys, ["--address", proc.address], "context", "chat", "--budget", "100000")["total_tokens"] - 1
+    for view in (["conversation", "chat"], ["context", "chat", "--budget", "100000"],
+                 ["context", "chat", "--budget", str(tight)], ["memory-paths"], ["memory-items"],
+                 ["memory-item", "users/ann", "prefs"], ["memory-item", "users/ann", "scratch"]):
+        by_grpc = inspect(capsys, ["--address", proc.address], *view)
+        by_dir = inspect(capsys, ["--data-dir", str(proc.data_dir)], *view)
+        assert by_dir == by_grpc, view

@@ -288,3 +288,57 @@ def test_a_taken_port_is_a_start_up_error(tmp_path):
                               "--listen", f"unix:{tmp_path}/s.sock", "--metrics-listen", f"127.0.0.1:{port}"],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Address already in use" in out.stderr, out.stderr
+
+
+def test_compaction_gauges_follow_due_claimed_done_and_overdue(tmp_path):
+    """Pending, claimed and overdue compactions and the sweeper's fallbacks, on a sidecar with a clock of the
+    test's (the sweeper runs when told)."""
+    from agentstate.conversations import item
+    from conftest import InProcess
+
+    port = free_port()
+    side = InProcess(tmp_path / "data", metrics_listen=f"127.0.0.1:{port}")
+    m = Scraper(f"http://127.0.0.1:{port}/metrics")
+
+    def gauges():
+        s = m.scrape()
+        return (tuple(value(s, f"sidecar_compactions_{k}") for k in ("pending", "claimed", "overdue")),
+                value(s, "sidecar_compaction_fallbacks_total"))
+
+    def say(c, thread_id, *texts):
+        c.conversations.append(thread_id, [item("message", t, role="user") for t in texts], create_thread=True)
+
+    try:
+        with Client(side.address, namespace="ns-compactions", timeout=10) as c:
+            # every 3 live items not yet in a compaction, the oldest 2 are due (the fallback after 60 s)
+            c.conversations.set_compaction_policy(trigger_items=3, compact_items=2, keep_last_items=1,
+                                                  fallback_after=60)
+            assert gauges() == ((0, 0, 0), 0)
+            say(c, "t-1", "a", "b")
+            assert gauges() == ((0, 0, 0), 0)  # not due yet
+            say(c, "t-1", "c")
+            assert gauges() == ((1, 0, 0), 0)  # L1:1-2 due
+            say(c, "t-2", "a", "b", "c")
+            assert gauges() == ((2, 0, 0), 0)
+            claim = c.conversations.claim_compaction(worker="w-1", thread_id="t-1", lease=30)
+            assert gauges() == ((2, 1, 0), 0)
+            side.clock.advance(31)  # the lease expired: pending again, not claimed
+            assert gauges() == ((2, 0, 0), 0)
+            claim = c.conversations.claim_compaction(worker="w-2", thread_id="t-1", lease=30)
+            assert gauges() == ((2, 1, 0), 0)
+            c.conversations.submit_summary(claim, "a and b", producer="w-2")
+            assert gauges() == ((1, 0, 0), 0)  # done
+            side.clock.advance(30)  # t-2's range became due 61 s ago: past its fallback time
+            assert gauges() == ((1, 0, 1), 0)
+            say(c, "t-1", "d", "e")  # L1:3-4 due now: pending, not overdue
+            assert gauges() == ((2, 0, 1), 0)
+            assert side.sweep().get("fallbacks") == 1  # the sweeper applies t-2's fallback
+            assert gauges() == ((1, 0, 0), 1)
+            side.clock.advance(61)
+            assert gauges() == ((1, 0, 1), 1)
+            side.sweep()
+            assert gauges() == ((0, 0, 0), 2)
+            assert [s.producer for s in c.conversations.list_summaries("t-1")] == [
+                "w-2", "agentstate.fallback/extractive-v1"]
+    finally:
+        side.close()

@@ -22,8 +22,10 @@ from conftest import SidecarProcess
 from playwright.sync_api import expect, sync_playwright
 
 from agentstate import Append, event
+from inspect_seed import seed_conversation, seed_memory
 
 NS = f"web-{uuid.uuid4().hex[:8]}"
+CONV_NS = f"{NS}-conv"  # its own namespace: the thread search of NS stays as it is
 SHOTS = os.environ.get("SIDECAR_INSPECTOR_SCREENSHOTS")
 
 
@@ -69,6 +71,9 @@ def served(tmp_path_factory):
         held.put_checkpoint({"messages": Append([{"role": "ai", "content": "booked"}]), "turn": 4},
                             checkpoint_id="c4", parent_id="c3", base_id="c3")
         held.complete({"booked": True})
+    with proc.client(namespace=CONV_NS) as c:  # for the conversation, context and memory pages
+        seed_conversation(c, "support-chat")
+        seed_memory(c)
     yield proc, f"http://127.0.0.1:{port}", held.run_id
     proc.stop()
 
@@ -190,7 +195,7 @@ def test_branch_and_run_timeline(page, served):
 def test_store_stats_and_missing_things(page, served):
     page.goto(f"{served[1]}/stats?ns={NS}")
     stats = dict(zip(page.locator("#stats th").all_text_contents(), page.locator("#stats td").all_text_contents()))
-    assert int(stats["threads"]) == 3 and int(stats["checkpoints"]) >= 6
+    assert int(stats["threads"]) == 4 and int(stats["checkpoints"]) >= 6  # 3 in NS, support-chat in CONV_NS
     resp = page.goto(f"{served[1]}/thread?ns={NS}&id=no-such-thread")
     assert resp.status == 404
     expect(page.locator("#error")).to_contain_text("NOT_FOUND")
@@ -219,3 +224,100 @@ def test_a_taken_port_is_a_start_up_error(tmp_path):
                               "--listen", f"unix:{tmp_path}/s.sock", "--http", str(port)],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "Address already in use" in out.stderr, out.stderr
+
+
+# ----------------------------------------------------------------- conversations, context, memory
+
+@pytest.fixture(scope="module")
+def conv_served(served):
+    return served  # seeded in CONV_NS
+
+
+def test_conversation_with_its_summary_pyramid(page, conv_served):
+    base = conv_served[1]
+    page.goto(f"{base}/thread?ns={CONV_NS}&id=support-chat")
+    page.click("#conversation-link")
+    expect(page.locator("h1")).to_have_text("Conversation support-chat")
+    expect(page.locator("#counts")).to_contain_text("4 summaries, 1 pending compaction(s)")
+    pyramid = page.locator("#pyramid")
+    tops = pyramid.locator(":scope > li.summary")
+    assert [tops.nth(i).get_attribute("data-summary") for i in range(tops.count())] == ["L2:1-4", "L1:5-6"]
+    under = pyramid.locator("li[data-summary='L2:1-4'] ul li.summary")
+    assert [under.nth(i).get_attribute("data-summary") for i in range(under.count())] == ["L1:1-2", "L1:3-4"]
+    expect(pyramid.locator("li[data-summary='L1:3-4'] .summary-text")).to_have_text("summary of L1:3-4")
+    expect(pyramid.locator("li[data-summary='L2:1-4'] > .node")).to_contain_text("items 1–4 (4)")
+    rows = page.locator("#items tbody tr")
+    assert [rows.nth(i).get_attribute("data-seq") for i in range(rows.count())] == [str(s) for s in range(1, 10)]
+    expect(page.locator("#item-3 td").nth(5)).to_contain_text("book a table for two")
+    expect(page.locator("#item-3 .covered")).to_have_text("L1:3-4 ‹ L2:1-4")
+    expect(page.locator("#item-5 .covered")).to_have_text("L1:5-6")
+    expect(page.locator("#item-7 .covered")).to_have_text("L1:7-8 due")
+    expect(page.locator("#item-9 .covered")).to_have_text("—")
+    expect(page.locator("#compactions tbody tr")).to_contain_text("L1:7-8")
+    expect(page.locator("#compactions tbody tr td").nth(1)).to_have_text("pending")
+    shot(page, "conversation")
+    page.click("#item-3 .covered a:text-is('L2:1-4')")  # to the summary in the pyramid
+    assert page.url.endswith("#s-L2:1-4")
+
+
+def test_context_preview_with_a_budget(page, conv_served):
+    base = conv_served[1]
+    page.goto(f"{base}/conversation?ns={CONV_NS}&id=support-chat")
+    page.click("#context-link")
+    expect(page.locator("h1")).to_have_text("Context of support-chat")
+    items = page.locator("#context-items tbody tr")
+    assert [items.nth(i).get_attribute("data-source") for i in range(items.count())] == [
+        "pinned", "summary", "summary", "item", "item", "item"]
+    expect(items.nth(1)).to_contain_text("L2:1-4 (items 1–4)")
+    expect(items.nth(1).locator("pre")).to_have_text('"summary of L2:1-4"')
+    fates = page.locator("#explanation tbody tr")
+    assert [fates.nth(i).get_attribute("data-fate") for i in range(fates.count())] == [
+        "kept", "summarised", "summarised", "kept", "kept", "kept"]
+    expect(fates.nth(1)).to_contain_text("items 1–4")
+    expect(fates.nth(1)).to_contain_text("#1 L2:1-4")
+    total = int(page.locator("#total").inner_text())
+
+    # one token less: the budget form builds it again, and something old is dropped to fit
+    page.fill("#budget", str(total - 1))
+    page.click("#build")
+    expect(page).to_have_url(re.compile(rf"budget={total - 1}"))
+    expect(page.locator("#budget")).to_have_value(str(total - 1))
+    assert int(page.locator("#total").inner_text()) <= total - 1
+    dropped = page.locator("#explanation tr[data-fate=dropped_budget]")
+    expect(dropped.first).to_contain_text("left out: over the budget")
+    assert page.locator("#context-items tbody tr").count() < 6
+    shot(page, "context")
+
+    page.fill("#budget", "1")
+    page.click("#build")
+    expect(page.locator("#context-error")).to_contain_text("FAILED_PRECONDITION")
+    expect(page.locator("#context-error")).to_contain_text("the budget is 1")
+    assert page.locator("#context-items").count() == 0
+
+
+def test_memory_browser(page, conv_served):
+    base = conv_served[1]
+    page.goto(f"{base}/?ns={CONV_NS}")
+    page.click("header >> text=Memory")
+    expect(page.locator("h1")).to_have_text("Memory")
+    assert page.locator("#paths li").all_inner_texts() == ["docs", "users/ann", "users/bob"]
+    assert rows(page, "memory-items") == ["readme", "prefs", "prefs"]
+    shot(page, "memory")
+    page.click("#paths >> text=users/ann")
+    expect(page.locator("#prefix")).to_have_text("users/ann")
+    assert rows(page, "memory-items") == ["prefs"]  # the deleted item is not live
+    page.click("#memory-items >> text=prefs")
+    expect(page.locator("#item-key")).to_have_text("prefs")
+    expect(page.locator("#item-value")).to_contain_text('"theme": "light"')
+    expect(page.locator("#item")).to_contain_text("agent-2")
+    history = page.locator("#history tbody tr")
+    assert [history.nth(i).get_attribute("data-version") for i in range(history.count())] == ["2", "1"]
+    expect(history.nth(1)).to_contain_text('"theme": "dark"')
+    shot(page, "memory-item")
+    page.click(".crumbs >> text=users")
+    assert page.locator("#paths li").all_inner_texts() == ["users/ann", "users/bob"]
+    page.goto(f"{base}/memory/item?ns={CONV_NS}&p=users&p=ann&key=scratch")
+    expect(page.locator("#gone")).to_contain_text("Deleted or expired")
+    assert [t.strip().lower() for t in page.locator("#history tbody tr td.kind").all_inner_texts()] == ["delete", "put"]
+    resp = page.goto(f"{base}/memory/item?ns={CONV_NS}&p=users&p=ann&key=never")
+    assert resp.status == 404

@@ -80,3 +80,21 @@ def due_fallbacks(txn, store: Store, now: int, limit: int) -> list[tuple[int, st
             _, ns, thread_id, level, first = layout.split_fallback_timer_key(key)
             out.append((due_us, ns, thread_id, level, first, layout.read_u64(value)))
     return out
+
+
+def count_due_fallbacks(txn, store: Store, now: int, limit: int) -> tuple[int, bool]:
+    """(fallback rows due at ``now``, whether every due row was looked at): the rows are in due order, so this
+    reads only the due rows (idle ones too), at most ``limit`` of them."""
+    n = seen = 0
+    cursor = txn.cursor(db=store.db["ctimers"])
+    if not cursor.first():
+        return 0, True
+    for key in cursor.iternext(keys=True, values=False):
+        if layout.read_u64(bytes(key[:8])) > now:
+            return n, True
+        if seen >= limit:
+            return n, False
+        seen += 1
+        if bytes(key[8:9]) == layout.CTIMER_FALLBACK:
+            n += 1
+    return n, True

@@ -214,3 +214,27 @@ def delete_thread_summaries(txn, store: Store, ns: str, tkey: int) -> list[tuple
     records.delete_prefix(txn, store.db["csums"], prefix)
     txn.delete(layout.u64(tkey), db=store.db["cpyr"])
     return comps
+
+
+# ----------------------------------------------------------------- counts for the metrics
+
+def count_pending(txn, store: Store) -> int:
+    """Compactions due and not yet applied (claimed or not), all namespaces: LMDB's entry count, O(1)."""
+    return txn.stat(store.db["ccomps"])["entries"]
+
+
+def count_claimed(txn, store: Store, now: int, limit: int) -> tuple[int, bool]:
+    """(compactions under a live lease among the first ``limit`` records read, whether that was all of them):
+    reads at most ``limit`` compaction records."""
+    n = seen = 0
+    cursor = txn.cursor(db=store.db["ccomps"])
+    if not cursor.first():
+        return 0, True
+    for value in cursor.iternext(keys=False, values=True):
+        if seen >= limit:
+            return n, False
+        seen += 1
+        rec = layout.compaction_decoder.decode(value)
+        if rec.lease_id and rec.lease_expires_us > now:
+            n += 1
+    return n, True

@@ -17,6 +17,7 @@ from typing import Iterator
 import lmdb
 
 from . import compression, layout
+from .store import now_us
 
 
 class ReadOnly(RuntimeError):
@@ -29,6 +30,9 @@ class ReadOnlyStore:
             raise FileNotFoundError(f"{path}: no sidecar data directory here (no data.mdb)")
         self.path = path
         self.durability = "read-only"
+        self.clock = now_us  # what conversations' expiry and compactions' leases are read against
+        self.ns_idle_cache: dict = {}  # records.ns_idle's (read-only: never stale for longer than the command)
+        self.on_owner = False
         self.env = lmdb.open(path, readonly=True, lock=True, max_dbs=len(layout.DB_NAMES) + 8, subdir=True,
                              readahead=False, max_readers=126)
         try:
