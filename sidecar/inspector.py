@@ -36,6 +36,7 @@ from typing import Any
 
 import grpc
 
+from agentstate import transport
 from agentstate.codec import Opaque
 from agentstate.values import from_value, to_value
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2, artifacts_pb2_grpc, conversations_pb2,
@@ -76,10 +77,14 @@ class GrpcSource:
              "ConversationService": conversations_pb2_grpc.ConversationServiceStub,
              "MemoryService": memory_pb2_grpc.MemoryServiceStub}
 
-    def __init__(self, address: str, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, timeout: float = 30.0, token: str | None = None,
+                 tls: transport.TLS | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)])
+        try:  # the client's own channel rules: a token only over TLS or to a local address
+            self.channel = transport.channel(address, [("grpc.max_receive_message_length", 64 << 20)], token, tls)
+        except ValueError as e:
+            raise RuntimeError(str(e)) from None
         self._stubs = {name: stub(self.channel) for name, stub in self.STUBS.items()}
 
     def call(self, service_name: str, method: str, request):
@@ -896,6 +901,11 @@ def add_parser(sub, default_address: str) -> None:
                        help=f"a running sidecar: unix:PATH or HOST:PORT (default: {default_address})")
     where.add_argument("--data-dir", default=None, metavar="DIR", help="read a data directory, read-only, instead")
     common.add_argument("--namespace", default="default", help="(default: %(default)s)")
+    common.add_argument("--token", default=os.environ.get("SIDECAR_TOKEN") or None,
+                        help="with --address, for a sidecar run with --auth-file: a token that may read the "
+                             "namespace (the store view: admin) (default: $SIDECAR_TOKEN)")
+    common.add_argument("--tls-ca", default=None, metavar="PEM",
+                        help="with --address: connect over TLS, checking the sidecar's certificate against this CA")
     common.add_argument("--json", action="store_true", help="one JSON document, for scripts")
     common.add_argument("--full", action="store_true", help="do not shorten long values")
     p = sub.add_parser("inspect", help="look at threads, checkpoints, runs, conversations and memory (read-only)",
@@ -952,7 +962,14 @@ def add_parser(sub, default_address: str) -> None:
 def run(args, default_address: str, out=None) -> int:
     out = out if out is not None else sys.stdout
     try:
-        src = DirSource(args.data_dir) if args.data_dir else GrpcSource(args.address or default_address)
+        if args.data_dir:
+            src = DirSource(args.data_dir)
+        else:
+            tls = None
+            if args.tls_ca:
+                with open(args.tls_ca, "rb") as f:
+                    tls = transport.TLS(root_certificates=f.read())
+            src = GrpcSource(args.address or default_address, token=args.token, tls=tls)
     except (OSError, RuntimeError) as e:
         print(f"sidecar inspect: {e}", file=sys.stderr)
         return 2

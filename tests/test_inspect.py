@@ -355,3 +355,30 @@ def test_the_data_dir_answers_like_the_sidecar_for_conversations_and_memory(caps
         by_grpc = inspect(capsys, ["--address", proc.address], *view)
         by_dir = inspect(capsys, ["--data-dir", str(proc.data_dir)], *view)
         assert by_dir == by_grpc, view
+
+
+# ----------------------------------------------------------------- credentials
+
+def test_a_sidecar_with_an_auth_file_needs_the_token(capsys, tmp_path, monkeypatch):
+    from sidecar.api import auth
+
+    reader, other = auth.new_token(), auth.new_token()
+    (tmp_path / "auth.toml").write_text("\n".join((auth.entry_toml(reader, "read", [NS], "reader"),
+                                                   auth.entry_toml(other, "admin", ["elsewhere"], "other"))))
+    proc = SidecarProcess(tmp_path / "data", "--auth-file", str(tmp_path / "auth.toml")).start()
+    try:
+        monkeypatch.delenv("SIDECAR_TOKEN", raising=False)
+        src = ["--address", proc.address]
+        assert main(["inspect", "threads", *src, "--namespace", NS]) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        assert main(["inspect", "threads", *src, "--namespace", NS, "--token", other]) == 1
+        assert "PERMISSION_DENIED" in capsys.readouterr().err
+        assert main(["inspect", "threads", *src, "--namespace", NS, "--token", reader, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["threads"] == []
+        monkeypatch.setenv("SIDECAR_TOKEN", reader)  # the default, as for `sidecar backup`
+        assert main(["inspect", "threads", *src, "--namespace", NS, "--json"]) == 0
+        capsys.readouterr()
+        assert main(["inspect", "threads", "--address", "example.com:7421", "--token", reader]) == 2
+        assert "only over TLS" in capsys.readouterr().err  # never sent in the clear to a remote host
+    finally:
+        proc.stop()
