@@ -191,11 +191,11 @@ def _bearer_only(app, authorizer):
         try:
             authorizer.check_http(environ.get("HTTP_AUTHORIZATION"), "admin")
         except ApiError as e:
-            status = "401 Unauthorized" if e.reason in ("AUTH_REQUIRED", "AUTH_INVALID") else "403 Forbidden"
+            code = authorizer.http_status(e)
             headers = [("Content-Type", "text/plain; charset=utf-8")]
-            if status.startswith("401"):
+            if code == 401:
                 headers.append(("WWW-Authenticate", "Bearer"))
-            start_response(status, headers)
+            start_response("401 Unauthorized" if code == 401 else "403 Forbidden", headers)
             return [f"{e.reason}: {e}\n".encode()]
         return app(environ, start_response)
 

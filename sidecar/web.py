@@ -367,7 +367,7 @@ class _Credentials:
         try:
             self.authorizer.check_http(header, auth.ADMIN if store_wide else auth.READ, None if store_wide else ns)
         except ApiError as e:
-            status = 401 if e.reason in ("AUTH_REQUIRED", "AUTH_INVALID") else 403
+            status = self.authorizer.http_status(e)
             page = _LOGIN.replace("<!--error-->", f"<p>{e.reason}: {escape(str(e))}</p>")
             return await HTMLResponse(page, status_code=status,
                                       headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)(

@@ -342,6 +342,12 @@ class Authorizer:
         return principal
 
     @staticmethod
+    def http_status(error: ApiError) -> int:
+        """The HTTP status of a refusal of :meth:`check_http`: 401 (send WWW-Authenticate: Bearer) for a
+        missing or unknown credential, 403 for a credential without the right."""
+        return 401 if error.reason in ("AUTH_REQUIRED", "AUTH_INVALID") else 403
+
+    @staticmethod
     def check(principal: Principal, rule: Rule, request=None) -> None:
         """Refuse ``request`` (None: the start of a client stream) if ``principal`` may not make it."""
         access = rule.access
