@@ -47,7 +47,7 @@ def _newest(txn, store, tkey: int, n: int) -> list[tuple[int, object]]:
         key = cursor.key()
         if not key.startswith(prefix):
             break
-        out.append((layout.split_seq_key(key)[1], layout.item_decoder.decode(cursor.value())))
+        out.append((layout.split_seq_key(key)[1], conversations.load(txn, cursor.value())))
         found = cursor.prev()
     out.reverse()
     return out
@@ -83,7 +83,7 @@ def _newest_before(txn, store, tkey: int, seq: int):
         return None
     if not cursor.key().startswith(prefix):
         return None
-    return layout.item_decoder.decode(cursor.value())
+    return conversations.load(txn, cursor.value())
 
 
 def _next_live(txn, store, tkey: int, c: int) -> int | None:
