@@ -64,6 +64,8 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
         assert row["add_items_per_s"] > 0 and row["sqlite_add_items_per_s"] > 0, row
         for key in ("get_items_20", "sqlite_get_items_20", "get_context_8000"):
             assert 0 < row[key]["p50_ms"] <= row[key]["p99_ms"], (size, key, row[key])
+        assert row["echo"]["n"] == row["get_context_8000"]["n"] and row["blocks"] >= 1  # interleaved blocks
+        assert row["get_items_20_vs_echo"] > 0 and row["get_context_8000_vs_echo"] > 0
     assert cv["echo"]["p50_ms"] > 0 and cv["compaction_due"]["n"] > 0
     labels = list(res["checks"])
     assert len(labels) >= 10 and all(isinstance(c["met"], bool) and c["figure"] for c in res["checks"].values())

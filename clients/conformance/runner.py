@@ -202,6 +202,8 @@ class Runner:
                 x = cpb.ItemInput(kind=KINDS[it["kind"]], role=it.get("role", ""), call_id=it.get("call_id", ""),
                                   tool_name=it.get("tool_name", ""), client_item_id=it.get("client_item_id", ""))
                 to_value(from_desc(resolve(it["content"])), x.content)
+                if "tokens" in it:
+                    x.tokens.count, x.tokens.tokenizer, x.tokens.exact = it["tokens"]
                 items.append(x)
             return conv.append(t, items, expected_last_seq=step.get("expected_last_seq"),
                                create_thread=step.get("create_thread", False))
@@ -214,7 +216,16 @@ class Runner:
             return conv.pop(t)
         if op == "latest":
             return conv.latest(t, step["n"])
-        return conv.get_context(t, step["budget"], knowledge=[self._knowledge(k) for k in step.get("knowledge", [])])
+        if op == "set_pin":
+            return conv.set_pin(step["pin_id"], step["kind"], from_desc(resolve(step["content"])), thread_id=t,
+                                position=step.get("position", 0), role=step.get("role", ""),
+                                tokens=tuple(step["tokens"]) if "tokens" in step else None)
+        return self.get_context(c, t, step)
+
+    def get_context(self, c: Client, t: str, step: dict):
+        return c.conversations.get_context(t, step["budget"], knowledge=[self._knowledge(k) for k in step.get("knowledge", [])],
+                                           tokenizer=step.get("tokenizer", ""),
+                                           keep_last_items=step.get("keep_last_items"))
 
     @staticmethod
     def _knowledge(desc) -> cpb.KnowledgeItem:
@@ -257,6 +268,8 @@ class Runner:
                 self.check(error.reason == e["reason"], f"{where}: reason {error.reason} != {e['reason']}")
             if "field" in e:
                 self.check(error.field == e["field"], f"{where}: field {error.field} != {e['field']}")
+            for k, v in e.get("metadata", {}).items():
+                self.check(error.metadata.get(k) == v, f"{where}: metadata {k}={error.metadata.get(k)} != {v}")
             return
         if error is not None:
             self.check(False, f"{where}: unexpected error {error} {error.metadata}")
@@ -312,6 +325,9 @@ class Runner:
             self.check(context_hash(result.items) == result.context_hash,
                        f"{where}: context hash computed here differs from the server's")
             self.check(result.total_tokens <= step["budget"], f"{where}: over budget {result.total_tokens}")
+            got = context_desc(result)
+            for k in exp:
+                self.check(got[k] == exp[k], f"{where}: {k} {got[k]} != {exp[k]}")
         if op == "memory_put" and "created" in exp:
             self.check(result.created == exp["created"], f"{where}: created {result.created}")
         if op == "memory_search":
@@ -396,8 +412,7 @@ class Runner:
                 sc, step = steps[label]
                 where = f"read {peer['lang']}:{label}"
                 if rec.get("kind") == "context":
-                    ctx = c.conversations.get_context(rec["thread"], rec["budget"], knowledge=[
-                        self._knowledge(k) for k in step.get("knowledge", [])])
+                    ctx = self.get_context(c, rec["thread"], step)
                     mine = self.context_record(rec["thread"], step, ctx)
                     self.check(mine == rec, f"{where}: context differs from what {peer['lang']} recorded")
                     ours = own["records"].get(label)
@@ -426,7 +441,30 @@ class Runner:
                         self.check(b == ch.value.msgpack, f"{where}: {name} re-encoded differently")
 
 
-CONVERSATION_OPS = ("append_items", "set_compaction_policy", "pop_item", "latest", "get_context")
+CONVERSATION_OPS = ("append_items", "set_compaction_policy", "pop_item", "latest", "get_context", "set_pin")
+
+
+def context_desc(ctx) -> dict:
+    """What a get_context step's "expect" may name (the same in every runner): per item its source and
+    tokens and whether they were estimated, the totals, and each explanation entry as one string
+    "<pin:ID | first-last | knowledge:I> <fate> t=<tokens>[ @<context_index>][ <summary_id>][ dup=<seq>]"."""
+    def entry(e) -> str:
+        which = e.WhichOneof("source")
+        head = (f"pin:{e.pin_id}" if which == "pin_id" else f"knowledge:{e.knowledge_index}"
+                if which == "knowledge_index" else f"{e.items.first_seq}-{e.items.last_seq}")
+        out = f"{head} {cpb.Fate.Name(e.fate).removeprefix('FATE_').lower()} t={e.tokens}"
+        if e.HasField("context_index"):
+            out += f" @{e.context_index}"
+        if e.summary_id:
+            out += f" {e.summary_id}"
+        if e.duplicate_of_seq:
+            out += f" dup={e.duplicate_of_seq}"
+        return out
+    return {"sources": [cpb.ContextSource.Name(i.source).removeprefix("CONTEXT_SOURCE_").lower() for i in ctx.items],
+            "tokens": [i.tokens for i in ctx.items], "estimated": [i.tokens_estimated for i in ctx.items],
+            "total_tokens": ctx.total_tokens, "stable_prefix_items": ctx.stable_prefix_items,
+            "estimated_raw_tokens": ctx.estimated_raw_tokens, "client_counted_tokens": ctx.client_counted_tokens,
+            "explanation": [entry(e) for e in ctx.explanation]}
 
 
 def main() -> int:

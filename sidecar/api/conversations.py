@@ -318,15 +318,22 @@ async def pop(ctx: Ctx, req: cpb.PopItemRequest) -> cpb.PopItemResponse:
     durability = wire.durability(req.durability)
     expected = _expected(req)
 
+    garbage = []
+
     def apply(tx: Tx) -> cpb.PopItemResponse:
         seq, rec, st, removed, cancelled = conv_ops.pop(tx, ns, thread_id, expected)
         resp = cpb.PopItemResponse(last_seq=st.last_seq, removed_summaries=removed,
                                    cancelled_compactions=cancelled)
         if rec is not None:
             item_to_proto(ns, thread_id, seq, rec, resp.item)
+            if rec.node is not None:
+                garbage.append(rec.node)
         return resp
 
-    return await context.write(ctx, ns, "PopItem", req, cpb.PopItemResponse, apply, durability)
+    resp = await context.write(ctx, ns, "PopItem", req, cpb.PopItemResponse, apply, durability)
+    if garbage and ctx.on_garbage is not None:  # the popped content's node may be unreachable now
+        ctx.on_garbage()
+    return resp
 
 
 async def clear(ctx: Ctx, req: cpb.ClearItemsRequest) -> cpb.ClearItemsResponse:
@@ -335,11 +342,18 @@ async def clear(ctx: Ctx, req: cpb.ClearItemsRequest) -> cpb.ClearItemsResponse:
     durability = wire.durability(req.durability)
     expected = _expected(req)
 
+    garbage = []
+
     def apply(tx: Tx) -> cpb.ClearItemsResponse:
-        items, sums, comps = conv_ops.clear(tx, ns, thread_id, expected)
+        items, sums, comps, had_nodes = conv_ops.clear(tx, ns, thread_id, expected)
+        if had_nodes:
+            garbage.append(True)
         return cpb.ClearItemsResponse(cleared_items=items, cleared_summaries=sums, cancelled_compactions=comps)
 
-    return await context.write(ctx, ns, "ClearItems", req, cpb.ClearItemsResponse, apply, durability)
+    resp = await context.write(ctx, ns, "ClearItems", req, cpb.ClearItemsResponse, apply, durability)
+    if garbage and ctx.on_garbage is not None:  # the cleared contents' nodes may be unreachable now
+        ctx.on_garbage()
+    return resp
 
 
 async def get_conversation(ctx: Ctx, req: cpb.GetConversationRequest) -> cpb.GetConversationResponse:

@@ -96,6 +96,8 @@ class Sweeper:
             more = await store.run(lambda txn: sweep.reclaim_job(txn, store, self.reclaim_batch))
             self.jobs += 1
             done["reclaim_jobs"] = done.get("reclaim_jobs", 0) + 1
+        if done.get("reclaim_jobs") and self.ctx.on_garbage is not None:
+            self.ctx.on_garbage()  # reclaimed threads' nodes (checkpoint values, item contents) may be garbage
         with store.read() as txn:
             walks = convpolicy.walks(txn, store)
         for ns, walk_from in walks:

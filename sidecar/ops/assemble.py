@@ -86,6 +86,7 @@ class Out:
     last: int = 0
     knowledge_index: int | None = None
     duplicate_of_seq: int = 0
+    raw: int = 0  # the uncalibrated estimate of this rendered item (what estimated_raw_tokens sums)
 
 
 @dataclass
@@ -226,7 +227,7 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
             if ctoks < sum(tok(p, unc[j])[0] for j in members):
                 seqs = sorted(unc[j].seq for j in members)
                 rendered[x.seq] = Out(COMPRESSED, TOOL_CALL, "", x.call_id, x.tool_name, content, ctoks, True,
-                                      first=seqs[0], last=seqs[-1])
+                                      first=seqs[0], last=seqs[-1], raw=raw)
                 for j in members:
                     fate[unc[j].seq] = F_COMPRESSED
                     carried_by[unc[j].seq] = x.seq
@@ -256,7 +257,7 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
                     fate[x.seq] = DEDUPLICATED
                     dup_of[x.seq] = keep_seq
                     stub[x.seq] = Out(ITEM, x.kind, x.role, x.call_id, x.tool_name, content, _est(p, raw), True,
-                                      first=x.seq, last=x.seq, duplicate_of_seq=keep_seq)
+                                      first=x.seq, last=x.seq, duplicate_of_seq=keep_seq, raw=raw)
                 else:
                     newest[(x.kind, key)] = x.seq
     for x in unc:
@@ -264,7 +265,8 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
         if f is None:
             fate[x.seq] = KEPT
             n, est = tok(p, x)
-            o = Out(ITEM, x.kind, x.role, x.call_id, x.tool_name, x.content, n, est, first=x.seq, last=x.seq)
+            o = Out(ITEM, x.kind, x.role, x.call_id, x.tool_name, x.content, n, est, first=x.seq, last=x.seq,
+                    raw=x.raw)
             rendered[x.seq] = o
             carried_by[x.seq] = x.seq
         elif f == DEDUPLICATED and x.seq in stub:
@@ -275,13 +277,15 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
     for pin in pins:
         n, est = tok(p, pin)
         sys_out.append(Out(PINNED, pin.kind, pin.role, pin.call_id, pin.tool_name, pin.content, n, est,
-                           pin_id=pin.pin_id))
+                           pin_id=pin.pin_id, raw=pin.raw))
     S = sum(o.tokens for o in sys_out)
     units: list[tuple[list[Out], int, int]] = []  # (items, first seq, last seq of the unit's live items)
+    cover_out: list[Out] = []  # the rendered summary of each cover summary, in cover order
     for s in cover:
         n, est = tok(p, s)
         o = Out(FROM_SUMMARY, SUMMARY, "", "", "", _enc.encode(s.text), n, est, summary_id=summary_id(s),
-                level=s.level, first=s.first, last=s.last)
+                level=s.level, first=s.first, last=s.last, raw=s.raw)
+        cover_out.append(o)
         units.append(([o], s.first, s.last))
     unc_blocks = blocks([(x.seq, x) for x in unc], p.trigger_items) if unc else []
     for bs, be, _ in unc_blocks:
@@ -290,7 +294,7 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
     know = []
     for k in knowledge:
         n, est = tok(p, k)
-        know.append(Out(KNOWLEDGE, k.kind, k.role, "", "", k.content, n, est, knowledge_index=len(know)))
+        know.append(Out(KNOWLEDGE, k.kind, k.role, "", "", k.content, n, est, knowledge_index=len(know), raw=k.raw))
     C = sum(o.tokens for u in units for o in u[0])
     N = sum(o.tokens for o in know)
     newest_unit = sum(o.tokens for o in units[-1][0]) if units else 0
@@ -334,12 +338,11 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
         live_entries.append(Entry(DROPPED_BUDGET, _est(p, sum(s.covered_raw for s in gone_sums) + sum(
             x.raw for x in gone)), first=first, last=dropped_last,
             item_count=sum(s.item_count for s in gone_sums) + len(gone)))
-    for s in cover:
+    for s, o in zip(cover, cover_out):
         if s.last <= dropped_last:
             continue
-        o = next(o for o in cover_items if o.summary_id == summary_id(s))
         live_entries.append(Entry(SUMMARISED, _est(p, s.covered_raw), first=s.first, last=s.last,
-                                  item_count=s.item_count, context_index=index[id(o)], summary_id=summary_id(s)))
+                                  item_count=s.item_count, context_index=index[id(o)], summary_id=o.summary_id))
     for x in unc:
         if x.seq <= dropped_last:
             continue
@@ -363,26 +366,6 @@ def assemble_from(unc: list[Src], cover: list[Sum], t: float, pins: list[Src], k
                           context_index=index.get(id(o)) if id(o) in kept_ids else None))
     total = sum(o.tokens for o in items)
     client = sum(o.tokens for o in items if not o.estimated)
-    est_raw = _raw_of(items, unc, cover, pins, knowledge)
+    est_raw = sum(o.raw for o in items if o.estimated)  # Σ raw of the items counted by estimate
     return Result(items, expl, len(sys_out) + n_cover_kept, total, est_raw, client, context_hash(items), last_seq)
 
-
-def _raw_of(items: list[Out], live, sums, pins, knowledge) -> int:
-    """Σ raw of the items counted by estimate (what ReportUsage takes back)."""
-    by_seq = {x.seq: x for x in live}
-    by_sum = {summary_id(s): s for s in sums}
-    total = 0
-    for o in items:
-        if not o.estimated:
-            continue
-        if o.source == PINNED:
-            total += next(x.raw for x in pins if x.pin_id == o.pin_id)
-        elif o.source == FROM_SUMMARY:
-            total += by_sum[o.summary_id].raw
-        elif o.source == KNOWLEDGE:
-            total += knowledge[o.knowledge_index].raw
-        elif o.source == ITEM and o.content is by_seq[o.first].content:
-            total += by_seq[o.first].raw
-        else:
-            total += valuetext.estimate(o.content, o.role, o.call_id, o.tool_name)
-    return total

@@ -47,7 +47,7 @@ def _newest(txn, store, tkey: int, n: int) -> list[tuple[int, object]]:
         key = cursor.key()
         if not key.startswith(prefix):
             break
-        out.append((layout.split_seq_key(key)[1], layout.item_decoder.decode(cursor.value())))
+        out.append((layout.split_seq_key(key)[1], conversations.load(txn, cursor.value())))
         found = cursor.prev()
     out.reverse()
     return out
@@ -57,8 +57,13 @@ def tail_start(txn, store, tkey: int, count: int, p: Params) -> float:
     """``t`` from the newest items: enough of them that every block reaching the newest ``keep_last`` is whole
     (at least ``trigger_items``, so no older call can be open; the calls of their results; the reasoning
     before them)."""
+    return _tail(txn, store, tkey, count, p)[0]
+
+
+def _tail(txn, store, tkey: int, count: int, p: Params) -> tuple[float, list[Src]]:
+    """(``t``, the newest live items read to find it, oldest first: every live item from the first of them)."""
     if p.keep_last <= 0 or not count:
-        return math.inf
+        return math.inf, []
     r = max(p.keep_last, p.trigger_items)
     while True:
         suffix = _newest(txn, store, tkey, r)
@@ -73,7 +78,8 @@ def tail_start(txn, store, tkey: int, count: int, p: Params) -> float:
             r += 1
             continue
         break
-    return assemble.tail_start([_src(s, rec) for s, rec in suffix], p)
+    srcs = [_src(s, rec) for s, rec in suffix]
+    return assemble.tail_start(srcs, p), srcs
 
 
 def _newest_before(txn, store, tkey: int, seq: int):
@@ -83,23 +89,28 @@ def _newest_before(txn, store, tkey: int, seq: int):
         return None
     if not cursor.key().startswith(prefix):
         return None
-    return layout.item_decoder.decode(cursor.value())
-
-
-def _next_live(txn, store, tkey: int, c: int) -> int | None:
-    for seq, _ in conversations.items_from(txn, store, tkey, c + 1, 2**64 - 1):
-        return seq
-    return None
+    return conversations.load(txn, cursor.value())
 
 
 def cover(txn, store, tkey: int, t: float) -> list[Sum]:
     """The cover, top down: at each level from the highest, the applied summaries after the covered prefix
-    that start at its next live item and end before the tail (a few seeks per level)."""
+    that start at its next live item and end before the tail (a few seeks per level). Levels above the
+    highest one a compaction was ever issued at (the pyramid's high-water list) hold no summary: not read."""
     c = 0
     out: list[Sum] = []
-    for level in range(MAX_LEVEL, 0, -1):
+    items = txn.cursor(db=store.db["citems"])
+    prefix = layout.tkey_prefix(tkey)
+
+    def next_live(c: int) -> int | None:
+        if not items.set_range(layout.seq_key(tkey, c + 1)):
+            return None
+        key = items.key()
+        return layout.split_seq_key(key)[1] if key.startswith(prefix) else None
+
+    top = min(MAX_LEVEL, len(summaries.pyramid(txn, store, tkey).high_water))
+    for level in range(top, 0, -1):
         for _, first, rec in summaries.summaries_of(txn, store, tkey, level, c):
-            if first != _next_live(txn, store, tkey, c) or not rec.last_seq < t:
+            if first != next_live(c) or not rec.last_seq < t:
                 break
             out.append(_sum(level, first, rec))
             c = rec.last_seq
@@ -120,8 +131,11 @@ def build(txn, store, ns: str, thread_id: str, tkey: int, knowledge: list[Src], 
         return assemble.assemble(live, sums, system, knowledge, p), f
     st = conversations.state(txn, store, tkey)
     count, last = (st.count, st.last_seq) if st is not None else (0, 0)
-    t = tail_start(txn, store, tkey, count, p)
+    t, newest = _tail(txn, store, tkey, count, p)
     cov = cover(txn, store, tkey, t)
     c = cov[-1].last if cov else 0
-    unc = [_src(seq, r) for seq, r in conversations.items_from(txn, store, tkey, c + 1, 2**64 - 1)]
+    if newest and (c + 1 >= newest[0].seq or len(newest) == count):  # the items after c were read already
+        unc = [x for x in newest if x.seq > c]
+    else:
+        unc = [_src(seq, r) for seq, r in conversations.items_from(txn, store, tkey, c + 1, 2**64 - 1)]
     return assemble.assemble_from(unc, cov, t, system, knowledge, p, last), f

@@ -84,15 +84,15 @@ def pop(tx: Tx, ns: str, thread_id: str, expected_last_seq: int | None,
     return seq, item, st, removed, cancelled
 
 
-def clear(tx: Tx, ns: str, thread_id: str, expected_last_seq: int | None) -> tuple[int, int, int]:
-    """ClearItems: (items, summaries, compactions) removed."""
+def clear(tx: Tx, ns: str, thread_id: str, expected_last_seq: int | None) -> tuple[int, int, int, bool]:
+    """ClearItems: (items, summaries, compactions) removed, and whether item nodes became garbage."""
     now = tx.store.clock()
     rec, _ = _open_thread(tx, ns, thread_id, create=False, metadata=None, reopen=False)
-    n, _ = conversations.clear(tx.txn, tx.store, rec.tkey, expected_last_seq)
+    n, _, had_nodes = conversations.clear(tx.txn, tx.store, rec.tkey, expected_last_seq)
     sums, comps = compaction.after_clear(tx, ns, thread_id, rec.tkey, now)
     _touch(tx, ns, thread_id, rec, now)
     tx.touched.add((ns, thread_id))
-    return n, sums, comps
+    return n, sums, comps, had_nodes
 
 
 def place_timer(txn, store, ns: str, thread_id: str, rec: ThreadRec) -> None:

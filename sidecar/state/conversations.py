@@ -15,7 +15,7 @@ import msgspec
 
 from ..errors import ApiError
 from ..storage import hotpath as hp
-from ..storage import layout, records, valuetext
+from ..storage import layout, nodes, records, valuetext
 from ..storage.layout import ConvState, ItemRec
 from ..storage.store import Store
 
@@ -23,6 +23,10 @@ from ..storage.store import Store
 MESSAGE, TOOL_CALL, TOOL_RESULT, REASONING, SUMMARY, TOOL_DEFINITION, OTHER = 1, 2, 3, 4, 5, 6, 7
 KINDS = (MESSAGE, TOOL_CALL, TOOL_RESULT, REASONING, SUMMARY, TOOL_DEFINITION, OTHER)
 _TABLES = ("citems", "cids", "ccalls")
+# Content whose canonical encoding is longer than this is stored in the node store (content-addressed,
+# chunked and compressed like checkpoint values, shared by equal contents, reclaimed by GC); shorter content
+# stays inline in its ItemRec (one read, no hash-index entry).
+INLINE_MAX = 2048
 
 
 @dataclass
@@ -61,9 +65,28 @@ def content_hash(encoding: bytes) -> bytes:
     return hp.value_node(encoding, [])
 
 
+def load(txn, raw) -> ItemRec:
+    """An ItemRec as stored, with ``inline`` holding its content whether inline or a node."""
+    rec = layout.item_decoder.decode(raw)
+    if rec.node is not None:
+        rec.inline = nodes.value_encoding(rec.node, txn.get)
+    return rec
+
+
+def _store_content(txn, store: Store, encoding: bytes) -> tuple[bytes, bytes]:
+    """(content hash, node id) of content stored as a node (written once per distinct content)."""
+    built: list = []
+    h = hp.value_node(encoding, built)
+    ids = nodes.write(txn, store, built, {}, [h])
+    keep = store.gc_keep
+    if keep is not None:
+        keep.update(ids.values())
+    return h, ids[h]
+
+
 def get(txn, store: Store, tkey: int, seq: int) -> ItemRec | None:
     raw = txn.get(layout.seq_key(tkey, seq), db=store.db["citems"])
-    return None if raw is None else layout.item_decoder.decode(raw)
+    return None if raw is None else load(txn, raw)
 
 
 def seq_of_client_id(txn, store: Store, tkey: int, client_item_id: str) -> int | None:
@@ -103,11 +126,17 @@ def append(txn, store: Store, tkey: int, items: list[ItemIn], expected_last_seq:
             raw_call = txn.get(layout.tkey_str_key(tkey, it.call_id), db=db_calls)
             call_seq = 0 if raw_call is None else layout.read_u64(raw_call)
         raw = valuetext.estimate(it.content, it.role, it.call_id, it.tool_name)
+        if len(it.content) > INLINE_MAX:
+            h, node = _store_content(txn, store, it.content)
+            inline = b""
+        else:
+            h, node, inline = content_hash(it.content), None, it.content
         rec = ItemRec(layout.FORMAT_VERSION, it.kind, it.role, it.client_item_id, it.call_id, it.tool_name,
                       it.run_id or default_run, it.step_id, now,
                       None if it.metadata is None else msgspec.Raw(it.metadata), it.tokens, raw,
-                      st.cum_raw + raw, content_hash(it.content), it.content, it.compact, it.dedupe_key, call_seq)
+                      st.cum_raw + raw, h, inline, it.compact, it.dedupe_key, call_seq, node)
         txn.put(layout.seq_key(tkey, seq), layout.encode(rec), db=db_items)
+        rec.inline = it.content
         if it.client_item_id:
             txn.put(layout.tkey_str_key(tkey, it.client_item_id), layout.u64(seq), db=db_ids)
             known[it.client_item_id] = seq
@@ -136,7 +165,7 @@ def items_from(txn, store: Store, tkey: int, first: int, last: int) -> Iterator[
         seq = layout.split_seq_key(key)[1]
         if seq > last:
             return
-        yield seq, layout.item_decoder.decode(cursor.value())
+        yield seq, load(txn, cursor.value())
         found = cursor.next()
 
 
@@ -205,19 +234,29 @@ def pop(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[in
     return seq, rec, st
 
 
-def clear(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[int, ConvState]:
-    """Remove every item (seqs go on from where they were): (items removed, the state after)."""
+def clear(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[int, ConvState, bool]:
+    """Remove every item (seqs go on from where they were): (items removed, the state after, whether any
+    removed item's content was a node — garbage for the collector)."""
     st = state(txn, store, tkey) or new_state()
     if expected_last_seq is not None and expected_last_seq != st.last_seq:
         raise ApiError("SEQUENCE_MISMATCH", f"expected_last_seq is {expected_last_seq}, the thread's last seq is "
                        f"{st.last_seq}", field="expected_last_seq", last_seq=st.last_seq)
     n = st.count
     prefix = layout.tkey_prefix(tkey)
+    had_nodes = any(layout.item_decoder.decode(raw).node is not None for _, raw in _rows(txn, store, prefix))
     for name in _TABLES:
         records.delete_prefix(txn, store.db[name], prefix)
     st.count = st.first_seq = st.last_seq = st.cum_raw = 0
     save_state(txn, store, tkey, st)
-    return n, st
+    return n, st, had_nodes
+
+
+def _rows(txn, store: Store, prefix: bytes):
+    cursor = txn.cursor(db=store.db["citems"])
+    found = cursor.set_range(prefix)
+    while found and cursor.key().startswith(prefix):
+        yield cursor.key(), cursor.value()
+        found = cursor.next()
 
 
 def set_timer(txn, store: Store, tkey: int, due_us: int) -> None:

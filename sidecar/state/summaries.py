@@ -186,7 +186,7 @@ def check_submit(txn, store: Store, tkey: int, level: int, first: int, last: int
 def new_summary(level: int, last: int, item_count: int, text: str, producer: str, fallback: bool, tokens,
                 content_hash: bytes, covered_raw: int, children: list[int], now: int, attempts: int,
                 lease_id: str) -> SummaryRec:
-    raw = valuetext.FORMAT_TOKENS + 2 + len(text.encode())
+    raw = valuetext.estimate(msgspec.msgpack.encode(text))  # the rendered SUMMARY item: escapes counted as J does
     return SummaryRec(layout.FORMAT_VERSION, last, item_count, text, producer, fallback, tokens, raw, content_hash,
                       covered_raw, children, now, attempts, lease_id)
 

@@ -48,8 +48,8 @@ class GcStats:
 
 
 def roots_of(txn, store: Store):
-    """Every node id a manifest, pending write, artifact, upload in progress, memory item or memory revision
-    refers to directly."""
+    """Every node id a manifest, pending write, artifact, upload in progress, memory item, memory revision or
+    conversation item (content over state.conversations.INLINE_MAX) refers to directly."""
     for _, raw in txn.cursor(db=store.db["ckpts"]).iternext():
         m = layout.manifest_decoder.decode(raw)
         for _, node_id in m.channels:
@@ -68,6 +68,10 @@ def roots_of(txn, store: Store):
         value = layout.memrev_decoder.decode(raw).value
         if value is not None:
             yield value
+    for _, raw in txn.cursor(db=store.db["citems"]).iternext():
+        node = layout.item_decoder.decode(raw).node
+        if node is not None:
+            yield node
 
 
 def mark(get, start, marked: set[bytes], missing: list | None = None) -> None:

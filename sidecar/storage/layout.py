@@ -361,10 +361,11 @@ class ItemRec(msgspec.Struct, array_like=True):
     raw: int  # the server's estimate (docs/conversations.md "Token counts")
     cum_raw: int  # running sum of raw over the live items up to this one (range sums without reading)
     content_hash: bytes  # the content's value hash (as a value node of the store)
-    inline: bytes  # the canonical encoding of the content
+    inline: bytes  # the canonical encoding of the content (b"" when it is a node)
     compact: bytes | None  # canonical encoding of what tool-call compression shows
     dedupe_key: bytes | None
     call_seq: int  # a TOOL_RESULT's TOOL_CALL (0: none found)
+    node: bytes | None = None  # content over state.conversations.INLINE_MAX: the id of its value's root node
 
 
 class ConvState(msgspec.Struct, array_like=True):

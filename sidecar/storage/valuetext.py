@@ -44,7 +44,7 @@ def _len(v) -> int:
     if t is int:
         return len(str(v))
     if t is float:
-        return len(repr(v))
+        return len(repr(v)) if v - v == 0 else len(_render(v))  # NaN and the infinities as rendered: quoted names
     if t is list:
         return 2 + sum(_len(x) for x in v) + max(len(v) - 1, 0)
     if t is dict:
@@ -111,6 +111,8 @@ def _render(v) -> str:
     if t is bytes:
         return f'"<{len(v)} bytes>"'
     if t is _Ext:
+        if v.code == EXT_BIGINT:  # an integer in decimal, like every int
+            return str(int.from_bytes(v.data, "big", signed=True))
         return _json.dumps(_ext_text(v), ensure_ascii=False) if v.code != EXT_SET else _render(
             sorted(_decoder.decode(v.data), key=_render))
     return _json.dumps(str(v), ensure_ascii=False)

@@ -9,8 +9,9 @@ sidecar keeps serving) and checks, in this order:
    compressed node unpacked from the record itself, never from the read
    cache) equals the hash it is stored under, and the hash index maps that
    hash back to it;
-3. every reference resolves: from each checkpoint, pending write, artifact
-   and upload down to the leaves, no node is missing.
+3. every reference resolves: from each checkpoint, pending write, artifact,
+   upload and conversation item stored as a node down to the leaves, no node
+   is missing.
 
 Damage is then reported by thread and checkpoint: each checkpoint (and
 pending write) whose tree reaches a damaged or missing node is named with
@@ -40,6 +41,7 @@ _DECODERS = {
     "steps": layout.step_decoder, "events": layout.event_decoder, "artifacts": layout.artifact_decoder,
     "artnames": layout.artname_decoder, "uploads": layout.upload_decoder, "effects": layout.effect_decoder,
     "branches": layout.branch_decoder,
+    "citems": layout.item_decoder,
 }
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -283,7 +285,8 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
                 report.reached.append(Reached(ns, thread_id, cns, checkpoint_id, "pending write",
                                               sorted({f.hex() for f in found})[:10]))
         for name, decoder, ids in (("artifacts", layout.artifact_decoder, lambda r: [r.content]),
-                                   ("uploads", layout.upload_decoder, lambda r: list(r.chunks))):
+                                   ("uploads", layout.upload_decoder, lambda r: list(r.chunks)),
+                                   ("citems", layout.item_decoder, lambda r: [] if r.node is None else [r.node])):
             if dbs[name] is None:
                 continue
             for key, raw in txn.cursor(db=dbs[name]):

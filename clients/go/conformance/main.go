@@ -490,7 +490,7 @@ func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 		}
 		n, _ := num(step, "keep_latest")
 		return c.Prune(ctx, ids, agentstate.PruneOptions{KeepLatest: uint32(n)})
-	case "append_items", "set_compaction_policy", "pop_item", "latest", "get_context":
+	case "append_items", "set_compaction_policy", "pop_item", "latest", "get_context", "set_pin":
 		return r.doConversation(c, t, step)
 	case "same_roots":
 		a, b := step["a"].(map[string]any), step["b"].(map[string]any)
@@ -534,7 +534,7 @@ func (r *runner) doConversation(c *agentstate.Client, t string, step obj) (any, 
 			it := x.(map[string]any)
 			items = append(items, &pb.ItemInput{Kind: itemKinds[str(it, "kind")], Role: str(it, "role"),
 				CallId: str(it, "call_id"), ToolName: str(it, "tool_name"), ClientItemId: str(it, "client_item_id"),
-				Content: r.valueOf(it["content"])})
+				Content: r.valueOf(it["content"]), Tokens: tokenCount(it["tokens"])})
 		}
 		o := &agentstate.AppendOptions{CreateThread: step["create_thread"] == true}
 		if n, ok := num(step, "expected_last_seq"); ok {
@@ -563,13 +563,74 @@ func (r *runner) doConversation(c *agentstate.Client, t string, step obj) (any, 
 		n, _ := num(step, "n")
 		res, err = c.LatestItems(ctx, t, uint32(n))
 	case "get_context":
-		n, _ := num(step, "budget")
-		res, err = c.GetContext(ctx, t, uint32(n), r.knowledgeOf(step))
+		res, err = r.getContext(c, t, step)
+	case "set_pin":
+		pos, _ := num(step, "position")
+		res, err = c.Conversations.SetPinnedItem(ctx, &pb.SetPinnedItemRequest{Namespace: c.Namespace,
+			Scope: pb.ConfigScope_CONFIG_SCOPE_THREAD, ThreadId: t, PinId: str(step, "pin_id"), Position: int32(pos),
+			Kind: itemKinds[str(step, "kind")], Role: str(step, "role"), Content: r.valueOf(step["content"]),
+			Tokens: tokenCount(step["tokens"])})
 	}
 	if err != nil {
 		return nil, err
 	}
 	return conversationStep{op, res}, nil
+}
+
+// tokenCount is a TokenCount from [count, tokenizer, exact] (nil when absent).
+func tokenCount(x any) *pb.TokenCount {
+	l, ok := x.([]any)
+	if !ok {
+		return nil
+	}
+	return &pb.TokenCount{Count: uint32(l[0].(float64)), Tokenizer: l[1].(string), Exact: l[2].(bool)}
+}
+
+func (r *runner) getContext(c *agentstate.Client, t string, step obj) (*pb.GetContextResponse, error) {
+	n, _ := num(step, "budget")
+	req := &pb.GetContextRequest{Namespace: c.Namespace, ThreadId: t, BudgetTokens: uint32(n),
+		Knowledge: r.knowledgeOf(step), Tokenizer: str(step, "tokenizer")}
+	if k, ok := num(step, "keep_last_items"); ok {
+		keep := uint32(k)
+		req.KeepLastItems = &keep
+	}
+	return c.Conversations.GetContext(ctx, req)
+}
+
+// contextDesc is what a get_context step's "expect" may name, as clients/conformance/runner.py's
+// context_desc says.
+func contextDesc(res *pb.GetContextResponse) map[string]any {
+	sources, tokens, estimated, expl := []any{}, []any{}, []any{}, []any{}
+	for _, it := range res.Items {
+		sources = append(sources, strings.ToLower(strings.TrimPrefix(it.Source.String(), "CONTEXT_SOURCE_")))
+		tokens = append(tokens, it.Tokens)
+		estimated = append(estimated, it.TokensEstimated)
+	}
+	for _, e := range res.Explanation {
+		var head string
+		switch src := e.Source.(type) {
+		case *pb.ExplanationEntry_PinId:
+			head = "pin:" + src.PinId
+		case *pb.ExplanationEntry_KnowledgeIndex:
+			head = fmt.Sprintf("knowledge:%d", src.KnowledgeIndex)
+		case *pb.ExplanationEntry_Items:
+			head = fmt.Sprintf("%d-%d", src.Items.FirstSeq, src.Items.LastSeq)
+		}
+		out := fmt.Sprintf("%s %s t=%d", head, strings.ToLower(strings.TrimPrefix(e.Fate.String(), "FATE_")), e.Tokens)
+		if e.ContextIndex != nil {
+			out += fmt.Sprintf(" @%d", *e.ContextIndex)
+		}
+		if e.SummaryId != "" {
+			out += " " + e.SummaryId
+		}
+		if e.DuplicateOfSeq != 0 {
+			out += fmt.Sprintf(" dup=%d", e.DuplicateOfSeq)
+		}
+		expl = append(expl, out)
+	}
+	return map[string]any{"sources": sources, "tokens": tokens, "estimated": estimated, "total_tokens": res.TotalTokens,
+		"stable_prefix_items": res.StablePrefixItems, "estimated_raw_tokens": res.EstimatedRawTokens,
+		"client_counted_tokens": res.ClientCountedTokens, "explanation": expl}
 }
 
 func contextRecord(thread string, budget int, ctx *pb.GetContextResponse) obj {
@@ -606,6 +667,10 @@ func (r *runner) expectConversation(where string, step obj, x conversationStep) 
 		r.check(err == nil && hex.EncodeToString(h) == hex.EncodeToString(res.ContextHash), "%s: context hash computed here differs", where)
 		n, _ := num(step, "budget")
 		r.check(res.TotalTokens <= uint64(n), "%s: over budget", where)
+		got := contextDesc(res)
+		for _, k := range keysOf(exp) {
+			r.check(stable(got[k]) == stable(exp[k]), "%s: %s %s != %s", where, k, stable(got[k]), stable(exp[k]))
+		}
 	}
 }
 
@@ -645,6 +710,11 @@ func (r *runner) expect(where string, step obj, result any, err error) {
 		}
 		if field, ok := e["field"]; ok {
 			r.check(ae.Field() == field, "%s: field %s != %v", where, ae.Field(), field)
+		}
+		if md, ok := e["metadata"].(map[string]any); ok {
+			for _, k := range keysOf(md) {
+				r.check(ae.Metadata[k] == md[k], "%s: metadata %s=%s != %v", where, k, ae.Metadata[k], md[k])
+			}
 		}
 		return
 	}
@@ -903,7 +973,7 @@ func (r *runner) readPass(own, peer obj) error {
 		where := fmt.Sprintf("read %s:%s", peer["lang"], label)
 		if rec["kind"] == "context" {
 			budget := int(rec["budget"].(float64))
-			got, err := c.GetContext(ctx, rec["thread"].(string), uint32(budget), r.knowledgeOf(step))
+			got, err := r.getContext(c, rec["thread"].(string), step)
 			if err != nil {
 				r.check(false, "%s: %v", where, err)
 				continue

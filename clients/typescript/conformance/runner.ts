@@ -29,7 +29,31 @@ import {
 } from "../src/index.js";
 import { channelWrite, toValue } from "../src/values.js";
 import { ITEM_KINDS, contextHash, type KindName } from "../src/conversations.js";
-import { ItemKind, type GetContextResponse } from "../src/gen/agentstate/v1/conversations_pb.js";
+import { ConfigScope, ContextSource, Fate, ItemKind, type ExplanationEntry, type GetContextResponse } from "../src/gen/agentstate/v1/conversations_pb.js";
+
+/** What a get_context step's "expect" may name, as clients/conformance/runner.py's context_desc says. */
+function contextDesc(ctx: GetContextResponse): Record<string, unknown> {
+  const entry = (e: ExplanationEntry): string => {
+    const src = e.source;
+    const head = src.case === "pinId" ? `pin:${src.value}` : src.case === "knowledgeIndex" ? `knowledge:${src.value}`
+      : `${src.value?.firstSeq}-${src.value?.lastSeq}`;
+    let out = `${head} ${Fate[e.fate].toLowerCase()} t=${e.tokens}`;
+    if (e.contextIndex !== undefined) out += ` @${e.contextIndex}`;
+    if (e.summaryId) out += ` ${e.summaryId}`;
+    if (e.duplicateOfSeq) out += ` dup=${e.duplicateOfSeq}`;
+    return out;
+  };
+  return {
+    sources: ctx.items.map((i) => ContextSource[i.source].toLowerCase()),
+    tokens: ctx.items.map((i) => i.tokens),
+    estimated: ctx.items.map((i) => i.tokensEstimated),
+    total_tokens: Number(ctx.totalTokens),
+    stable_prefix_items: ctx.stablePrefixItems,
+    estimated_raw_tokens: Number(ctx.estimatedRawTokens),
+    client_counted_tokens: Number(ctx.clientCountedTokens),
+    explanation: ctx.explanation.map(entry),
+  };
+}
 import {
   ChangeKind,
   CreateThreadRequestSchema,
@@ -232,6 +256,7 @@ class Runner {
         return c.conversations.append(t, step.items.map((it: any) => ({
           kind: ITEM_KINDS[it.kind as KindName], role: it.role ?? "", callId: it.call_id ?? "", toolName: it.tool_name ?? "",
           clientItemId: it.client_item_id ?? "", content: this.valueOf(it.content),
+          tokens: it.tokens ? { count: it.tokens[0], tokenizer: it.tokens[1], exact: it.tokens[2] } : undefined,
         })), { expectedLastSeq: step.expected_last_seq, createThread: step.create_thread ?? false });
       case "set_compaction_policy": {
         const p = step.policy;
@@ -243,7 +268,14 @@ class Runner {
       case "latest":
         return c.conversations.latest(t, step.n);
       case "get_context":
-        return c.conversations.getContext(t, step.budget, { knowledge: this.knowledgeOf(step) });
+        return this.getContext(c, t, step);
+      case "set_pin":
+        return c.conversations.stub.setPinnedItem({
+          namespace: c.namespace, scope: ConfigScope.THREAD, threadId: t, pinId: step.pin_id,
+          kind: ITEM_KINDS[step.kind as KindName], role: step.role ?? "", position: step.position ?? 0,
+          content: this.valueOf(step.content),
+          tokens: step.tokens ? { count: step.tokens[0], tokenizer: step.tokens[1], exact: step.tokens[2] } : undefined,
+        });
       case "memory_put":
         return c.memory.put(step.path, step.key, fromDesc(resolveDesc(step.value)) as Record<string, unknown>,
           step.vectors ? { vectors: step.vectors } : {});
@@ -264,6 +296,11 @@ class Runner {
         ]);
     }
     throw new Error(`unknown op ${step.op}`);
+  }
+
+  getContext(c: Client, t: string, step: Step): Promise<GetContextResponse> {
+    return c.conversations.getContext(t, step.budget, { knowledge: this.knowledgeOf(step), tokenizer: step.tokenizer ?? "",
+      keepLastItems: step.keep_last_items });
   }
 
   knowledgeOf(step: Step): { kind: ItemKind; content: Value }[] {
@@ -292,6 +329,9 @@ class Runner {
       this.check(codeName(error.code) === e.code, `${where}: code ${codeName(error.code)} != ${e.code} (${error.message})`);
       if (e.reason !== undefined) this.check(error.reason === e.reason, `${where}: reason ${error.reason} != ${e.reason}`);
       if (e.field !== undefined) this.check(error.field === e.field, `${where}: field ${error.field} != ${e.field}`);
+      for (const [k, v] of Object.entries(e.metadata ?? {})) {
+        this.check(error.metadata[k] === v, `${where}: metadata ${k}=${error.metadata[k]} != ${v}`);
+      }
       return;
     }
     if (error) return this.check(false, `${where}: unexpected error ${error.message} ${JSON.stringify(error.metadata)}`);
@@ -354,6 +394,10 @@ class Runner {
     if (op === "get_context") {
       this.check(hex(contextHash(result.items)) === hex(result.contextHash), `${where}: context hash computed here differs`);
       this.check(Number(result.totalTokens) <= step.budget, `${where}: over budget`);
+      const got = contextDesc(result);
+      for (const k of Object.keys(exp)) {
+        this.check(JSON.stringify(got[k]) === JSON.stringify(exp[k]), `${where}: ${k} ${JSON.stringify(got[k])} != ${JSON.stringify(exp[k])}`);
+      }
     }
   }
 
@@ -438,7 +482,7 @@ class Runner {
         const step = steps.get(label)!;
         const where = `read ${peer.lang}:${label}`;
         if (rec.kind === "context") {
-          const ctx = await c.conversations.getContext(rec.thread, rec.budget, { knowledge: this.knowledgeOf(step) });
+          const ctx = await this.getContext(c, rec.thread, step);
           const mine = Runner.contextRecord(rec.thread, step, ctx);
           this.check(stable(mine) === stable(rec), `${where}: context differs from what ${peer.lang} recorded`);
           const ours = own.records[label];

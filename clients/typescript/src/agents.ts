@@ -22,6 +22,7 @@ import { NotFound } from "./errors.js";
 import { fromValue } from "./values.js";
 import { ContextSource, ItemKind, type Compaction, type ContextItem, type ConversationItem } from "./gen/agentstate/v1/conversations_pb.js";
 import { FailedPrecondition } from "./errors.js";
+import { cutCodePoints } from "./compaction-worker.js";
 
 const CALL_TO_OUTPUT: Record<string, string> = {
   function_call: "function_call_result",
@@ -164,7 +165,7 @@ export class SidecarSession implements Session {
             throw e;
           }
           if (!claim) return null;
-          const text = (await summarizer(claim.compaction!)).slice(0, claim.compaction!.maxSummaryChars) || "(empty)";
+          const text = cutCodePoints(await summarizer(claim.compaction!), claim.compaction!.maxSummaryChars) || "(empty)";
           try {
             await this.client.conversations.submitSummary(claim, text, { producer: worker });
           } catch (e) {
