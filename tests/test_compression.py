@@ -217,7 +217,8 @@ def test_a_damaged_compressed_node_is_corrupt_and_the_integrity_check_names_it(s
     with pytest.raises(hp.CorruptNode):
         read(store, "t")
     problems = gc.check_integrity(store)["problems"]
-    assert len(problems) == 1 and node_id.hex() in problems[0]
+    assert len(problems) == 2 and node_id.hex() in problems[0]  # the node, and the checkpoint it damages
+    assert problems[1].startswith("checkpoint default/t//") and node_id.hex() in problems[1]
 
 
 def test_after_a_run_of_incompressible_values_compression_is_tried_now_and_then_until_it_pays_again():

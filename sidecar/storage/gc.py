@@ -47,31 +47,25 @@ class GcStats:
     seconds: float = 0.0
 
 
+# The node references of each table whose records point into the node store: (table, record -> node ids).
+# One place: the collector marks from these, storage/verify.py checks that each resolves.
+ROOT_REFS = (
+    ("ckpts", lambda m: [*(node_id for _, node_id in m.channels), *(() if m.extra is None else (m.extra,))]),
+    ("writes", lambda w: [w.value]),
+    ("artifacts", lambda a: [a.content]),
+    ("uploads", lambda u: list(u.chunks)),
+    ("memitems", lambda m: [m.value]),
+    ("memhist", lambda r: [] if r.value is None else [r.value]),
+    ("citems", lambda i: [] if i.node is None else [i.node]),  # content over state.conversations.INLINE_MAX
+)
+
+
 def roots_of(txn, store: Store):
-    """Every node id a manifest, pending write, artifact, upload in progress, memory item, memory revision or
-    conversation item (content over state.conversations.INLINE_MAX) refers to directly."""
-    for _, raw in txn.cursor(db=store.db["ckpts"]).iternext():
-        m = layout.manifest_decoder.decode(raw)
-        for _, node_id in m.channels:
-            yield node_id
-        if m.extra is not None:
-            yield m.extra
-    for _, raw in txn.cursor(db=store.db["writes"]).iternext():
-        yield layout.write_decoder.decode(raw).value
-    for _, raw in txn.cursor(db=store.db["artifacts"]).iternext():
-        yield layout.artifact_decoder.decode(raw).content
-    for _, raw in txn.cursor(db=store.db["uploads"]).iternext():
-        yield from layout.upload_decoder.decode(raw).chunks
-    for _, raw in txn.cursor(db=store.db["memitems"]).iternext():
-        yield layout.memitem_decoder.decode(raw).value
-    for _, raw in txn.cursor(db=store.db["memhist"]).iternext():
-        value = layout.memrev_decoder.decode(raw).value
-        if value is not None:
-            yield value
-    for _, raw in txn.cursor(db=store.db["citems"]).iternext():
-        node = layout.item_decoder.decode(raw).node
-        if node is not None:
-            yield node
+    """Every node id a record of ROOT_REFS refers to directly."""
+    for table, refs in ROOT_REFS:
+        decode = layout.RECORD_DECODERS[table].decode
+        for _, raw in txn.cursor(db=store.db[table]).iternext():
+            yield from refs(decode(raw))
 
 
 def mark(get, start, marked: set[bytes], missing: list | None = None) -> None:
@@ -203,29 +197,14 @@ class GarbageCollector:
 
 
 def check_integrity(store: Store) -> dict:
-    """Walk everything reachable: report missing nodes, records whose content does not match
-    their hash, and hash-index entries that disagree with the records."""
-    marked: set[bytes] = set()
-    missing: list[bytes] = []
-    problems: list[str] = []
-    with store.read() as txn:
-        node_db = store.db["nodes"]
-        get = txn.get
-        mark(lambda i: get(i, db=node_db), roots_of(txn, store), marked, missing)
-        problems.extend(f"missing node {i.hex()}" for i in missing[:50])
-        for node_id in marked:
-            rec = get(node_id, db=node_db)
-            if rec is None:
-                continue
-            h = rec[:hp.HASH_SIZE]
-            try:
-                canonical = hp.canonical_node(rec[hp.HASH_SIZE:], lambda c: (get(c, db=node_db) or b"")[:hp.HASH_SIZE])
-                if hp.hash_bytes(canonical) != h:
-                    problems.append(f"node {node_id.hex()} does not match its hash")
-            except hp.CorruptNode as e:
-                problems.append(f"node {node_id.hex()}: {e}")
-            if nodes.index_get(txn, store, h) != node_id:
-                problems.append(f"hash index entry of node {node_id.hex()} is wrong")
-        checkpoints = txn.stat(store.db["ckpts"])["entries"]
-    return {"checked_checkpoints": checkpoints, "checked_blobs": len(marked) - len(missing),
-            "missing_blobs": len(missing), "problems": problems[:100]}
+    """The summary of storage/verify.verify over the serving ``store`` (AdminService.CheckIntegrity):
+    checkpoints and nodes checked, nodes referenced but missing, and up to 100 problems, one line each."""
+    from . import verify  # noqa: PLC0415 - verify imports ROOT_REFS from here
+
+    report = verify.verify(store.env, store.db)
+    problems = [f"missing node {node}" for node in report.missing_nodes[:50]]
+    problems += [f"{d.table} {d.key}: {d.problem}" for d in report.damaged]
+    problems += [f"{r.what} {r.namespace}/{r.thread_id}/{r.checkpoint_ns}/{r.checkpoint_id} reaches damaged or "
+                 f"missing node(s) {', '.join(r.nodes)}" for r in report.reached]
+    return {"checked_checkpoints": report.checkpoints, "checked_blobs": report.nodes,
+            "missing_blobs": report.missing_total, "problems": problems[:100]}

@@ -480,6 +480,24 @@ summary_decoder = msgspec.msgpack.Decoder(SummaryRec)
 pyramid_decoder = msgspec.msgpack.Decoder(PyramidState)
 pin_decoder = msgspec.msgpack.Decoder(PinRec)
 calib_decoder = msgspec.msgpack.Decoder(CalibRec)
+
+# The record decoder of each table whose values are records (what storage/verify.py decodes: a byte flipped
+# in any of them that breaks the record is found there). Every other table of DB_NAMES holds raw ids, seqs,
+# keys or empty values and is in RAW_TABLES; tests/test_verify.py checks that the two cover DB_NAMES.
+RECORD_DECODERS = {
+    "threads": thread_decoder, "ckpts": manifest_decoder, "writes": write_decoder, "requests": request_decoder,
+    "runs": run_decoder, "tstate": tstate_decoder, "steps": step_decoder, "events": event_decoder,
+    "artifacts": artifact_decoder, "artnames": artname_decoder, "uploads": upload_decoder,
+    "effects": effect_decoder, "branches": branch_decoder,
+    "mempaths": mempath_decoder, "mempathid": mempathname_decoder, "memitems": memitem_decoder,
+    "memhist": memrev_decoder, "memvec": memvec_decoder, "memspace": memspace_decoder,
+    "citems": item_decoder, "cstate": convstate_decoder, "nsconf": nsconf_decoder, "tconf": tconf_decoder,
+    "csums": summary_decoder, "ccomps": compaction_decoder, "cpyr": pyramid_decoder,
+    "nspins": pin_decoder, "tpins": pin_decoder, "ccalib": calib_decoder,
+}
+RAW_TABLES = frozenset(("meta", "nodes", "hashes", "runidx", "reqtime", "thruns", "timers", "evids", "effthr",
+                        "memids", "memupd", "memexp", "memfld", "memfldx", "cids", "ccalls", "ctimers", "reclaim",
+                        "cqueue"))
 encode = _enc.encode
 
 

@@ -3,15 +3,15 @@
 ``verify`` reads one MVCC snapshot (it never waits for writers, a running
 sidecar keeps serving) and checks, in this order:
 
-1. every record of every known table decodes as its record type (a table's
-   unreadable record is named by table and key);
+1. every record of every table of layout.RECORD_DECODERS decodes as its
+   record type (a table's unreadable record is named by table and key);
 2. every node record: its content re-hashed (children by their hashes, a
    compressed node unpacked from the record itself, never from the read
    cache) equals the hash it is stored under, and the hash index maps that
    hash back to it;
-3. every reference resolves: from each checkpoint, pending write, artifact,
-   upload and conversation item stored as a node down to the leaves, no node
-   is missing.
+3. every reference resolves: from each record of gc.ROOT_REFS (checkpoints,
+   pending writes, artifacts, uploads, memory items and their revisions,
+   conversation items stored as nodes) down to the leaves, no node is missing.
 
 Damage is then reported by thread and checkpoint: each checkpoint (and
 pending write) whose tree reaches a damaged or missing node is named with
@@ -32,17 +32,8 @@ import lmdb
 import msgspec
 
 from . import compression, layout, nodes
+from .gc import ROOT_REFS
 from . import hotpath as hp
-
-# tables whose records have a decoder (the others hold raw ids, seqs or empty values)
-_DECODERS = {
-    "threads": layout.thread_decoder, "ckpts": layout.manifest_decoder, "writes": layout.write_decoder,
-    "requests": layout.request_decoder, "runs": layout.run_decoder, "tstate": layout.tstate_decoder,
-    "steps": layout.step_decoder, "events": layout.event_decoder, "artifacts": layout.artifact_decoder,
-    "artnames": layout.artname_decoder, "uploads": layout.upload_decoder, "effects": layout.effect_decoder,
-    "branches": layout.branch_decoder,
-    "citems": layout.item_decoder,
-}
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -75,7 +66,8 @@ class Report:
     checkpoints: int = 0
     threads: int = 0
     damaged: list[Damage] = field(default_factory=list)
-    missing_nodes: list[str] = field(default_factory=list)
+    missing_nodes: list[str] = field(default_factory=list)  # at most 100 of them
+    missing_total: int = 0
     reached: list[Reached] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -137,9 +129,9 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
         _register_dictionaries(txn, dbs["meta"])
         node_db = dbs["nodes"]
         tables = SimpleNamespace(db=dbs)  # what nodes.index_get reads of a store
-        total_records = sum(_count(txn, dbs[name]) for name in _DECODERS)
+        total_records = sum(_count(txn, dbs[name]) for name in layout.RECORD_DECODERS)
         done = 0
-        for name, decoder in _DECODERS.items():
+        for name, decoder in layout.RECORD_DECODERS.items():
             db = dbs[name]
             if db is None:
                 continue
@@ -284,9 +276,10 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
                 ns, thread_id = names.get(tkey, ("?", f"(thread key {tkey})"))
                 report.reached.append(Reached(ns, thread_id, cns, checkpoint_id, "pending write",
                                               sorted({f.hex() for f in found})[:10]))
-        for name, decoder, ids in (("artifacts", layout.artifact_decoder, lambda r: [r.content]),
-                                   ("uploads", layout.upload_decoder, lambda r: list(r.chunks)),
-                                   ("citems", layout.item_decoder, lambda r: [] if r.node is None else [r.node])):
+        for name, ids in ROOT_REFS:
+            if name in ("ckpts", "writes"):
+                continue  # above, named by thread and checkpoint
+            decoder = layout.RECORD_DECODERS[name]
             if dbs[name] is None:
                 continue
             for key, raw in txn.cursor(db=dbs[name]):
@@ -301,6 +294,7 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
                     report.damaged.append(Damage(name, key.hex(), "reaches damaged or missing nodes: "
                                                  + ", ".join(sorted({f.hex() for f in found})[:10])))
         report.missing_nodes = sorted(m.hex() for m in missing)[:100]
+        report.missing_total = len(missing)
     report.seconds = time.monotonic() - started
     return report
 
