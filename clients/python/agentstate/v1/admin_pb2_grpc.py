@@ -78,9 +78,11 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CheckIntegrity(self, request, context):
-        """CheckIntegrity walks every checkpoint and pending write and reports
-        references to blobs that are missing (always 0 unless the store is
-        damaged).
+        """CheckIntegrity runs the check of `sidecar verify` over the serving store
+        (one read snapshot; writers go on): every record decodes, every node
+        matches its address, every reference resolves. It reports missing nodes
+        (always 0 unless the store is damaged) and up to 100 problems, each
+        naming the table and key, or the checkpoint the damage reaches.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -40,9 +40,11 @@ type AdminServiceClient interface {
 	// reachable from any checkpoint or pending write are never removed; writes
 	// continue while it runs.
 	CollectGarbage(ctx context.Context, in *CollectGarbageRequest, opts ...grpc.CallOption) (*CollectGarbageResponse, error)
-	// CheckIntegrity walks every checkpoint and pending write and reports
-	// references to blobs that are missing (always 0 unless the store is
-	// damaged).
+	// CheckIntegrity runs the check of `sidecar verify` over the serving store
+	// (one read snapshot; writers go on): every record decodes, every node
+	// matches its address, every reference resolves. It reports missing nodes
+	// (always 0 unless the store is damaged) and up to 100 problems, each
+	// naming the table and key, or the checkpoint the damage reaches.
 	CheckIntegrity(ctx context.Context, in *CheckIntegrityRequest, opts ...grpc.CallOption) (*CheckIntegrityResponse, error)
 	// BackupStore writes an online, consistent, compacted copy of the store
 	// into a new directory in the sidecar's backup directory (--backup-dir):
@@ -114,9 +116,11 @@ type AdminServiceServer interface {
 	// reachable from any checkpoint or pending write are never removed; writes
 	// continue while it runs.
 	CollectGarbage(context.Context, *CollectGarbageRequest) (*CollectGarbageResponse, error)
-	// CheckIntegrity walks every checkpoint and pending write and reports
-	// references to blobs that are missing (always 0 unless the store is
-	// damaged).
+	// CheckIntegrity runs the check of `sidecar verify` over the serving store
+	// (one read snapshot; writers go on): every record decodes, every node
+	// matches its address, every reference resolves. It reports missing nodes
+	// (always 0 unless the store is damaged) and up to 100 problems, each
+	// naming the table and key, or the checkpoint the damage reaches.
 	CheckIntegrity(context.Context, *CheckIntegrityRequest) (*CheckIntegrityResponse, error)
 	// BackupStore writes an online, consistent, compacted copy of the store
 	// into a new directory in the sidecar's backup directory (--backup-dir):

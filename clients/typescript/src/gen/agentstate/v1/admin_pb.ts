@@ -293,9 +293,11 @@ export const AdminService: GenService<{
     output: typeof CollectGarbageResponseSchema;
   },
   /**
-   * CheckIntegrity walks every checkpoint and pending write and reports
-   * references to blobs that are missing (always 0 unless the store is
-   * damaged).
+   * CheckIntegrity runs the check of `sidecar verify` over the serving store
+   * (one read snapshot; writers go on): every record decodes, every node
+   * matches its address, every reference resolves. It reports missing nodes
+   * (always 0 unless the store is damaged) and up to 100 problems, each
+   * naming the table and key, or the checkpoint the damage reaches.
    *
    * @generated from rpc agentstate.v1.AdminService.CheckIntegrity
    */
