@@ -247,20 +247,24 @@ class WebInspector:
         q = request.query_params
         ns, thread_id = q.get("ns", "default"), q.get("id", "")
         text = q.get("budget", "").strip() or str(DEFAULT_BUDGET)
+        keep = q.get("keep_last", "").strip()  # empty: the policy's verbatim tail
 
         async def build():
             model = problem = None
             if not text.isdigit() or not 1 <= int(text) <= 10_000_000:
                 problem = f"budget {text!r}: a whole number of tokens from 1 to 10000000"
+            elif keep and not (keep.isdigit() and int(keep) <= 10_000):
+                problem = f"keep_last {keep!r}: empty (the policy's) or a whole number of items from 0 to 10000"
             else:
                 try:
-                    model = await self._view(inspector.view_context, ns, thread_id, int(text))
+                    model = await self._view(inspector.view_context, ns, thread_id, int(text),
+                                             int(keep) if keep else None)
                 except inspector.InspectError as e:
                     if "NOT_FOUND" in str(e):  # an unknown thread: the error page, 404
                         raise
                     problem = str(e)
             return self._page("context.html", 200 if problem is None else 400, ns=ns, thread_id=thread_id,
-                              budget=text, m=model, problem=problem, why=inspector.FATE_WHY)
+                              budget=text, keep_last=keep, m=model, problem=problem, why=inspector.FATE_WHY)
 
         return await self._guard(request, build)
 

@@ -288,6 +288,19 @@ def test_context_preview_with_a_budget(page, conv_served):
     assert page.locator("#context-items tbody tr").count() < 6
     shot(page, "context")
 
+    # the verbatim tail of the form instead of the policy's (1): with 9 kept, every item is there verbatim
+    page.fill("#budget", "8000")
+    page.fill("#keep-last", "9")
+    page.click("#build")
+    expect(page).to_have_url(re.compile(r"keep_last=9"))
+    expect(page.locator("#keep-last")).to_have_value("9")
+    rows = page.locator("#context-items tbody tr")
+    assert [rows.nth(i).get_attribute("data-source") for i in range(rows.count())] == ["pinned"] + ["item"] * 9
+    bad = page.goto(f"{base}/context?ns={CONV_NS}&id=support-chat&budget=8000&keep_last=-1")
+    assert bad.status == 400
+    expect(page.locator("#context-error")).to_contain_text("keep_last '-1'")
+
+    page.fill("#keep-last", "")
     page.fill("#budget", "1")
     page.click("#build")
     expect(page.locator("#context-error")).to_contain_text("FAILED_PRECONDITION")
