@@ -33,7 +33,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sidecar", *args], capture_output=True, text=True, timeout=120)
 
 
-def seed(c) -> dict:
+def seed(c, small: bool = False) -> dict:
     from langgraph.checkpoint.base import empty_checkpoint
 
     from agentstate.langgraph import SidecarSaver
@@ -50,7 +50,8 @@ def seed(c) -> dict:
     c.put_checkpoint("t-a", {"messages": Append([{"role": "user", "content": "bye"}]), "n": 3}, checkpoint_id="c3",
                      parent_id="c2")
     c.put_checkpoint("t-a", {"messages": Append([{"role": "user", "content": "other"}]), "n": 3,
-                             "note": "x" * 70_000}, checkpoint_id="c3b", parent_id="c2")  # a fork, a chunked value
+                             "note": "x" * (33_000 if small else 70_000)}, checkpoint_id="c3b", parent_id="c2")
+    # (c3b: a fork of c2, and a value long enough to be cut into chunks)
     c.put_checkpoint("t-a", {"scratch": [1, 2, 3]}, checkpoint_id="s1", checkpoint_ns="sub")
     held = c.runs.start("t-a", input={"q": "go"})
     forked = c.runs.start("t-a", strategy="fork", start_checkpoint_id="c2", branch_thread_id="t-a-branch")
@@ -58,10 +59,11 @@ def seed(c) -> dict:
     forked.complete()
     s = held.start_step("model", "call the model", input={"prompt": "hi"})
     held.end_step(s.step_id, output={"text": "ok"}, counters={"tokens_in": 12, "tokens_out": 5})
-    held.append_events([event("progress", {"pct": 50}, step_id=s.step_id)])
+    held.append_events([event("progress", {"pct": 50}, step_id=s.step_id, client_event_id="ev-1")])
     b = held.begin_effect("mail:1", description="send the mail", step_id=s.step_id)
     c.effects.complete("mail:1", b.token, {"message_id": 7})
-    c.artifacts.upload("t-a", "report.txt", b"report body " * 5000, content_type="text/plain", run_id=held.run_id)
+    c.artifacts.upload("t-a", "report.txt", b"report body " * (100 if small else 5000), content_type="text/plain",
+                       run_id=held.run_id)
     c.artifacts.upload("t-a", "report.txt", b"second version", content_type="text/plain")
     held.put_checkpoint({"messages": Append([{"role": "ai", "content": "sent"}]), "n": 4}, checkpoint_id="c4",
                         parent_id="c3", base_id="c3")
@@ -79,6 +81,9 @@ def seed(c) -> dict:
     conv.append("t-conv", [item("message", f"late {i}", role="ai") for i in range(4)])  # another one due
     conv.set_pin("rules", "message", "be brief", thread_id="t-conv", role="system")
     conv.set_pin("ns-rules", "message", "namespace rule", role="system")
+    conv.set_idle_policy(ttl=365 * 24 * 3600)  # a namespace policy: an idle timer on the conversation
+    ctx = conv.get_context("t-conv", 8000)
+    conv.report_usage("t-conv", ctx, 40)  # calibration
     # LangGraph checkpoints through the saver
     saver = SidecarSaver(c)
     cp = empty_checkpoint()
@@ -429,35 +434,77 @@ def test_export_refuses_an_existing_file_and_a_missing_thread(exported, tmp_path
 
 
 def test_golden_version_1_file_stays_readable(tmp_path):
-    """tests/golden/export-v1.asx was written by version 1 of the format; it must import the same forever."""
+    """tests/golden/export-v1.asx was written by version 1 of the format (seed(small=True) in namespace
+    "golden"): it holds every record kind and must import the same forever."""
+    from agentstate import codec
+    from agentstate.langgraph import SidecarSaver
+    from sidecar.ops import transfer
+
     contents = exportfile.read(str(GOLDEN))
     assert contents.header["format"] == "agentstate-export" and contents.header["version"] == 1
+    assert set(contents.counts) == {"header", "blob"} | transfer.THREAD_KINDS | transfer.NAMESPACE_KINDS | {"thread"}
     target = tmp_path / "g"
     out = cli("import", "--from", str(GOLDEN), "--data-dir", str(target))
     assert out.returncode == 0, out.stderr
     s = SidecarProcess(target).start()
     try:
         with s.client(namespace="golden") as c:
-            from agentstate import codec
-            cps = {x.checkpoint_id: x for x in c.list_checkpoints("g1", include_values=True,
+            cps = {x.checkpoint_id: x for x in c.list_checkpoints("t-a", include_values=True,
                                                                  include_pending_writes=True)}
-            assert set(cps) == {"c1", "c2", "c2b"}
-            assert cps["c2b"].parent_checkpoint_id == "c1"
-            msgs = [codec.decode(i.msgpack) for i in cps["c2"].channels["messages"].value.list.items]
-            assert msgs == ["hello", "world"]
+            assert {k: v.parent_checkpoint_id for k, v in cps.items()} == {
+                "c1": "", "c2": "c1", "c3": "c2", "c3b": "c2", "c4": "c3", "s1": ""}
+            msgs = [codec.decode(i.msgpack) for i in cps["c4"].channels["messages"].value.list.items]
+            assert msgs == [{"role": "user", "content": "hi"}, {"role": "ai", "content": "hello"},
+                            {"role": "user", "content": "bye"}, {"role": "ai", "content": "sent"}]
+            assert codec.decode(cps["c3b"].channels["note"].value.msgpack) == "x" * 33_000
             assert cps["c2"].etag == GOLDEN_ETAG_C2
-            assert [w.channel for w in cps["c1"].pending_writes] == ["n"]
-            items = list(c.conversations.list("g1"))
-            assert [codec.decode(i.content.msgpack) for i in items] == ["hi", "ho"]
-            got = c.memory.get(("notes",), "k")
-            assert codec.decode(got.value.msgpack) == {"a": 1}
-            assert len(list(c.memory.history(("notes",), "k"))) == 2
+            assert sorted((w.task_id, w.channel) for w in cps["c2"].pending_writes) == [
+                ("task-1", "messages"), ("task-1", "n"), ("task-2", "__error__")]
+            outputs = [codec.decode(r.output.msgpack) for r in c.runs.list("t-a") if r.output.msgpack]
+            assert {"answer": 42} in outputs
+            done = [r for r in c.runs.list("t-a") if r.output.msgpack and codec.decode(r.output.msgpack)][0]
+            assert [st.name for st in c.runs.list_steps(done.run_id)] == ["call the model"]
+            assert [e.type for e in c.events.list("t-a") if e.type == "progress"] == ["progress"]
+            assert codec.decode(c.effects.get("mail:1").outcome.msgpack) == {"message_id": 7}
+            assert c.artifacts.download("t-a", "report.txt", version=1)[1] == b"report body " * 100
+            assert [b.branch_thread_id for b in c.runs.list_branches("t-a")] == ["t-a-branch"]
+            items = list(c.conversations.list("t-conv"))
+            assert [codec.decode(i.content.msgpack) for i in items][:4] == ["m0", "m1", "m2", "m3"]
+            assert "a summary" in [x.text for x in c.conversations.list_summaries("t-conv")]
+            assert codec.decode(c.memory.get(("users", "ann"), "prefs").value.msgpack) == {"lang": "fr", "n": 2}
+            assert len(list(c.memory.history(("users", "bob"), "gone"))) == 2  # put, then delete
+            with SidecarSaver(c) as saver:
+                got = saver.get_tuple({"configurable": {"thread_id": "lg", "checkpoint_ns": ""}})
+                assert got.checkpoint["channel_values"] == {"messages": ["hi", "there", "more"], "count": 3}
     finally:
         s.stop()
+    # exported again from the imported store: the same records (memory item ids and insertion numbers are the
+    # store's own; the timers may differ: the serving sidecar went on with the namespace's idle-policy walk)
+    again = tmp_path / "again.asx"
+    assert cli("export", "--data-dir", str(target), "--namespace", "golden", "--to", str(again)).returncode == 0
+    def comparable(recs):
+        out = []
+        for r in recs:
+            r = dict(r)
+            if r["t"] == "schedule":
+                continue
+            if r["t"] == "conversation_state":
+                r.pop("timer_us")
+            if r["t"] == "namespace_config":
+                r.pop("walk_from")
+            if r["t"] in ("memory_item", "memory_revision"):
+                r.pop("item_id", None)
+                r.pop("etag", None)
+                r.pop("ins_seq", None)
+            if r["t"] == "memory_path":
+                r.pop("first_seq", None)
+            out.append(r)
+        return out
+    assert comparable(exportfile.read(str(again)).records) == comparable(contents.records)
 
 
 #: the etag (content hash) of golden checkpoint c2: the same bytes rebuild the same root on every import
-GOLDEN_ETAG_C2 = "ae591b0f0d50e2b3330656065ab85c670892089315084951931aff8ff7be53b0"  # printed by make_golden
+GOLDEN_ETAG_C2 = "c9bce4c0a9e9728b2c829d9549cc9c311729adaff35cbcac634f6843e39f12b1"  # printed by make_golden
 
 
 def make_golden(path: Path) -> None:  # pragma: no cover - run by hand: python tests/test_export.py
@@ -467,14 +514,8 @@ def make_golden(path: Path) -> None:  # pragma: no cover - run by hand: python t
     s = SidecarProcess(d / "data").start()
     try:
         with s.client(namespace="golden") as c:
-            c.put_checkpoint("g1", {"messages": ["hello"], "n": 1}, checkpoint_id="c1")
-            c.put_writes("g1", "c1", [("t1", 0, "n", 2)])
-            c.put_checkpoint("g1", {"messages": Append(["world"]), "n": 2}, checkpoint_id="c2", parent_id="c1")
-            c.put_checkpoint("g1", {"n": 3}, checkpoint_id="c2b", parent_id="c1")
-            c.conversations.append("g1", [item("message", "hi", role="user"), item("message", "ho", role="ai")])
-            c.memory.put(("notes",), "k", {"a": 0})
-            c.memory.put(("notes",), "k", {"a": 1})
-            print("etag of c2:", c.get_checkpoint("g1", "c2").etag)
+            seed(c, small=True)
+            print("etag of c2:", c.get_checkpoint("t-a", "c2").etag)
     finally:
         s.stop()
     out = cli("export", "--data-dir", str(d / "data"), "--namespace", "golden", "--to", str(path))

@@ -779,7 +779,7 @@ class _Importer:
         for rec in recs:
             if rec["t"] == "namespace_config":
                 if txn.get(ns.encode(), db=db["nsconf"]) is None:
-                    txn.put(ns.encode(), record_bytes(layout.NsConvConf, layout.nsconf_decoder, rec, walk_from=None),
+                    txn.put(ns.encode(), record_bytes(layout.NsConvConf, layout.nsconf_decoder, rec),
                             db=db["nsconf"])
                 else:
                     kept += 1
