@@ -187,6 +187,9 @@ def exported(tmp_path_factory):
 def test_round_trip_across_two_sidecars_reads_the_same(exported):
     base = exported["base"]
     target = base / "b"
+    check = cli("import", "--from", str(exported["file"]), "--check")
+    assert check.returncode == 0 and "is intact" in check.stdout and "5 threads" in check.stdout, check.stdout
+    assert not target.exists()
     out = cli("import", "--from", str(exported["file"]), "--data-dir", str(target))
     assert out.returncode == 0, out.stderr
     assert "import done" in out.stdout and "5 threads" in out.stdout, out.stdout
@@ -328,6 +331,26 @@ def test_a_tampered_record_with_a_recomputed_trailer_is_refused(exported, tmp_pa
     out = cli("import", "--from", str(w_path), "--data-dir", str(tmp_path / "t"))
     assert out.returncode == 2 and "does not match its hash" in out.stderr, out.stderr
     assert not (tmp_path / "t" / "data.mdb").exists()
+
+
+def test_a_newer_format_version_is_refused_with_its_reason(exported, tmp_path):
+    from sidecar.ops import transfer
+    data = exported["file"].read_bytes()
+    frames, pos = [], 0
+    while pos < len(data):
+        n = int.from_bytes(data[pos:pos + 4], "big")
+        frames.append(msgspec.msgpack.decode(data[pos + 4:pos + 4 + n]))
+        pos += 4 + n
+    frames[0]["version"] = 2
+    _rewrite(frames, tmp_path / "v2.asx")
+    with pytest.raises(transfer.ApiError) as e:
+        transfer.verify_file(str(tmp_path / "v2.asx"))
+    assert e.value.reason == "EXPORT_VERSION_UNSUPPORTED" and e.value.metadata["field"] == "from"
+    out = cli("import", "--from", str(tmp_path / "v2.asx"), "--data-dir", str(tmp_path / "t"))
+    assert out.returncode == 2 and "EXPORT_VERSION_UNSUPPORTED" in out.stderr and "version 2" in out.stderr
+    with pytest.raises(transfer.ApiError) as e:
+        transfer.verify_file(str(exported["file"]), "bad\x00name")
+    assert e.value.reason == "EXPORT_FILE_INVALID"
 
 
 def _rewrite(frames: list[dict], path: Path) -> None:
