@@ -34,6 +34,10 @@ conversations
     benchmarks/bench_conversations.py: sessions of 10², 10⁴ and 10⁵ items (quick: 10², 10³), get_items(20)
     through SidecarSession and GetContext(8000) next to an echo floor of the same bytes, batched add_items,
     bytes per item, the SDK's SQLiteSession on the same stream, compaction-due to a watching worker.
+backup
+    benchmarks/bench_backup.py: BackupStore of a store of N checkpoints (quick: 4,000; full: 60,000), idle and
+    under ``--agents`` writer processes (16); the writers' puts/s and ack p50/p99 in quiet windows next to
+    the windows while backups run, and their ratio.
 
 Targets are checked and printed as met/MISSED with the measured figure (never a pass/fail exit: a run
 always exits 0 unless a workload broke). ``--json PATH`` writes every number, for comparing commits.
@@ -59,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations")
+WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations", "backup")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -582,6 +586,11 @@ def report(res: dict) -> str:
         import bench_conversations
         lines += ["", "conversations (Agents SDK items; SidecarSession and GetContext side by side with SQLiteSession)",
                   bench_conversations.table(cv)]
+    bk = res.get("backup")
+    if bk:
+        import bench_backup
+        lines += ["", f"backup ({bk['checkpoints']:,} checkpoints, {bk['agents']} writer processes, {bk['rounds']} rounds "
+                  f"of {bk['window_s']:.0f} s quiet + {bk['window_s']:.0f} s backing up)", bench_backup.table(bk)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -616,7 +625,13 @@ def main(argv: list[str] | None = None) -> int:
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
                   "memory": memory, "conversations": _conversations}.get(name)
-            res[name] = fleet(base, opts.quick, log, opts.agents) if name == "fleet" else fn(base, opts.quick, log)
+            if name == "fleet":
+                res[name] = fleet(base, opts.quick, log, opts.agents)
+            elif name == "backup":
+                import bench_backup
+                res[name] = bench_backup.run(base, opts.quick, log, opts.agents)
+            else:
+                res[name] = fn(base, opts.quick, log)
             res["seconds"][name] = round(time.monotonic() - t, 1)
     finally:
         if not opts.keep:

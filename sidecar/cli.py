@@ -146,6 +146,26 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--backup", default=None, metavar="PATH", help="a backup directory (its BLAKE3 checked too)")
     v.add_argument("--json", action="store_true", help="the report as JSON")
     v.add_argument("--quiet", action="store_true", help="no progress lines")
+    x = sub.add_parser("export", help="write a thread or a namespace into a portable export file",
+                       description="Export a namespace (its threads with everything on them, its memory and "
+                                   "settings) or one thread into a versioned, portable file (docs/export-format.md). "
+                                   "A serving sidecar's data directory is read read-only (it keeps serving).")
+    x.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the store's data directory (default: %(default)s)")
+    x.add_argument("--namespace", required=True, help="the namespace to export")
+    x.add_argument("--thread", default=None, help="only this thread (no memory)")
+    x.add_argument("--to", required=True, metavar="FILE", help="the new export file (never overwritten)")
+    x.add_argument("--quiet", action="store_true", help="no progress lines")
+    m = sub.add_parser("import", help="import an export file into a data directory (verified first)",
+                       description="Import a file made by 'sidecar export' into a data directory no sidecar serves "
+                                   "(created if new). The whole file is verified and every conflict checked before "
+                                   "anything is written; each thread is imported in one transaction.")
+    m.add_argument("--from", dest="source", required=True, metavar="FILE", help="the export file")
+    m.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the target data directory (default: %(default)s)")
+    m.add_argument("--namespace", default=None, help="import into this namespace (default: the exported one)")
+    m.add_argument("--replace", action="store_true",
+                   help="replace threads and memory items that exist in the target (default: refuse)")
+    m.add_argument("--check", action="store_true", help="only verify the file; write nothing")
+    m.add_argument("--quiet", action="store_true", help="no progress lines")
     default_socket = os.path.join(DEFAULT_DATA_DIR, SOCKET_NAME)
     default_address = f"unix:{default_socket}" if os.path.exists(default_socket) else DEFAULT_TCP
     inspector.add_parser(sub, default_address)
@@ -154,13 +174,18 @@ def main(argv: list[str] | None = None) -> int:
         return inspector.run(args, default_address)
     if args.command == "token":
         return _token(args)
-    if args.command in ("backup", "restore", "verify"):
+    if args.command in ("backup", "restore", "verify", "export", "import"):
         from . import maintenance  # noqa: PLC0415 - only the maintenance commands need it
         if args.command == "backup":
             return maintenance.cmd_backup(args.data_dir, args.to, args.address, args.name, args.quiet,
                                           token=args.token)
         if args.command == "restore":
             return maintenance.cmd_restore(args.source, args.data_dir, args.replace, args.quiet)
+        if args.command == "export":
+            return maintenance.cmd_export(args.data_dir, args.namespace, args.thread, args.to, args.quiet)
+        if args.command == "import":
+            return maintenance.cmd_import(args.source, args.data_dir, args.namespace, args.replace, args.check,
+                                          args.quiet)
         return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
                                       args.json, args.quiet)
     logs.configure(args.log_level, args.log_format)

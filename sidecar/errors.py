@@ -69,6 +69,11 @@ REASONS: dict[str, grpc.StatusCode] = {
     "NAMESPACE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "ROLE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "STORAGE_IO_ERROR": grpc.StatusCode.UNAVAILABLE,
+    # 55-59: export and import (ops/transfer.py, docs/export-format.md)
+    "EXPORT_FILE_INVALID": grpc.StatusCode.INVALID_ARGUMENT,
+    "EXPORT_VERSION_UNSUPPORTED": grpc.StatusCode.FAILED_PRECONDITION,
+    "IMPORT_THREAD_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "IMPORT_CONFLICT": grpc.StatusCode.ALREADY_EXISTS,
 }
 
 

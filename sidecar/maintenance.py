@@ -40,7 +40,7 @@ class Progress:
 
 
 def _amount(phase: str, n: int) -> str:
-    if phase in ("copying", "hashing", "restoring"):
+    if phase in ("copying", "hashing", "restoring", "reading"):
         return _bytes(n)
     return f"{n:,}"
 
@@ -138,3 +138,89 @@ def cmd_verify(data_dir: str | None, backup_path: str | None, as_json: bool, qui
         _say(f"  {r.what} {r.checkpoint_id!r} of thread {r.thread_id!r} (namespace {r.namespace!r}, checkpoint_ns "
              f"{r.checkpoint_ns!r}) reaches damaged or missing nodes {', '.join(n[:16] for n in r.nodes)}")
     return 1
+
+
+# ----------------------------------------------------------------- export and import (docs/export-format.md)
+
+def _open_for_export(data_dir: str):
+    """The store to export from: read-only beside a serving sidecar, else opened here (its log replays)."""
+    from .storage.readonly import ReadOnlyStore  # noqa: PLC0415
+    from .storage.store import Store  # noqa: PLC0415
+    if not os.path.exists(os.path.join(data_dir, backup.DATA)):
+        raise ValueError(f"{data_dir}: no store here (no {backup.DATA})")
+    if backup.is_locked(data_dir):
+        return ReadOnlyStore(data_dir)
+    return Store(data_dir)
+
+
+def cmd_export(data_dir: str, ns: str, thread: str | None, to: str, quiet: bool) -> int:
+    from .errors import ApiError  # noqa: PLC0415
+    from .ops import transfer  # noqa: PLC0415
+    from .storage import exportfile  # noqa: PLC0415
+    progress = Progress(quiet=quiet)
+    try:
+        store = _open_for_export(data_dir)
+        try:
+            s = transfer.export(store, to, ns, thread, progress, source=os.path.abspath(data_dir))
+        finally:
+            store.close()
+    except (exportfile.ExportFileError, ApiError, OSError, ValueError, RuntimeError) as e:
+        print(f"sidecar export: {e}", file=sys.stderr)
+        return 2
+    what = f"thread {thread!r} of namespace {ns!r}" if thread else f"namespace {ns!r}"
+    _say(f"export done: {what} to {s.path} in {s.seconds:.1f} s\n  {s.threads:,} threads, {s.checkpoints:,} "
+         f"checkpoints, {s.records:,} records ({s.blobs:,} distinct values), {_bytes(s.bytes)}\n"
+         f"  blake3 {s.blake3}")
+    return 0
+
+
+def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool, check_only: bool,
+               quiet: bool) -> int:
+    import fcntl  # noqa: PLC0415
+    from .errors import ApiError  # noqa: PLC0415
+    from .ops import transfer  # noqa: PLC0415
+    from .storage import exportfile  # noqa: PLC0415
+    from .storage.store import Store  # noqa: PLC0415
+    progress = Progress(quiet=quiet)
+    started = time.monotonic()
+    try:
+        p = transfer.verify_file(source, ns, progress)  # before the target is touched at all
+        if check_only:
+            scope = p.header.get("scope") or {}
+            _say(f"export file {source} is intact (format {p.header['format']} version {p.header['version']}, "
+                 f"created {p.header.get('created')})\n  scope: namespace {scope.get('namespace')!r}"
+                 + (f", thread {scope['thread']!r}" if scope.get("thread") else "")
+                 + f"; {len(p.threads):,} threads, {p.records:,} records, {len(p.blobs):,} distinct values"
+                 f"\n  blake3 {p.blake3}")
+            return 0
+        os.makedirs(data_dir, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(data_dir, backup.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ValueError(f"{data_dir} is in use by a sidecar: stop it to import (import writes the data "
+                                 f"directory offline)") from None
+            store = Store(data_dir)
+            try:
+                s = transfer.import_file(store, p, replace=replace, progress=progress)
+            finally:
+                store.close()
+        finally:
+            os.close(fd)
+    except exportfile.ExportFileError as e:
+        print(f"sidecar import: {source}: {e}; nothing was imported", file=sys.stderr)
+        return 2
+    except ApiError as e:
+        print(f"sidecar import: {e.reason}: {e}; nothing was imported" if e.reason.startswith(("EXPORT", "IMPORT"))
+              else f"sidecar import: {e.reason}: {e}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"sidecar import: {e}", file=sys.stderr)
+        return 2
+    _say(f"import done: {source} into {os.path.abspath(data_dir)} (namespace {s.namespace!r}) in "
+         f"{time.monotonic() - started:.1f} s\n  {s.threads:,} threads ({s.replaced:,} replaced), "
+         f"{s.checkpoints:,} checkpoints, {s.memory_items:,} memory items, {s.memory_revisions:,} memory revisions, "
+         f"{s.records:,} records" + (f"\n  {s.settings_kept:,} namespace settings kept as the target had them"
+                                     if s.settings_kept else ""))
+    return 0

@@ -25,11 +25,12 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout
     print(text)
-    for title in ("direct-lmdb (", "put-latency (", "fleet (", "memory (", "langgraph (", "conversations (", "targets"):
+    for title in ("direct-lmdb (", "put-latency (", "fleet (", "memory (", "langgraph (", "conversations (", "backup (",
+                  "targets"):
         assert title in text, title
     res = json.loads(out.read_text())
     assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "memory", "langgraph",
-                                                         "conversations"]
+                                                         "conversations", "backup"]
     for group in (1, 16, 64):
         assert res["direct-lmdb"][f"group_{group}"]["checkpoints_per_s"] > 0
     variants = ["echo unary", "echo stream", "sidecar sync unary", "sidecar sync stream", "sidecar process unary",
@@ -67,6 +68,12 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
         assert row["echo"]["n"] == row["get_context_8000"]["n"] and row["blocks"] >= 1  # interleaved blocks
         assert row["get_items_20_vs_echo"] > 0 and row["get_context_8000_vs_echo"] > 0
     assert cv["echo"]["p50_ms"] > 0 and cv["compaction_due"]["n"] > 0
+    bk = res["backup"]
+    assert bk["idle"]["backup_s"] > 0 and bk["idle"]["bytes"] > 0 and bk["under_load"]["backups"] >= 1
+    for phase in ("before", "during"):
+        row = bk["writers"][phase]
+        assert row["puts"] > 0 and 0 < row["ack_p50_ms"] <= row["ack_p99_ms"], (phase, row)
+    assert bk["writers"]["ratio_during_over_before"] > 0 and "during / before" in text
     labels = list(res["checks"])
     assert len(labels) >= 10 and all(isinstance(c["met"], bool) and c["figure"] for c in res["checks"].values())
     for label, check in res["checks"].items():

@@ -55,6 +55,10 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
     ROLE_DENIED: _ClassVar[ErrorReason]
     STORAGE_IO_ERROR: _ClassVar[ErrorReason]
+    EXPORT_FILE_INVALID: _ClassVar[ErrorReason]
+    EXPORT_VERSION_UNSUPPORTED: _ClassVar[ErrorReason]
+    IMPORT_THREAD_EXISTS: _ClassVar[ErrorReason]
+    IMPORT_CONFLICT: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -104,3 +108,7 @@ AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason
 ROLE_DENIED: ErrorReason
 STORAGE_IO_ERROR: ErrorReason
+EXPORT_FILE_INVALID: ErrorReason
+EXPORT_VERSION_UNSUPPORTED: ErrorReason
+IMPORT_THREAD_EXISTS: ErrorReason
+IMPORT_CONFLICT: ErrorReason

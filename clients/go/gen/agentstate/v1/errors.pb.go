@@ -185,6 +185,24 @@ const (
 	// nothing of the request was written. Retry later (with the same
 	// request_id).
 	ErrorReason_STORAGE_IO_ERROR ErrorReason = 54
+	// Numbers 55-59: export and import (docs/export-format.md).
+	// EXPORT_FILE_INVALID (INVALID_ARGUMENT): an export file is cut short,
+	// damaged (its BLAKE3 or counts do not match its trailer, a value does not
+	// match its hash) or holds a record that does not convert ("field": "from");
+	// nothing was imported.
+	ErrorReason_EXPORT_FILE_INVALID ErrorReason = 55
+	// EXPORT_VERSION_UNSUPPORTED (FAILED_PRECONDITION): the export file's format
+	// version is newer than this sidecar reads ("field": "from").
+	ErrorReason_EXPORT_VERSION_UNSUPPORTED ErrorReason = 56
+	// IMPORT_THREAD_EXISTS (ALREADY_EXISTS): a thread of the export file exists
+	// in the target namespace ("thread_id", "namespace"); import with --replace
+	// to replace it, or into another namespace. Nothing was imported.
+	ErrorReason_IMPORT_THREAD_EXISTS ErrorReason = 57
+	// IMPORT_CONFLICT (ALREADY_EXISTS): a run or effect id of the file exists
+	// on another thread of the target namespace, a memory item exists at the
+	// same path and key, or a vector space has another dimension ("field" and
+	// the id). Nothing was imported.
+	ErrorReason_IMPORT_CONFLICT ErrorReason = 58
 )
 
 // Enum value maps for ErrorReason.
@@ -239,6 +257,10 @@ var (
 		52: "NAMESPACE_DENIED",
 		53: "ROLE_DENIED",
 		54: "STORAGE_IO_ERROR",
+		55: "EXPORT_FILE_INVALID",
+		56: "EXPORT_VERSION_UNSUPPORTED",
+		57: "IMPORT_THREAD_EXISTS",
+		58: "IMPORT_CONFLICT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -290,6 +312,10 @@ var (
 		"NAMESPACE_DENIED":           52,
 		"ROLE_DENIED":                53,
 		"STORAGE_IO_ERROR":           54,
+		"EXPORT_FILE_INVALID":        55,
+		"EXPORT_VERSION_UNSUPPORTED": 56,
+		"IMPORT_THREAD_EXISTS":       57,
+		"IMPORT_CONFLICT":            58,
 	}
 )
 
@@ -324,7 +350,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xc3\b\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xab\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -378,7 +404,11 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\fAUTH_INVALID\x103\x12\x14\n" +
 	"\x10NAMESPACE_DENIED\x104\x12\x0f\n" +
 	"\vROLE_DENIED\x105\x12\x14\n" +
-	"\x10STORAGE_IO_ERROR\x106B^\n" +
+	"\x10STORAGE_IO_ERROR\x106\x12\x17\n" +
+	"\x13EXPORT_FILE_INVALID\x107\x12\x1e\n" +
+	"\x1aEXPORT_VERSION_UNSUPPORTED\x108\x12\x18\n" +
+	"\x14IMPORT_THREAD_EXISTS\x109\x12\x13\n" +
+	"\x0fIMPORT_CONFLICT\x10:B^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (

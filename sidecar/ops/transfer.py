@@ -1,0 +1,826 @@
+"""transfer: export a thread or a namespace into an export file, and import one (docs/export-format.md).
+
+Export reads one snapshot of a store (a serving sidecar's data directory opened read-only, or an offline
+one) and writes the file through storage/exportfile.py: per thread its record, checkpoints (parent links,
+channel values in the value model), pending writes, runs, steps, events, artifacts, effects, fork
+branches, conversation log, summaries, compactions, pins, calibration and the timers that schedule work
+on them; per namespace also its memory items with their history and vectors, its vector spaces, its
+conversation policies and pins. Internal numbers (thread keys, node ids, path and item ids) are never
+written: records name threads, runs and memory items by their ids, values are deduplicated by BLAKE3.
+
+Import reads and verifies the whole file first (storage/exportfile.py: framing, BLAKE3, counts, every
+value reference; then every record is converted to the store's records and every value's tree rebuilt
+and checked against the root hash the file names) and checks every conflict in one snapshot, so a file
+that is damaged or conflicts writes nothing. It then writes one transaction per thread (a thread is
+imported whole or not at all) and one for the namespace's memory and settings.
+"""
+from __future__ import annotations
+
+import dataclasses
+import struct
+import time
+from typing import Callable
+
+import msgspec
+
+from .. import __version__, limits
+from ..errors import ApiError
+from ..state import memory as memstate
+from ..storage import exportfile, hotpath as hp, layout, nodes, records
+from ..storage.exportfile import ExportFileError
+from ..storage.layout import SEP
+from ..storage.store import now_us
+from . import threads as thread_ops
+
+Progress = Callable[[str, int, int], None]
+H = hp.HASH_SIZE
+_U32 = struct.Struct(">I")
+
+# (record kind, table, key parts after the thread key, record struct (None: an index row), decoder)
+# key parts: S string ended by NUL, s string to the end, Q u64, I u32, W a write index (u32, offset 2**31), B u8
+THREAD_TABLES = (
+    ("checkpoint", "ckpts", (("checkpoint_ns", "S"), ("checkpoint_id", "s")), layout.Manifest,
+     layout.manifest_decoder),
+    ("write", "writes", (("checkpoint_ns", "S"), ("checkpoint_id", "S"), ("task_id", "S"), ("idx", "W")),
+     layout.WriteRec, layout.write_decoder),
+    ("run_state", "tstate", (), layout.ThreadRunState, layout.tstate_decoder),
+    ("step", "steps", (("run_seq", "Q"), ("step_id", "s")), layout.StepRec, layout.step_decoder),
+    ("event", "events", (("seq", "Q"),), layout.EventRec, layout.event_decoder),
+    ("event_id", "evids", (("client_event_id", "s"),), None, None),
+    ("artifact", "artifacts", (("name", "S"), ("version", "I")), layout.ArtifactRec, layout.artifact_decoder),
+    ("artifact_name", "artnames", (("name", "s"),), layout.ArtifactNameRec, layout.artname_decoder),
+    ("branch", "branches", (("seq", "Q"),), layout.BranchRec, layout.branch_decoder),
+    ("conversation_item", "citems", (("seq", "Q"),), layout.ItemRec, layout.item_decoder),
+    ("conversation_item_id", "cids", (("client_item_id", "s"),), None, None),
+    ("conversation_call", "ccalls", (("call_id", "s"),), None, None),
+    ("conversation_state", "cstate", (), layout.ConvState, layout.convstate_decoder),
+    ("conversation_config", "tconf", (), layout.ThreadConvConf, layout.tconf_decoder),
+    ("summary", "csums", (("level", "B"), ("first_seq", "Q")), layout.SummaryRec, layout.summary_decoder),
+    ("compaction", "ccomps", (("level", "B"), ("first_seq", "Q")), layout.CompactionRec, layout.compaction_decoder),
+    ("pyramid", "cpyr", (), layout.PyramidState, layout.pyramid_decoder),
+    ("pin", "tpins", (("pin_id", "s"),), layout.PinRec, layout.pin_decoder),
+    ("calibration", "ccalib", (), layout.CalibRec, layout.calib_decoder),
+)
+_BY_KIND = {spec[0]: spec for spec in THREAD_TABLES}
+#: index rows whose value is a sequence number (u64)
+_SEQ_INDEXES = ("event_id", "conversation_item_id", "conversation_call")
+#: record formats written on import (a record's newest format)
+_FMT = {layout.WriteRec: 2}
+#: fields never written: internal numbers of one store
+_INTERNAL = ("fmt", "tkey")
+THREAD_KINDS = frozenset(_BY_KIND) | {"run", "effect", "schedule"}
+NAMESPACE_KINDS = frozenset({"memory_space", "memory_path", "memory_item", "memory_revision", "namespace_config",
+                             "namespace_pin"})
+
+
+def conflict(what: str, message: str, **metadata) -> ApiError:
+    reason = "IMPORT_THREAD_EXISTS" if what == "thread" else "IMPORT_CONFLICT"
+    return ApiError(reason, message, **metadata)
+
+
+def invalid_file(message: str, *, unsupported: bool = False) -> ApiError:
+    return ApiError("EXPORT_VERSION_UNSUPPORTED" if unsupported else "EXPORT_FILE_INVALID", message, field="from")
+
+
+# ----------------------------------------------------------------- keys
+
+def split_key(parts, suffix: bytes) -> dict:
+    out, pos = {}, 0
+    for name, code in parts:
+        if code == "S":
+            end = suffix.index(SEP, pos)
+            out[name], pos = suffix[pos:end].decode(), end + 1
+        elif code == "s":
+            out[name], pos = suffix[pos:].decode(), len(suffix)
+        elif code == "Q":
+            out[name], pos = layout.read_u64(suffix[pos:pos + 8]), pos + 8
+        elif code == "I":
+            out[name], pos = _U32.unpack(suffix[pos:pos + 4])[0], pos + 4
+        elif code == "W":
+            out[name], pos = _U32.unpack(suffix[pos:pos + 4])[0] - 2**31, pos + 4
+        else:  # B
+            out[name], pos = suffix[pos], pos + 1
+    if pos != len(suffix):
+        raise ValueError("key longer than its parts")
+    return out
+
+
+def join_key(parts, values: dict) -> bytes:
+    out = []
+    for name, code in parts:
+        v = values[name]
+        if code in "Ss":
+            if not isinstance(v, str) or "\x00" in v:
+                raise ValueError(f"{name}: not an identifier")
+            out.append(v.encode() + (SEP if code == "S" else b""))
+        elif code == "Q":
+            out.append(layout.u64(v))
+        elif code == "I":
+            out.append(_U32.pack(v))
+        elif code == "W":
+            out.append(_U32.pack(v + 2**31))
+        else:
+            out.append(bytes((v,)))
+    return b"".join(out)
+
+
+# ----------------------------------------------------------------- records <-> fields
+
+def fields_of(rec, drop=_INTERNAL) -> dict:
+    out = {}
+    for name in rec.__struct_fields__:
+        if name in drop:
+            continue
+        v = getattr(rec, name)
+        out[name] = bytes(v) if isinstance(v, msgspec.Raw) else v
+    return out
+
+
+_RAW_FIELDS: dict[type, frozenset] = {}
+
+
+def _raw_fields(cls) -> frozenset:
+    got = _RAW_FIELDS.get(cls)
+    if got is None:
+        got = _RAW_FIELDS[cls] = frozenset(f.name for f in msgspec.structs.fields(cls)
+                                           if "Raw" in str(f.type))
+    return got
+
+
+def record_bytes(cls, decoder, d: dict, **given) -> bytes:
+    """The stored encoding of a ``cls`` record made of the file's fields ``d`` and ``given`` ones, decoded back
+    with the store's own decoder (so a field of the wrong type is refused as the store would)."""
+    raw = _raw_fields(cls)
+    values = []
+    for f in msgspec.structs.fields(cls):
+        name = f.name
+        if name == "fmt":
+            v = _FMT.get(cls, layout.FORMAT_VERSION)
+        elif name in given:
+            v = given[name]
+        elif name in d:
+            v = d[name]
+        elif f.default is not msgspec.NODEFAULT:
+            v = f.default
+        else:
+            raise ValueError(f"a {cls.__name__} record without {name!r}")
+        if name in raw and isinstance(v, bytes):
+            v = msgspec.Raw(v)
+        values.append(v)
+    data = layout.encode(values)
+    try:
+        decoder.decode(data)
+    except msgspec.ValidationError as e:
+        raise ValueError(f"a {cls.__name__} record: {e}") from None
+    return data
+
+
+# ----------------------------------------------------------------- export
+
+class _View:
+    """What records.threads_from needs of a store, for a read-only one too."""
+
+    def __init__(self, store) -> None:
+        self.env, self.db = store.env, store.db
+        self.ns_idle_cache: dict = {}
+        self.clock = getattr(store, "clock", None) or now_us
+
+
+@dataclasses.dataclass
+class ExportSummary:
+    path: str
+    threads: int
+    checkpoints: int
+    records: int
+    blobs: int
+    bytes: int
+    blake3: str
+    seconds: float
+    counts: dict
+
+
+def export(store, path: str, ns: str, thread_id: str | None = None, progress: Progress | None = None,
+           source: str = "") -> ExportSummary:
+    """Write the namespace ``ns`` (or only its thread ``thread_id``) of ``store`` into a new export file."""
+    started = time.monotonic()
+    tick = progress or (lambda phase, done, total: None)
+    view = _View(store)
+    scope = {"namespace": ns, "thread": thread_id}
+    w = exportfile.Writer(path, {"sidecar_version": __version__, "store_format": layout.FORMAT_NAME,
+                                 "data_dir": source}, scope)
+    try:
+        with store.read() as txn:
+            if thread_id is not None:
+                rec = records.thread(txn, view, ns, thread_id)
+                if rec is None:
+                    raise ApiError("THREAD_NOT_FOUND", f"thread {thread_id!r} not found in namespace {ns!r}",
+                                   field="thread", thread_id=thread_id)
+                todo = [(thread_id, rec)]
+            else:
+                todo = list(records.threads_from(txn, view, ns))
+            ex = _Exporter(txn, view, w, ns, [t for t, _ in todo])
+            for i, (tid, rec) in enumerate(todo):
+                ex.thread(tid, rec)
+                tick("threads", i + 1, len(todo))
+            if thread_id is None:
+                ex.namespace()
+        digest = w.finish()
+    except BaseException:
+        w.abort()
+        raise
+    counts = dict(w.counts)
+    return ExportSummary(w.path, counts.get("thread", 0), counts.get("checkpoint", 0), sum(counts.values()) + 1,
+                         counts.get("blob", 0), w.bytes, digest, time.monotonic() - started, counts)
+
+
+class _Exporter:
+    def __init__(self, txn, store: _View, w: exportfile.Writer, ns: str, thread_ids: list[str]) -> None:
+        self.txn, self.store, self.w, self.ns = txn, store, w, ns
+        self.fetch = lambda node_id: txn.get(node_id, db=store.db["nodes"])
+        self.values: dict[bytes, dict] = {}
+        self._schedules(set(thread_ids))
+
+    def value(self, node_id: bytes) -> dict:
+        got = self.values.get(bytes(node_id))
+        if got is not None:
+            return got
+        fetch, blob = self.fetch, self.w.blob
+        rec = nodes.record(fetch, node_id)
+        root, tag = bytes(rec[:H]), rec[H]
+        if tag == hp.TAG_LIST:
+            v = {"shape": "list", "root": root, "items": [blob(e) for e in hp.stored_list_encodings(rec, fetch)]}
+        elif tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
+            v = {"shape": "map", "root": root, "entries": [
+                [k, blob(hp.stored_encoding(nodes.record(fetch, nid), fetch))]
+                for k, nid in sorted(hp.stored_map_entries(rec, fetch))]}
+        else:
+            v = {"shape": "value", "root": root, "h": blob(hp.stored_encoding(rec, fetch))}
+        self.values[bytes(node_id)] = v
+        return v
+
+    def _rows(self, table: str, prefix: bytes):
+        cursor = self.txn.cursor(db=self.store.db[table])
+        if cursor.set_range(prefix):
+            for key, value in cursor.iternext():
+                key = bytes(key)
+                if not key.startswith(prefix):
+                    break
+                yield key, bytes(value)
+
+    def _schedules(self, thread_ids: set[str]) -> None:
+        """The timer rows of the exported threads and their runs (watchdog, sweeper, compaction queue)."""
+        ns, txn, db = self.ns, self.txn, self.store.db
+        self.run_timers: dict[str, list] = {}
+        for key, _ in txn.cursor(db=db["timers"]).iternext():
+            due, kind, tns, run_id = layout.split_timer_key(key)
+            if tns == ns:
+                self.run_timers.setdefault(run_id, []).append(
+                    ("lease" if kind == layout.TIMER_LEASE else "deadline", due))
+        self.conv_timers: dict[str, list] = {}
+        for key, _ in txn.cursor(db=db["ctimers"]).iternext():
+            key = bytes(key)
+            if key[8:9] == layout.CTIMER_FALLBACK:
+                due, tns, tid, level, first = layout.split_fallback_timer_key(key)
+                entry = {"what": "fallback", "due_us": due, "level": level, "first_seq": first}
+            else:
+                due, _, tns, tid = layout.split_ctimer_key(key)
+                entry = {"what": "idle", "due_us": due}
+            if tns == ns and tid in thread_ids:
+                self.conv_timers.setdefault(tid, []).append(entry)
+        self.queue: dict[int, list] = {}
+        prefix = ns.encode() + SEP
+        for key, _ in self._rows("cqueue", prefix):
+            due, tkey, level, first = layout.split_cqueue_suffix(key, len(prefix) - 1)
+            self.queue.setdefault(tkey, []).append({"what": "queue", "due_us": due, "level": level,
+                                                    "first_seq": first})
+
+    def thread(self, tid: str, trec: layout.ThreadRec) -> None:
+        w, db, ns = self.w, self.store.db, self.ns
+        w.write({"t": "thread", "id": tid, **fields_of(trec)})
+        tprefix = layout.tkey_prefix(trec.tkey)
+        for kind, table, parts, cls, decoder in THREAD_TABLES:
+            for key, raw in self._rows(table, tprefix):
+                out = {"t": kind, "thread": tid, **split_key(parts, key[8:])}
+                if cls is None:
+                    if kind in _SEQ_INDEXES:
+                        out["seq"] = layout.read_u64(raw)
+                    w.write(out)
+                    continue
+                fields = fields_of(decoder.decode(raw))
+                if kind == "checkpoint":
+                    m = decoder.decode(raw)
+                    del fields["parent"]
+                    fields["parent_id"] = m.parent_id
+                    fields["channels"] = [[name, self.value(nid)] for name, nid in m.channels]
+                    fields["extra"] = None if m.extra is None else self.value(m.extra)
+                elif kind == "write":
+                    fields["value"] = self.value(fields["value"])
+                elif kind == "artifact":
+                    fields["content"] = self.value(fields["content"])
+                w.write({**out, **fields})
+        for key, raw in self._rows("thruns", tprefix):
+            run_id = raw.decode()
+            run = txn_get(self.txn, db["runs"], layout.ns_key(ns, run_id))
+            if run is None:
+                continue
+            w.write({"t": "run", "thread": tid, "run_id": run_id, **fields_of(layout.run_decoder.decode(run))})
+            for what, due in self.run_timers.get(run_id, ()):
+                w.write({"t": "schedule", "thread": tid, "what": what, "run_id": run_id, "due_us": due})
+        for key, _ in self._rows("effthr", tprefix):
+            ikey = key[8:].decode()
+            eff = txn_get(self.txn, db["effects"], layout.ns_key(ns, ikey))
+            if eff is not None:
+                w.write({"t": "effect", "thread": tid, "idempotency_key": ikey,
+                         **fields_of(layout.effect_decoder.decode(eff))})
+        for entry in self.conv_timers.get(tid, []) + self.queue.get(trec.tkey, []):
+            w.write({"t": "schedule", "thread": tid, **entry})
+
+    def namespace(self) -> None:
+        """The namespace's memory (items, history, vectors, spaces) and its conversation settings."""
+        w, db, ns = self.w, self.store.db, self.ns
+        spaces: dict[int, str] = {}
+        prefix = ns.encode() + SEP
+        for key, raw in self._rows("memspace", prefix):
+            rec = layout.memspace_decoder.decode(raw)
+            spaces[rec.space_id] = key[len(prefix):].decode()
+            w.write({"t": "memory_space", "name": key[len(prefix):].decode(), "dims": rec.dims})
+        for key, raw in self._rows("mempaths", prefix):
+            labels = layout.mem_labels_of(key, len(prefix) - 1)
+            prec = layout.mempath_decoder.decode(raw)
+            w.write({"t": "memory_path", "labels": labels, "first_seq": prec.first_seq, "live": prec.live})
+            pid = layout.u64(prec.path_id)
+            for ikey, iraw in self._rows("memitems", pid):
+                item = layout.memitem_decoder.decode(iraw)
+                fields = fields_of(item)
+                fields["value"] = self.value(item.value)
+                vectors = []
+                for f in item.vector_fields:
+                    vraw = txn_get(self.txn, db["memvec"], layout.mem_vec_key(item.item_id, f))
+                    if vraw is not None:
+                        vec = layout.memvec_decoder.decode(vraw)
+                        vectors.append({"field": f, "space": spaces.get(vec.space_id, item.space), "dims": vec.dims,
+                                        "version": vec.version, "data": vec.data})
+                w.write({"t": "memory_item", "labels": labels, "key": ikey[8:].decode(), **fields,
+                         "vectors": vectors})
+            for hkey, hraw in self._rows("memhist", pid):
+                rev = layout.memrev_decoder.decode(hraw)
+                fields = fields_of(rev)
+                fields["value"] = None if rev.value is None else self.value(rev.value)
+                w.write({"t": "memory_revision", "labels": labels, "version": layout.read_u64(hkey[-8:]), **fields})
+        raw = txn_get(self.txn, db["nsconf"], ns.encode())
+        if raw is not None:
+            w.write({"t": "namespace_config", **fields_of(layout.nsconf_decoder.decode(raw))})
+        for key, raw in self._rows("nspins", prefix):
+            w.write({"t": "namespace_pin", "pin_id": key[len(prefix):].decode(),
+                     **fields_of(layout.pin_decoder.decode(raw))})
+
+
+def txn_get(txn, db, key: bytes) -> bytes | None:
+    got = txn.get(key, db=db)
+    return None if got is None else bytes(got)
+
+
+# ----------------------------------------------------------------- import
+
+@dataclasses.dataclass
+class ImportSummary:
+    threads: int
+    replaced: int
+    checkpoints: int
+    memory_items: int
+    memory_revisions: int
+    settings_kept: int
+    records: int
+    seconds: float
+    namespace: str
+
+
+@dataclasses.dataclass
+class _Plan:
+    ns: str
+    threads: list  # (thread record, [records of the thread])
+    memory: list
+    blobs: dict
+    roots: dict  # the file's root hash -> the root this store builds
+    records: int
+    header: dict
+    blake3: str
+
+
+def _rebuild(v: dict, blobs: dict, built: list | None) -> bytes:
+    out = built if built is not None else []
+    shape = v["shape"]
+    if shape == "list":
+        return hp.build_list([blobs[h] for h in v["items"]], out)
+    if shape == "map":
+        return hp.build_map([(k, blobs[h]) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())], out)
+    return hp.value_node(blobs[v["h"]], out)
+
+
+def _values_in(kind: str, rec: dict):
+    if kind == "checkpoint":
+        for ch in rec.get("channels") or ():
+            yield f"channel {ch[0]!r}", ch[1]
+        if rec.get("extra") is not None:
+            yield "extra", rec["extra"]
+    elif kind == "write" or kind == "memory_item":
+        yield "value", rec.get("value")
+    elif kind == "memory_revision":
+        if rec.get("value") is not None:
+            yield "value", rec["value"]
+    elif kind == "artifact":
+        yield "content", rec.get("content")
+
+
+def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progress | None = None) -> _Plan:
+    """Check every record of a verified file (kinds, fields, values and their root hashes) without a store;
+    ExportFileError on the first problem."""
+    tick = progress or (lambda phase, done, total: None)
+    header = contents.header
+    scope = header.get("scope") or {}
+    src_ns = scope.get("namespace")
+    if not isinstance(src_ns, str):
+        raise ExportFileError("the header names no namespace")
+    target = ns or src_ns
+    if not target or len(target.encode()) > limits.MAX_NAMESPACE_BYTES or "\x00" in target:
+        raise ExportFileError(f"namespace {target!r}: 1 to {limits.MAX_NAMESPACE_BYTES} bytes, no NUL")
+    same_format = (header.get("source") or {}).get("store_format") == layout.FORMAT_NAME
+    blobs = contents.blobs
+    roots: dict[bytes, bytes] = {}
+    threads: list = []
+    memory: list = []
+    current = None
+    labels_seen: set[tuple] = set()
+    total = len(contents.records)
+    for i, rec in enumerate(contents.records):
+        kind = rec["t"]
+        where = f"record {i + 1} ({kind})"
+        if kind == "thread":
+            tid = rec.get("id")
+            if not isinstance(tid, str) or not tid or len(tid.encode()) > limits.MAX_ID_BYTES or "\x00" in tid:
+                raise ExportFileError(f"{where}: a thread id must be 1 to {limits.MAX_ID_BYTES} bytes, no NUL")
+            current = (rec, [])
+            threads.append(current)
+        elif kind in THREAD_KINDS:
+            if current is None or rec.get("thread") != current[0]["id"]:
+                raise ExportFileError(f"{where}: not after its thread's record")
+            current[1].append(rec)
+        elif kind in NAMESPACE_KINDS:
+            if kind == "memory_path":
+                labels_seen.add(tuple(rec.get("labels") or ()))
+            elif kind in ("memory_item", "memory_revision") and tuple(rec.get("labels") or ()) not in labels_seen:
+                raise ExportFileError(f"{where}: not after its memory path's record")
+            memory.append(rec)
+        else:
+            raise ExportFileError(f"{where}: unknown record kind")
+        for what, v in _values_in(kind, rec):
+            exportfile.check_value(v, blobs, f"{where} {what}")
+            root = v.get("root", b"")
+            if root not in roots:
+                try:
+                    got = _rebuild(v, blobs, None)
+                except hp.UnsupportedValue as e:
+                    raise ExportFileError(f"{where} {what}: not a value of the value model ({e})") from None
+                if same_format and got != root:
+                    raise ExportFileError(f"{where} {what}: the value does not hash to the root the file names")
+                roots[root] = got
+        try:
+            _check_fields(kind, rec)
+        except Exception as e:  # noqa: BLE001 - any field the store's records cannot hold
+            raise ExportFileError(f"{where}: {type(e).__name__}: {e}") from None
+        if i % 1000 == 0:
+            tick("checking", i, total)
+    tick("checking", total, total)
+    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3)
+
+
+_NODE = b"\x00" * 8
+
+
+def _check_fields(kind: str, rec: dict) -> None:
+    """Convert the record as the import will (dummy internal numbers) so a bad field is found first."""
+    if kind == "thread":
+        record_bytes(layout.ThreadRec, layout.thread_decoder, rec, tkey=1)
+    elif kind in _BY_KIND:
+        _, _, parts, cls, decoder = _BY_KIND[kind]
+        join_key(parts, rec)
+        if cls is None:
+            if kind in _SEQ_INDEXES and not isinstance(rec.get("seq"), int):
+                raise ValueError("no seq")
+        elif kind == "checkpoint":
+            _manifest(rec, lambda v: _NODE)
+        else:
+            record_bytes(cls, decoder, rec, **_node_fields(kind, rec, lambda v: _NODE))
+    elif kind == "run":
+        join_key((("run_id", "s"),), rec)
+        record_bytes(layout.RunRec, layout.run_decoder, rec, tkey=1)
+    elif kind == "effect":
+        join_key((("idempotency_key", "s"),), rec)
+        record_bytes(layout.EffectRec, layout.effect_decoder, rec, tkey=1)
+    elif kind == "schedule":
+        if rec.get("what") not in ("lease", "deadline", "idle", "fallback", "queue") or not isinstance(
+                rec.get("due_us"), int):
+            raise ValueError("an unknown schedule")
+        if rec["what"] in ("lease", "deadline") and not isinstance(rec.get("run_id"), str):
+            raise ValueError("a run timer without a run id")
+        if rec["what"] in ("fallback", "queue") and not (isinstance(rec.get("level"), int)
+                                                         and isinstance(rec.get("first_seq"), int)):
+            raise ValueError("a compaction timer without its range")
+    elif kind == "memory_space":
+        if not isinstance(rec.get("name"), str) or not isinstance(rec.get("dims"), int):
+            raise ValueError("a vector space without name and dims")
+    elif kind == "memory_path":
+        layout.mem_path_key("", rec["labels"])
+    elif kind == "memory_item":
+        layout.mem_item_key(0, rec["key"])
+        record_bytes(layout.MemItemRec, layout.memitem_decoder, rec, item_id=1, value=_NODE)
+    elif kind == "memory_revision":
+        layout.mem_hist_key(0, rec["key"], rec["version"])
+        record_bytes(layout.MemRevRec, layout.memrev_decoder, rec, value=None if rec.get("value") is None else _NODE)
+    elif kind == "namespace_config":
+        record_bytes(layout.NsConvConf, layout.nsconf_decoder, rec)
+    elif kind == "namespace_pin":
+        record_bytes(layout.PinRec, layout.pin_decoder, rec)
+
+
+def _node_fields(kind: str, rec: dict, node_of) -> dict:
+    if kind == "write":
+        return {"value": node_of(rec["value"])}
+    if kind == "artifact":
+        return {"content": node_of(rec["content"])}
+    return {}
+
+
+def _manifest(rec: dict, node_of) -> bytes:
+    return record_bytes(layout.Manifest, layout.manifest_decoder, rec, parent=layout.pack_id(rec["parent_id"]),
+                        channels=[(name, node_of(v)) for name, v in rec["channels"]],
+                        extra=None if rec.get("extra") is None else node_of(rec["extra"]))
+
+
+def check_conflicts(store, p: _Plan, replace: bool) -> None:
+    """ALREADY_EXISTS (IMPORT_THREAD_EXISTS or IMPORT_CONFLICT) when the target holds what the file would
+    create, unless ``replace`` (threads and memory items are then replaced)."""
+    ns, db = p.ns, store.db
+    with store.read() as txn:
+        for trec, recs in p.threads:
+            tid = trec["id"]
+            existing = records.thread_any(txn, store, ns, tid)
+            if existing is not None and not replace:
+                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} (import with --replace to "
+                               f"replace it)", field="thread", thread_id=tid, namespace=ns)
+            for rec in recs:
+                if rec["t"] == "run":
+                    raw = txn_get(txn, db["runs"], layout.ns_key(ns, rec["run_id"]))
+                    if raw is not None and not (replace and layout.run_decoder.decode(raw).thread_id == tid):
+                        raise conflict("run", f"run {rec['run_id']!r} of thread {tid!r} exists in namespace {ns!r} "
+                                       f"on another thread", field="run_id", run_id=rec["run_id"], thread_id=tid)
+                elif rec["t"] == "effect":
+                    raw = txn_get(txn, db["effects"], layout.ns_key(ns, rec["idempotency_key"]))
+                    if raw is not None and not (replace and layout.effect_decoder.decode(raw).thread_id == tid):
+                        raise conflict("effect", f"effect {rec['idempotency_key']!r} of thread {tid!r} exists in "
+                                       f"namespace {ns!r} on another thread", field="idempotency_key",
+                                       idempotency_key=rec["idempotency_key"], thread_id=tid)
+        if not replace:
+            for rec in p.memory:
+                if rec["t"] not in ("memory_item", "memory_revision"):
+                    continue
+                praw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, rec["labels"]))
+                if praw is None:
+                    continue
+                pid = layout.mempath_decoder.decode(praw).path_id
+                key = rec["key"]
+                if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None or _has_history(
+                        txn, db, pid, key):
+                    raise conflict("memory", f"memory item {key!r} at path {rec['labels']!r} exists in namespace "
+                                   f"{ns!r} (import with --replace to replace it)", field="key", key=key,
+                                   path="/".join(rec["labels"]))
+        for rec in p.memory:
+            if rec["t"] == "memory_space":
+                raw = txn_get(txn, db["memspace"], layout.mem_space_key(ns, rec["name"]))
+                if raw is not None and layout.memspace_decoder.decode(raw).dims != rec["dims"]:
+                    raise conflict("space", f"vector space {rec['name']!r} of namespace {ns!r} has another "
+                                   f"dimension", field="space", space=rec["name"])
+
+
+def _has_history(txn, db, path_id: int, key: str) -> bool:
+    prefix = layout.mem_hist_prefix(path_id, key)
+    cursor = txn.cursor(db=db["memhist"])
+    if cursor.set_range(prefix):
+        for k, raw in cursor.iternext():
+            if not bytes(k).startswith(prefix):
+                return False
+            if layout.memrev_decoder.decode(raw).key == key:
+                return True
+    return False
+
+
+class _Importer:
+    def __init__(self, store, p: _Plan) -> None:
+        self.store, self.p, self.db = store, p, store.db
+        self.node_ids: dict[bytes, bytes] = {}
+
+    def node(self, txn, v: dict) -> bytes:
+        root = self.p.roots[v.get("root", b"")]
+        got = self.node_ids.get(root)
+        if got is None:
+            got = nodes.index_get(txn, self.store, root)
+            if got is None:
+                built: list = []
+                _rebuild(v, self.p.blobs, built)
+                got = nodes.write(txn, self.store, built, {}, [root])[root]
+            self.node_ids[root] = bytes(got)
+        return self.node_ids[root]
+
+    def thread(self, txn, trec: dict, recs: list, replace: bool) -> tuple[int, bool]:
+        """Write one thread with everything on it; (checkpoints written, whether one was replaced)."""
+        store, db, ns = self.store, self.db, self.p.ns
+        tid = trec["id"]
+        replaced = False
+        old = records.thread_any(txn, store, ns, tid)
+        if old is not None:
+            if not replace:
+                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r}", field="thread",
+                               thread_id=tid, namespace=ns)
+            thread_ops.delete_contents(txn, store, ns, tid, old.tkey)
+            txn.delete(layout.thread_key(ns, tid), db=db["threads"])
+            replaced = True
+        tkey = records.new_tkey(txn, store)
+        txn.put(layout.thread_key(ns, tid), record_bytes(layout.ThreadRec, layout.thread_decoder, trec, tkey=tkey),
+                db=db["threads"])
+        tp = layout.tkey_prefix(tkey)
+        node_of = lambda v: self.node(txn, v)  # noqa: E731
+        n = 0
+        for rec in recs:
+            kind = rec["t"]
+            if kind in _BY_KIND:
+                _, table, parts, cls, decoder = _BY_KIND[kind]
+                key = tp + join_key(parts, rec)
+                if cls is None:
+                    value = layout.u64(rec["seq"]) if kind in _SEQ_INDEXES else b""
+                elif kind == "checkpoint":
+                    value = _manifest(rec, node_of)
+                    n += 1
+                    if rec.get("run_id") is not None:
+                        txn.put(layout.run_key(ns, rec["run_id"], tkey, rec["checkpoint_ns"], rec["checkpoint_id"]),
+                                layout.run_entry(ns, rec["run_id"]), db=db["runidx"])
+                else:
+                    value = record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))
+                txn.put(key, value, db=db[table])
+            elif kind == "run":
+                txn.put(layout.ns_key(ns, rec["run_id"]), record_bytes(layout.RunRec, layout.run_decoder, rec,
+                                                                       tkey=tkey), db=db["runs"])
+                txn.put(layout.seq_key(tkey, rec["seq"]), rec["run_id"].encode(), db=db["thruns"])
+            elif kind == "effect":
+                ikey = rec["idempotency_key"]
+                txn.put(layout.ns_key(ns, ikey), record_bytes(layout.EffectRec, layout.effect_decoder, rec, tkey=tkey),
+                        db=db["effects"])
+                txn.put(layout.tkey_str_key(tkey, ikey), b"", db=db["effthr"])
+            elif kind == "schedule":
+                what, due = rec["what"], rec["due_us"]
+                if what in ("lease", "deadline"):
+                    txn.put(layout.timer_key(due, layout.TIMER_LEASE if what == "lease" else layout.TIMER_DEADLINE,
+                                             ns, rec["run_id"]), b"", db=db["timers"])
+                elif what == "idle":
+                    txn.put(layout.ctimer_key(due, layout.CTIMER_IDLE, ns, tid), layout.u64(tkey), db=db["ctimers"])
+                elif what == "fallback":
+                    txn.put(layout.fallback_timer_key(due, ns, tid, rec["level"], rec["first_seq"]), layout.u64(tkey),
+                            db=db["ctimers"])
+                else:
+                    txn.put(layout.cqueue_key(ns, due, tkey, rec["level"], rec["first_seq"]), tid.encode(),
+                            db=db["cqueue"])
+        return n, replaced
+
+    def namespace(self, txn, replace: bool) -> tuple[int, int, int]:
+        """Write the namespace's memory and settings; (items, revisions, settings kept as the target had them)."""
+        store, db, ns = self.store, self.db, self.p.ns
+        meta = db["meta"]
+        mem = memstate.Memory(store)
+        recs = self.p.memory
+        spaces: dict[str, int] = {}
+        for rec in recs:
+            if rec["t"] == "memory_space":
+                key = layout.mem_space_key(ns, rec["name"])
+                raw = txn_get(txn, db["memspace"], key)
+                if raw is None:
+                    sid = layout.next_counter(txn, meta, memstate._NEXT_SPACE)
+                    txn.put(key, layout.encode(layout.MemSpaceRec(layout.FORMAT_VERSION, sid, rec["dims"])),
+                            db=db["memspace"])
+                else:
+                    sid = layout.memspace_decoder.decode(raw).space_id
+                spaces[rec["name"]] = sid
+        if replace:
+            for rec in recs:
+                if rec["t"] in ("memory_item", "memory_revision"):
+                    mem.delete(txn, ns, memstate.DeleteInput(tuple(rec["labels"]), rec["key"], purge=True,
+                                                             allow_missing=True), store.clock())
+        # insertion order: the source's sequence numbers of paths and items, renumbered in that order
+        seqs = sorted({r["first_seq"] for r in recs if r["t"] == "memory_path"}
+                      | {r["ins_seq"] for r in recs if r["t"] == "memory_item"})
+        new_seq = {s: layout.next_counter(txn, meta, memstate._NEXT_SEQ) for s in seqs}
+        paths: dict[tuple, layout.MemPathRec] = {}
+        for rec in recs:
+            if rec["t"] == "memory_path":
+                labels = tuple(rec["labels"])
+                raw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, labels))
+                if raw is None:
+                    prec = layout.MemPathRec(layout.FORMAT_VERSION, layout.next_counter(txn, meta, memstate._NEXT_PATH),
+                                             new_seq[rec["first_seq"]], 0)
+                    txn.put(layout.u64(prec.path_id), layout.encode(layout.MemPathName(layout.FORMAT_VERSION, ns,
+                                                                                       list(labels))),
+                            db=db["mempathid"])
+                else:
+                    prec = layout.mempath_decoder.decode(raw)
+                paths[labels] = prec
+        item_ids: dict[int, int] = {}
+        items = sorted((r for r in recs if r["t"] == "memory_item"), key=lambda r: r["item_id"])
+        for rec in items:
+            prec = paths[tuple(rec["labels"])]
+            item_id = layout.next_counter(txn, meta, memstate._NEXT_ITEM)
+            item_ids[rec["item_id"]] = item_id
+            value_id = self.node(txn, rec["value"])
+            data = record_bytes(layout.MemItemRec, layout.memitem_decoder, rec, item_id=item_id,
+                                ins_seq=new_seq[rec["ins_seq"]], value=value_id)
+            txn.put(layout.mem_item_key(prec.path_id, rec["key"]), data, db=db["memitems"])
+            txn.put(layout.u64(item_id), layout.mem_item_key(prec.path_id, rec["key"]), db=db["memids"])
+            txn.put(layout.mem_upd_key(ns, rec["updated_us"], item_id), b"", db=db["memupd"])
+            if rec["expires_us"]:
+                txn.put(layout.mem_exp_key(rec["expires_us"], item_id), b"", db=db["memexp"])
+            mem._index_fields(txn, ns, item_id, self.p.blobs[rec["value"]["h"]] if rec["value"]["shape"] == "value"
+                              else nodes.value_encoding(value_id, txn.get), add=True)
+            for vec in rec.get("vectors") or ():
+                sid = spaces.get(vec["space"])
+                if sid is None:
+                    raise ExportFileError(f"memory item {rec['key']!r}: a vector in space {vec['space']!r} the file "
+                                          f"does not declare")
+                txn.put(layout.mem_vec_key(item_id, vec["field"]),
+                        layout.encode(layout.MemVecRec(layout.FORMAT_VERSION, sid, vec["dims"], vec["version"],
+                                                       vec["data"])), db=db["memvec"])
+            prec.live += 1
+        for labels, prec in paths.items():
+            txn.put(layout.mem_path_key(ns, labels), layout.encode(prec), db=db["mempaths"])
+        revs = 0
+        for rec in recs:
+            if rec["t"] != "memory_revision":
+                continue
+            prec = paths[tuple(rec["labels"])]
+            etag = rec["etag"]
+            old_id, _, ver = etag.partition("-")
+            try:
+                if int(old_id, 16) in item_ids:
+                    etag = layout.mem_etag(item_ids[int(old_id, 16)], int(ver))
+            except ValueError:
+                pass
+            value = None if rec.get("value") is None else self.node(txn, rec["value"])
+            txn.put(layout.mem_hist_key(prec.path_id, rec["key"], rec["version"]),
+                    record_bytes(layout.MemRevRec, layout.memrev_decoder, rec, value=value, etag=etag),
+                    db=db["memhist"])
+            revs += 1
+        kept = 0
+        for rec in recs:
+            if rec["t"] == "namespace_config":
+                if txn.get(ns.encode(), db=db["nsconf"]) is None:
+                    txn.put(ns.encode(), record_bytes(layout.NsConvConf, layout.nsconf_decoder, rec),
+                            db=db["nsconf"])
+                else:
+                    kept += 1
+            elif rec["t"] == "namespace_pin":
+                key = layout.ns_key(ns, rec["pin_id"])
+                if txn.get(key, db=db["nspins"]) is None:
+                    txn.put(key, record_bytes(layout.PinRec, layout.pin_decoder, rec), db=db["nspins"])
+                else:
+                    kept += 1
+        store.ns_idle_cache.clear()
+        return len(items), revs, kept
+
+
+def verify_file(path: str, ns: str | None = None, progress: Progress | None = None) -> _Plan:
+    """Read, verify and check every record of an export file (no store needed); EXPORT_FILE_INVALID or
+    EXPORT_VERSION_UNSUPPORTED when it cannot be imported whole."""
+    try:
+        return plan(exportfile.read(path, progress), ns, progress)
+    except ExportFileError as e:
+        raise invalid_file(str(e), unsupported=e.unsupported) from None
+
+
+def import_file(store, path: str | _Plan, *, ns: str | None = None, replace: bool = False,
+                progress: Progress | None = None) -> ImportSummary:
+    """Verify the export file ``path`` whole (or take the plan :func:`verify_file` made of it), check
+    conflicts, then write it into ``store`` (a writable Store no sidecar serves): a thread per transaction,
+    then the namespace's memory and settings."""
+    started = time.monotonic()
+    tick = progress or (lambda phase, done, total: None)
+    p = path if isinstance(path, _Plan) else verify_file(path, ns, progress)
+    check_conflicts(store, p, replace)
+    imp = _Importer(store, p)
+    checkpoints = replaced = 0
+    for i, (trec, recs) in enumerate(p.threads):
+        n, rep = store.write(lambda txn, trec=trec, recs=recs: imp.thread(txn, trec, recs, replace))
+        checkpoints += n
+        replaced += rep
+        tick("importing threads", i + 1, len(p.threads))
+    items = revs = kept = 0
+    if p.memory:
+        items, revs, kept = store.write(lambda txn: imp.namespace(txn, replace))
+        tick("importing memory", 1, 1)
+    return ImportSummary(len(p.threads), replaced, checkpoints, items, revs, kept, p.records,
+                         time.monotonic() - started, p.ns)
