@@ -177,15 +177,6 @@ def record_bytes(cls, decoder, d: dict, **given) -> bytes:
 
 # ----------------------------------------------------------------- export
 
-class _View:
-    """What records.threads_from needs of a store, for a read-only one too."""
-
-    def __init__(self, store) -> None:
-        self.env, self.db = store.env, store.db
-        self.ns_idle_cache: dict = {}
-        self.clock = getattr(store, "clock", None) or now_us
-
-
 @dataclasses.dataclass
 class ExportSummary:
     path: str
@@ -204,7 +195,7 @@ def export(store, path: str, ns: str, thread_id: str | None = None, progress: Pr
     """Write the namespace ``ns`` (or only its thread ``thread_id``) of ``store`` into a new export file."""
     started = time.monotonic()
     tick = progress or (lambda phase, done, total: None)
-    view = _View(store)
+    view = store  # a serving Store or a storage.readonly.ReadOnlyStore: both keep a clock and ns_idle_cache
     scope = {"namespace": ns, "thread": thread_id}
     w = exportfile.Writer(path, {"sidecar_version": __version__, "store_format": layout.FORMAT_NAME,
                                  "data_dir": source}, scope)
@@ -317,6 +308,8 @@ class _Exporter:
                     fields["value"] = self.value(fields["value"])
                 elif kind == "artifact":
                     fields["content"] = self.value(fields["content"])
+                elif kind == "conversation_item" and fields.get("node") is not None:
+                    fields["node"] = self.value(fields["node"])  # content over state.conversations.INLINE_MAX
                 w.write({**out, **fields})
         for key, raw in self._rows("thruns", tprefix):
             run_id = raw.decode()
@@ -430,6 +423,8 @@ def _values_in(kind: str, rec: dict):
             yield "value", rec["value"]
     elif kind == "artifact":
         yield "content", rec.get("content")
+    elif kind == "conversation_item" and rec.get("node") is not None:
+        yield "node", rec["node"]
 
 
 def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progress | None = None) -> _Plan:
@@ -548,6 +543,8 @@ def _node_fields(kind: str, rec: dict, node_of) -> dict:
         return {"value": node_of(rec["value"])}
     if kind == "artifact":
         return {"content": node_of(rec["content"])}
+    if kind == "conversation_item":  # "node" is absent in files written before large contents became nodes
+        return {"node": None if rec.get("node") is None else node_of(rec["node"])}
     return {}
 
 
