@@ -69,6 +69,9 @@ REASONS: dict[str, grpc.StatusCode] = {
     "NAMESPACE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "ROLE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "STORAGE_IO_ERROR": grpc.StatusCode.UNAVAILABLE,
+    # 65-69: retention (api/retention.py, docs/lifecycle.md "Retention")
+    "RETENTION_LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "RETENTION_POLICY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
 }
 
 

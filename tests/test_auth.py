@@ -274,6 +274,20 @@ def build_requests(w) -> dict:
         M + "GetMemoryItemHistory": mpb.GetMemoryItemHistoryRequest(namespace=NS, path=["users", "u1"], key="k0"),
         M + "SweepExpiredMemoryItems": mpb.SweepExpiredMemoryItemsRequest(namespace=NS),
         **conversation_requests(u),
+        **retention_requests(w),
+    }
+
+
+def retention_requests(w) -> dict:
+    """Every RetentionService call (ApplyRetention as a real pass: a writer's call)."""
+    from agentstate.v1 import retention_pb2 as tpb  # noqa: PLC0415
+    X = "agentstate.v1.RetentionService/"
+    return {
+        X + "SetRetentionPolicy": tpb.SetRetentionPolicyRequest(namespace=NS, thread_id=w.thread,
+                                                                policy=tpb.RetentionPolicy(keep_last=100)),
+        X + "GetRetentionPolicy": tpb.GetRetentionPolicyRequest(namespace=NS),
+        X + "ApplyRetention": tpb.ApplyRetentionRequest(namespace=NS, thread_id=w.thread),
+        X + "GetUsage": tpb.GetUsageRequest(namespace=NS, thread_id=w.thread),
     }
 
 

@@ -55,6 +55,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
     ROLE_DENIED: _ClassVar[ErrorReason]
     STORAGE_IO_ERROR: _ClassVar[ErrorReason]
+    RETENTION_LIMIT_EXCEEDED: _ClassVar[ErrorReason]
+    RETENTION_POLICY_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -104,3 +106,5 @@ AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason
 ROLE_DENIED: ErrorReason
 STORAGE_IO_ERROR: ErrorReason
+RETENTION_LIMIT_EXCEEDED: ErrorReason
+RETENTION_POLICY_NOT_FOUND: ErrorReason

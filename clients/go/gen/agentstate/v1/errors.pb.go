@@ -185,6 +185,15 @@ const (
 	// nothing of the request was written. Retry later (with the same
 	// request_id).
 	ErrorReason_STORAGE_IO_ERROR ErrorReason = 54
+	// Numbers 65-69: retention (docs/lifecycle.md "Retention").
+	// RETENTION_LIMIT_EXCEEDED (RESOURCE_EXHAUSTED): a put would take a thread
+	// over its retention policy's max_checkpoints or max_bytes (with
+	// LIMIT_ACTION_REFUSE, or LIMIT_ACTION_PRUNE when pruning by the policy
+	// cannot bring it under); nothing was written ("thread_id", "limit").
+	ErrorReason_RETENTION_LIMIT_EXCEEDED ErrorReason = 65
+	// RETENTION_POLICY_NOT_FOUND (NOT_FOUND): GetRetentionPolicy of a scope
+	// with no policy in effect ("namespace", "thread_id").
+	ErrorReason_RETENTION_POLICY_NOT_FOUND ErrorReason = 66
 )
 
 // Enum value maps for ErrorReason.
@@ -239,6 +248,8 @@ var (
 		52: "NAMESPACE_DENIED",
 		53: "ROLE_DENIED",
 		54: "STORAGE_IO_ERROR",
+		65: "RETENTION_LIMIT_EXCEEDED",
+		66: "RETENTION_POLICY_NOT_FOUND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -290,6 +301,8 @@ var (
 		"NAMESPACE_DENIED":           52,
 		"ROLE_DENIED":                53,
 		"STORAGE_IO_ERROR":           54,
+		"RETENTION_LIMIT_EXCEEDED":   65,
+		"RETENTION_POLICY_NOT_FOUND": 66,
 	}
 )
 
@@ -324,7 +337,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xc3\b\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\x81\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -378,7 +391,9 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\fAUTH_INVALID\x103\x12\x14\n" +
 	"\x10NAMESPACE_DENIED\x104\x12\x0f\n" +
 	"\vROLE_DENIED\x105\x12\x14\n" +
-	"\x10STORAGE_IO_ERROR\x106B^\n" +
+	"\x10STORAGE_IO_ERROR\x106\x12\x1c\n" +
+	"\x18RETENTION_LIMIT_EXCEEDED\x10A\x12\x1e\n" +
+	"\x1aRETENTION_POLICY_NOT_FOUND\x10BB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (

@@ -1,0 +1,324 @@
+"""Retention (docs/lifecycle.md "Retention"): policies, the keep-rules, limits on a put, dry runs, usage, and the
+sweeper's small transactions — with an injected clock (the store's, and the checkpoints' creation time)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+
+import grpc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentstate import Client, FailedPrecondition, InvalidArgument, NotFound
+from agentstate.v1 import retention_pb2 as tpb
+from sidecar.state import retention
+from sidecar.state.retention import Ckpt, Policy
+from sidecar.storage import layout
+
+from conftest import InProcess, expect_error
+
+S = 1_000_000  # microseconds
+
+
+# ----------------------------------------------------------------- the decision (pure)
+
+def chain_of(times: list[int], cns: str = "") -> list[Ckpt]:
+    return [Ckpt(f"{cns}/{i:04d}".encode(), cns, f"c{i:04d}", t) for i, t in enumerate(times)]
+
+
+def doomed_ids(decision) -> list[str]:
+    return [c.checkpoint_id for c in decision.doomed]
+
+
+def test_keep_last_max_age_and_the_head():
+    now = 1000 * S
+    chain = chain_of([t * S for t in range(100, 110)])  # created at 100 s .. 109 s
+    assert doomed_ids(retention.decide({"": chain}, Policy(keep_last=3), now, {})) == [f"c{i:04d}" for i in range(7)]
+    # max_age 895 s at 1000 s: created before 105 s go
+    assert doomed_ids(retention.decide({"": chain}, Policy(max_age_us=895 * S), now, {})) == [
+        f"c{i:04d}" for i in range(5)]
+    # everything is too old: the head stays all the same
+    d = retention.decide({"": chain}, Policy(max_age_us=1 * S), now, {})
+    assert doomed_ids(d) == [f"c{i:04d}" for i in range(9)] and d.kept_by == {"head": 1}
+    # a protected checkpoint stays and is counted under its rule
+    d = retention.decide({"": chain}, Policy(keep_last=1), now, {("", "c0002"): retention.RUN})
+    assert "c0002" not in doomed_ids(d) and len(d.doomed) == 8 and d.kept_by == {"run": 1}
+
+
+def test_thinning_keeps_the_newest_of_each_window_and_is_stable():
+    now = 10_000 * S
+    times = [t * S for t in (0, 10, 59, 60, 61, 119, 200, 9_990, 9_995)]
+    chain = chain_of(times)
+    p = Policy(thin_after_us=100 * S, thin_interval_us=60 * S)
+    d = retention.decide({"": chain}, p, now, {})
+    # windows of 60 s among those older than 9 900 s: [0,60) -> 59 stays, [60,120) -> 119, [180,240) -> 200
+    assert doomed_ids(d) == ["c0000", "c0001", "c0003", "c0004"]
+    rest = [c for c in chain if c.key not in {x.key for x in d.doomed}]
+    assert retention.decide({"": rest}, p, now, {}).doomed == []
+
+
+def test_prune_limits_take_the_oldest_removable():
+    now = 1000 * S
+    chains = {"": chain_of([t * S for t in range(10)]), "sub": chain_of([t * S + 1 for t in range(5)], "sub")}
+    p = Policy(max_checkpoints=6, on_limit=retention.PRUNE)
+    d = retention.decide(chains, p, now, {("", "c0000"): retention.BRANCH})
+    assert len(d.doomed) == 9 and all((c.cns, c.checkpoint_id) != ("", "c0000") for c in d.doomed)
+    # refuse mode: the limits never remove anything by themselves
+    assert retention.decide(chains, Policy(max_checkpoints=6, on_limit=retention.REFUSE), now, {}).doomed == []
+    # bytes: each checkpoint "weighs" 10; the fewest oldest removals that bring it to at most 55
+    keys = [c.key for ch in chains.values() for c in ch]
+    d = retention.decide(chains, Policy(max_bytes=55, on_limit=retention.PRUNE), now, {},
+                         bytes_after=lambda removed: 10 * (len(keys) - len(removed)))
+    assert len(d.doomed) == 10
+
+
+policies = st.builds(
+    Policy, keep_last=st.integers(0, 6), max_age_us=st.sampled_from([0, 5 * S, 50 * S]),
+    thin_after_us=st.sampled_from([0, 10 * S]), thin_interval_us=st.sampled_from([7 * S, 20 * S]),
+    max_checkpoints=st.integers(0, 8), on_limit=st.sampled_from([retention.REFUSE, retention.PRUNE]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["", "a", "b"]), st.lists(st.integers(0, 100), min_size=1, max_size=15),
+                       min_size=1), policies, st.sets(st.integers(0, 14), max_size=5), st.integers(50, 200))
+def test_decide_invariants(times, policy, protected_at, now_s):
+    chains = {cns: chain_of(sorted(t * S for t in ts), cns) for cns, ts in times.items()}
+    if not (policy.thin_after_us and policy.thin_interval_us):
+        policy = Policy(policy.keep_last, policy.max_age_us, 0, 0, 0, policy.max_checkpoints, 0, policy.on_limit)
+    protected = {(cns, c.checkpoint_id): retention.RUN for cns, ch in chains.items() for i, c in enumerate(ch)
+                 if i in protected_at}
+    d = retention.decide(chains, policy, now_s * S, protected)
+    gone = {c.key for c in d.doomed}
+    for cns, ch in chains.items():
+        assert ch[-1].key not in gone  # the head stays
+        for c in ch:
+            assert (cns, c.checkpoint_id) not in protected or c.key not in gone
+    named = {c for ch in chains.values() for c in retention.named_by_rules(ch, policy, now_s * S)}
+    if not (policy.on_limit == retention.PRUNE and policy.max_checkpoints):
+        assert {c.checkpoint_id for c in d.doomed} <= named
+    else:
+        left = sum(len(ch) for ch in chains.values()) - len(gone)
+        removable_left = [c for ch in chains.values() for c in ch[:-1]
+                          if c.key not in gone and (c.cns, c.checkpoint_id) not in protected]
+        assert left <= policy.max_checkpoints or not removable_left
+    # applying the policy again to what is left at the same time removes nothing more
+    rest = {cns: [c for c in ch if c.key not in gone] for cns, ch in chains.items()}
+    assert retention.decide(rest, policy, now_s * S, protected).doomed == []
+
+
+# ----------------------------------------------------------------- an in-process sidecar with one clock
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    from sidecar.state import checkpoints as ckpt_mod, threads as threads_mod
+    from sidecar.storage import records as records_mod
+    side = InProcess(tmp_path_factory.mktemp("retention"))
+    side.clock.now = int(time.time() * S)
+    saved = [(m, m.now_us) for m in (ckpt_mod, records_mod, threads_mod)]
+    for m, _ in saved:
+        m.now_us = side.clock  # checkpoints, threads and their updates are stamped by the same clock
+    side.sidecar.sweeper.retention_interval = 0  # passes run when a test says so
+    yield side
+    for m, fn in saved:
+        m.now_us = fn
+    side.close()
+
+
+@pytest.fixture()
+def c(local):
+    ns = f"ret-{uuid.uuid4().hex[:8]}"
+    with Client(local.address, namespace=ns) as client:
+        yield client
+
+
+def tick(local, seconds: float = 1.0) -> None:
+    local.clock.advance(seconds)
+
+
+def put_chain(local, c, tid: str, n: int, *, every: float = 1.0, cns: str = "", value=None, parent: str = ""):
+    ids = []
+    for i in range(n):
+        tick(local, every)
+        r = c.put_checkpoint(tid, {"n": i, **({"v": value} if value is not None else {})}, parent_id=parent,
+                             checkpoint_ns=cns)
+        parent = r.checkpoint.checkpoint_id
+        ids.append(parent)
+    return ids
+
+
+def ids_of(c, tid: str, cns: str | None = None) -> list[str]:
+    return sorted(x.checkpoint_id for x in c.list_checkpoints(tid, checkpoint_ns=cns))
+
+
+def store_digest(local) -> str:
+    store = local.sidecar.store
+    h = hashlib.sha256()
+    with store.read() as txn:
+        for name in layout.DB_NAMES:
+            for k, v in txn.cursor(db=store.db[name]):
+                h.update(name.encode() + bytes(k) + bytes(v))
+    return h.hexdigest()
+
+
+def test_policy_set_get_clear_and_scopes(local, c):
+    with expect_error(grpc.StatusCode.NOT_FOUND, "RETENTION_POLICY_NOT_FOUND"):
+        c.retention.get_policy()
+    r = c.retention.set_policy(keep_last=5, max_age=3600)
+    assert r.source == tpb.RETENTION_SOURCE_NAMESPACE and r.effective.keep_last == 5
+    assert r.effective.max_age.seconds == 3600 and r.effective.on_limit == tpb.LIMIT_ACTION_REFUSE
+    put_chain(local, c, "t1", 1)
+    got = c.retention.get_policy("t1")
+    assert got.source == tpb.RETENTION_SOURCE_NAMESPACE and got.effective.keep_last == 5
+    c.retention.set_policy("t1", keep_last=2)
+    got = c.retention.get_policy("t1")
+    assert got.source == tpb.RETENTION_SOURCE_THREAD and got.effective.keep_last == 2
+    assert not got.effective.HasField("max_age")  # a thread's own replaces its namespace's whole
+    c.retention.clear_policy("t1")
+    assert c.retention.get_policy("t1").source == tpb.RETENTION_SOURCE_NAMESPACE
+    c.retention.clear_policy()
+    with expect_error(grpc.StatusCode.NOT_FOUND, "RETENTION_POLICY_NOT_FOUND"):
+        c.retention.get_policy("t1")
+    with expect_error(grpc.StatusCode.NOT_FOUND, "THREAD_NOT_FOUND", "thread_id"):
+        c.retention.set_policy("nope", keep_last=1)
+
+
+@pytest.mark.parametrize("policy,field", [
+    (tpb.RetentionPolicy(), "policy"),
+    (tpb.RetentionPolicy(thin_after={"seconds": 60}), "policy.thin_interval"),
+    (tpb.RetentionPolicy(thin_interval={"seconds": 60}), "policy.thin_after"),
+    (tpb.RetentionPolicy(max_age={"seconds": -1}), "policy.max_age"),
+    (tpb.RetentionPolicy(max_age={"nanos": 5}), "policy.max_age"),
+    (tpb.RetentionPolicy(keep_last=1, on_limit=9), "policy.on_limit"),
+    (tpb.RetentionPolicy(keep_last=1, history_channels=[""]), "policy.history_channels[0]"),
+])
+def test_bad_policies_are_refused_and_change_nothing(local, c, policy, field):
+    before = store_digest(local)
+    with expect_error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", field):
+        c._call(c.retention.stub.SetRetentionPolicy,
+                tpb.SetRetentionPolicyRequest(namespace=c.namespace, policy=policy), None)
+    assert store_digest(local) == before
+
+
+def test_keep_last_and_max_age_with_the_clock(local, c):
+    ids = put_chain(local, c, "t", 10, every=10)
+    c.retention.set_policy("t", max_age=35)
+    # now = the newest's time: the ones created more than 35 s before go (the first 6: 90..40 s old)
+    r = c.retention.apply("t")
+    assert r.removed_checkpoints == 6 and ids_of(c, "t") == ids[6:]
+    tick(local, 3600)
+    r = c.retention.apply("t")
+    assert ids_of(c, "t") == ids[9:] and r.kept_by_rule["head"] == 1  # the head outlives every rule
+    c.retention.set_policy("t", keep_last=2)
+    more = put_chain(local, c, "t", 4)
+    c.retention.apply("t")
+    assert ids_of(c, "t") == more[2:]
+
+
+def test_thinning_old_history(local, c):
+    ids = put_chain(local, c, "t", 12, every=10)  # one every 10 s
+    c.retention.set_policy("t", thin_after=30, thin_interval=40)
+    dry = c.retention.apply("t", dry_run=True)
+    r = c.retention.apply("t")
+    assert [x.checkpoint_id for x in r.removed] == [x.checkpoint_id for x in dry.removed]
+    left = ids_of(c, "t")
+    assert ids[-3:] == left[-3:]  # younger than 30 s: all kept
+    assert 0 < r.removed_checkpoints < 9
+    assert c.retention.apply("t").removed_checkpoints == 0  # stable
+
+
+def test_refusal_changes_nothing(local, c):
+    put_chain(local, c, "t", 3)
+    c.retention.set_policy("t", max_checkpoints=3)
+    before = store_digest(local)
+    for attempt in range(2):  # with a request id, and its retry
+        with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "RETENTION_LIMIT_EXCEEDED", None,
+                          limit="max_checkpoints", thread_id="t"):
+            c.put_checkpoint("t", {"n": 99, "big": "x" * 5000}, request_id="req-1")
+        assert store_digest(local) == before
+    # a put that rewrites the same checkpoint adds nothing and is allowed
+    head = ids_of(c, "t")[-1]
+    c.put_checkpoint("t", {"n": 2}, checkpoint_id=head, parent_id=ids_of(c, "t")[-2])
+    # bytes: a limit below what the thread already holds refuses the next put
+    use = c.retention.usage("t")
+    c.retention.set_policy("t", max_bytes=use.physical_bytes + 100)
+    before = store_digest(local)
+    with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "RETENTION_LIMIT_EXCEEDED", None, limit="max_bytes"):
+        c.put_checkpoint("t", {"n": 5, "big": os.urandom(20_000).hex()})  # random: no compression helps
+    assert store_digest(local) == before
+
+
+def test_prune_by_policy_on_put(local, c):
+    c.put_checkpoint("t", {"n": 0})
+    c.retention.set_policy("t", max_checkpoints=3, on_limit="prune")
+    ids = put_chain(local, c, "t", 10)
+    assert ids_of(c, "t") == ids[-3:]
+    # bytes: values of ~20 KB; the thread never holds more than the limit after a put
+    c.put_checkpoint("u", {"n": 0})
+    c.retention.set_policy("u", max_bytes=100_000, on_limit="prune")
+    for i in range(12):
+        tick(local)
+        c.put_checkpoint("u", {"n": i, "blob": os.urandom(10_000).hex()})
+        assert c.retention.usage("u").physical_bytes <= 100_000
+    assert 2 <= len(ids_of(c, "u")) < 12
+
+
+def test_usage_logical_next_to_physical(local, c):
+    text = "x" * 1000  # msgpack str 16: 3 header bytes
+    for i in range(10):
+        c.put_checkpoint("t", {"s": text})
+    u = c.retention.usage("t")
+    assert u.checkpoints == 10 and u.threads == 1
+    assert u.logical_bytes == 10 * 1003
+    assert u.physical_bytes < 1003 + 200  # one value node, stored once
+    c.put_checkpoint("t2", {"s": text})
+    ns = c.retention.usage()
+    assert ns.threads == 2 and ns.logical_bytes == 11 * 1003 and ns.physical_bytes == u.physical_bytes
+    # a growing list: logical grows with the square, physical with the length
+    for i in range(40):
+        c.put_checkpoint("chat", {"m": [f"message {j} " * 20 for j in range(i + 1)]})
+    chat = c.retention.usage("chat")
+    assert chat.logical_bytes > 10 * chat.physical_bytes
+
+
+def test_idle_threads_are_deleted_unless_a_run_holds_them(local, c):
+    put_chain(local, c, "idle", 3)
+    put_chain(local, c, "busy", 2)
+    c.runs.start("busy")  # active run
+    c.retention.set_policy(delete_idle_thread_after=3600)
+    tick(local, 1800)
+    assert c.retention.apply().deleted_thread_ids == []
+    put_chain(local, c, "fresh", 1)
+    tick(local, 1801)
+    dry = c.retention.apply(dry_run=True)
+    assert list(dry.deleted_thread_ids) == ["idle"]
+    r = c.retention.apply()
+    assert list(r.deleted_thread_ids) == ["idle"] and r.removed_checkpoints == 3
+    with pytest.raises(NotFound):
+        c.get_thread("idle")
+    assert len(ids_of(c, "busy")) == 2 and len(ids_of(c, "fresh")) == 1
+
+
+def test_keep_rules_runs_branches_pending_writes(local, c):
+    ids = put_chain(local, c, "t", 6)
+    # a pending write on an old leaf (a fork from ids[1] left unfinished)
+    fork = c.put_checkpoint("t", {"n": -1}, parent_id=ids[1], checkpoint_id="000-fork").checkpoint.checkpoint_id
+    c.put_writes("t", fork, [("task", 0, "n", 5)])
+    # a FORK run: its branch's fork checkpoint is ids[2]
+    c.runs.create("t", strategy="fork", start_checkpoint_id=ids[2], branch_thread_id="t-branch")
+    held = c.runs.start("t", start_checkpoint_id=ids[3])
+    mine = held.put_checkpoint({"n": 100}, parent_id=ids[5]).checkpoint.checkpoint_id
+    c.retention.set_policy("t", keep_last=1)
+    dry = c.retention.apply("t", dry_run=True)
+    r = c.retention.apply("t")
+    assert sorted((x.checkpoint_id for x in r.removed)) == sorted((x.checkpoint_id for x in dry.removed))
+    left = set(ids_of(c, "t"))
+    assert {fork, ids[2], ids[3], mine} <= left
+    assert ids[4] not in left and ids[0] not in left
+    assert r.kept_by_rule["run"] >= 1 and r.kept_by_rule["branch"] == 1 and r.kept_by_rule["pending_writes"] == 1
+    # once the run is done, its start checkpoint is no longer needed
+    held.complete()
+    c.retention.apply("t")
+    assert ids[3] not in set(ids_of(c, "t"))
