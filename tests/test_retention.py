@@ -322,3 +322,215 @@ def test_keep_rules_runs_branches_pending_writes(local, c):
     held.complete()
     c.retention.apply("t")
     assert ids[3] not in set(ids_of(c, "t"))
+
+
+# ----------------------------------------------------------------- the sweeper never holds the writer for long
+
+def fill(local, ns: str, tid: str, n: int) -> list[str]:
+    """``n`` checkpoints of a thread, each with a pending write, written straight to the store in one setup job."""
+    from agentstate import _requests as rq
+    from sidecar.api import checkpoints as api_ckpts
+    store = local.sidecar.store
+    ids, parent = [], ""
+    reqs = []
+    for i in range(n):
+        tick(local, 0.001)
+        req = rq.put_checkpoint_request(ns, tid, {"n": i, "msg": f"message {i}"}, checkpoint_id="", parent_id=parent,
+                                        base_id="", checkpoint_ns="", metadata=None, extra=None,
+                                        expected_head_etag=None, schema_version=0, require_thread=False,
+                                        request_id="")
+        parent = req.checkpoint_id
+        ids.append(parent)
+        reqs.append((req, rq.put_writes_request(ns, tid, parent, [("task", 0, "n", i)], "", "")))
+
+    for i in range(0, n, 500):  # setup only: a few big jobs
+        part = reqs[i:i + 500]
+        store.submit(lambda txn, part=part: [
+            (api_ckpts.put_job(store, p)(txn), api_ckpts.writes_job(store, w, api_ckpts.prepare_writes(w))(txn))
+            for p, w in part]).result()
+    return ids
+
+
+def longest_hold(local, fn) -> tuple[float, float, object]:
+    """Run ``fn()`` (a coroutine factory) on the sidecar's loop, timing every write job it runs: (the longest
+    job in CPU time of the writer thread, the longest in wall time, fn's result). The writer runs jobs one at a
+    time on its thread, so a job's CPU time is how long it keeps the others waiting; wall time also counts the
+    moments the OS gave the core to another process (2 shared cores), which no job size explains."""
+    store = local.sidecar.store
+    cpu, wall = [], []
+    real = store.run
+
+    async def timed_run(job, durability=None):
+        def timed(txn):
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            try:
+                return job(txn)
+            finally:
+                cpu.append(time.thread_time() - started_cpu)
+                wall.append(time.perf_counter() - started)
+        return await real(timed, durability)
+
+    store.run = timed_run
+    try:
+        result = local.run(fn())
+    finally:
+        del store.run
+    return max(cpu), max(wall), result
+
+
+BIG = 3000
+HOLD_LIMIT = 0.005  # seconds of CPU: "a few ms"
+
+
+def test_a_sweep_of_a_big_thread_never_holds_the_writer_long(local, c):
+    from sidecar.api import retention as api_retention
+    ids = fill(local, c.namespace, "big", BIG)
+    twin = fill(local, c.namespace, "twin", BIG)
+    c.retention.set_policy("big", keep_last=1)
+    c.retention.set_policy("twin", keep_last=1)
+    hold, wall, report = longest_hold(local, lambda: local.sidecar.sweeper.retention(c.namespace))
+    assert report.removed_count == 2 * (BIG - 1) and ids_of(c, "big") == ids[-1:] and ids_of(c, "twin") == twin[-1:]
+    assert report.jobs >= 2 * (BIG - 1) // 64
+    print(f"\nlongest write job of a sweep of 2 x {BIG} checkpoints (with pending writes) in jobs of 64: "
+          f"{hold * 1000:.2f} ms CPU, {wall * 1000:.2f} ms wall")
+    assert hold < HOLD_LIMIT
+    # the same sweep in one transaction holds the writer far longer: this test would catch it
+    again = fill(local, c.namespace, "big", BIG - 1)
+    hold_one, wall_one, report = longest_hold(local, lambda: api_retention.run_pass(
+        local.sidecar.ctx, c.namespace, "big", batch=10 ** 9))
+    # the first fill's head (a leaf with a pending write: its step never finished) stays too
+    assert report.removed_count == BIG - 2 and ids_of(c, "big") == sorted(ids[-1:] + again[-1:])
+    assert report.kept_by == {"pending_writes": 1}
+    print(f"the same thread in one transaction: {hold_one * 1000:.2f} ms CPU, {wall_one * 1000:.2f} ms wall")
+    assert hold_one > HOLD_LIMIT
+
+
+def test_writers_go_on_during_a_sweep(local, c):
+    import threading
+    fill(local, c.namespace, "big", BIG)
+    c.retention.set_policy("big", keep_last=1)
+    stop = threading.Event()
+    latencies = []
+
+    def writer():
+        with Client(local.address, namespace=c.namespace) as w:
+            while not stop.is_set():
+                started = time.perf_counter()
+                w.put_checkpoint("other", {"n": 1, "t": time.time()})
+                latencies.append(time.perf_counter() - started)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        time.sleep(0.2)
+        before = len(latencies)
+        report = local.run(local.sidecar.sweeper.retention(c.namespace))
+        during = len(latencies) - before
+    finally:
+        stop.set()
+        t.join(10)
+    assert report.removed_count == BIG - 1
+    assert during > 0  # puts were acknowledged while the sweep ran
+    assert len(ids_of(c, "big")) == 1
+
+
+# ----------------------------------------------------------------- random histories
+
+history_ops = st.lists(st.one_of(
+    st.tuples(st.just("put"), st.integers(0, 2)),       # a put on top of the head of cns 0..2
+    st.tuples(st.just("fork"), st.integers(0, 30)),     # a put whose parent is an older checkpoint
+    st.tuples(st.just("writes"), st.integers(0, 30)),   # pending writes on some checkpoint
+    st.tuples(st.just("run"), st.integers(0, 30)),      # a run starts from some checkpoint (ends the last one)
+    st.tuples(st.just("branch"), st.integers(0, 30)),   # a FORK run: a branch from some checkpoint
+    st.tuples(st.just("tick"), st.integers(1, 120)),
+    st.tuples(st.just("sweep"), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["fork", "writes", "run", "sweep"]), st.integers(0, 30)),  # weighted up
+), min_size=5, max_size=40).map(lambda ops: ops + [("sweep", 0)])
+
+history_policies = st.builds(
+    lambda keep, age, thin, limit: dict(keep_last=keep, max_age=age, thin_after=thin and 30, thin_interval=thin,
+                                        max_checkpoints=limit, on_limit="prune" if limit else "refuse"),
+    st.sampled_from([1, 2, 4]), st.sampled_from([None, 60, 300]), st.sampled_from([None, 20, 45]),
+    st.sampled_from([0, 0, 6]))
+
+
+def needed(c, local, tid: str) -> dict[tuple[str, str], str]:
+    """What the keep-rules protect now, worked out from the API (not from the server's own code)."""
+    out = {}
+    cps = list(c.list_checkpoints(tid, include_pending_writes=True))
+    by_cns: dict[str, list] = {}
+    for cp in cps:
+        by_cns.setdefault(cp.checkpoint_ns, []).append(cp)
+    for cns, group in by_cns.items():
+        group.sort(key=lambda cp: cp.checkpoint_id)
+        out[(cns, group[-1].checkpoint_id)] = "head"
+        parents = {cp.parent_checkpoint_id for cp in group}
+        for cp in group:
+            if cp.pending_writes and cp.checkpoint_id not in parents:
+                out[(cns, cp.checkpoint_id)] = "pending_writes"
+    for run in c.runs.list(tid):
+        if run.status in (1, 2, 6):  # pending, running, interrupted: still the thread's
+            for cid in (run.start_checkpoint_id, run.last_checkpoint_id):
+                if cid:
+                    out[(run.checkpoint_ns, cid)] = "run"
+    for b in c.runs.list_branches(tid):
+        out[(b.checkpoint_ns, b.fork_checkpoint_id)] = "branch"
+    return out
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(history_ops, history_policies)
+def test_random_histories_keep_what_runs_branches_and_writes_need(local, c, ops, policy):
+    tid = f"h-{uuid.uuid4().hex[:8]}"
+    c.put_checkpoint(tid, {"n": 0})
+    c.retention.set_policy(tid, **policy)
+    held = None
+    made: list[tuple[str, str]] = []
+    nbranch = 0
+    for op, arg in ops:
+        tick(local)
+        existing = [(cp.checkpoint_ns, cp.checkpoint_id) for cp in c.list_checkpoints(tid)]
+        pick = existing[arg % len(existing)] if existing else None
+        if op == "put":
+            cns = ["", "sub", "tools"][arg]
+            heads = sorted(cid for n, cid in existing if n == cns)
+            if held is not None:  # while a run holds the thread, only it writes
+                if cns == "":
+                    made.append(("", held.put_checkpoint({"n": arg}, parent_id=heads[-1] if heads else "")
+                                 .checkpoint.checkpoint_id))
+            else:
+                made.append((cns, c.put_checkpoint(tid, {"n": arg}, checkpoint_ns=cns,
+                                                   parent_id=heads[-1] if heads else "").checkpoint.checkpoint_id))
+        elif op == "fork" and pick and held is None:
+            made.append((pick[0], c.put_checkpoint(tid, {"n": -arg}, checkpoint_ns=pick[0], parent_id=pick[1])
+                         .checkpoint.checkpoint_id))
+        elif op == "writes" and pick and held is None:  # a step in progress on the tip of some fork
+            cps = list(c.list_checkpoints(tid))
+            parents = {(cp.checkpoint_ns, cp.parent_checkpoint_id) for cp in cps}
+            leaves = [(cp.checkpoint_ns, cp.checkpoint_id) for cp in cps
+                      if (cp.checkpoint_ns, cp.checkpoint_id) not in parents]
+            leaf = leaves[arg % len(leaves)]
+            c.put_writes(tid, leaf[1], [(f"task{arg}", 0, "n", arg)], checkpoint_ns=leaf[0])
+        elif op == "run" and pick and pick[0] == "":
+            if held is not None:
+                held.complete()
+            held = c.runs.start(tid, start_checkpoint_id=pick[1])
+        elif op == "branch" and pick and pick[0] == "":
+            nbranch += 1
+            c.runs.create(tid, strategy="fork", start_checkpoint_id=pick[1], branch_thread_id=f"{tid}-b{nbranch}")
+        elif op == "sweep":
+            protect = needed(c, local, tid)
+            before = set(ids_of(c, tid))
+            dry = c.retention.apply(tid, dry_run=True)
+            real = c.retention.apply(tid)
+            assert sorted((x.checkpoint_ns, x.checkpoint_id) for x in dry.removed) == \
+                sorted((x.checkpoint_ns, x.checkpoint_id) for x in real.removed)
+            after = {(cp.checkpoint_ns, cp.checkpoint_id) for cp in c.list_checkpoints(tid)}
+            for key, rule in protect.items():
+                assert key in after, f"{key} ({rule}) was removed"
+            assert {x.checkpoint_id for x in real.removed} <= before
+            for cns, cid in after:  # what is left reads whole
+                c.get_checkpoint(tid, cid, checkpoint_ns=cns)
+    if held is not None:
+        held.complete()
