@@ -355,3 +355,14 @@ class _Sources:
         for state, label in sorted(_EFFECT_STATES.items()):
             fam.add_metric([label], by_state.get(state, 0))
         yield fam
+
+        # retention (api/retention.py: the sweeper's passes and ApplyRetention)
+        if self.ctx is not None:
+            r = self.ctx.retention
+            yield CounterMetricFamily("sidecar_retention_passes", "Retention passes that removed or could remove "
+                                      "(dry runs not counted)", value=r.passes)
+            yield CounterMetricFamily("sidecar_retention_checkpoints_removed",
+                                      "Checkpoints retention passes removed (those of deleted idle threads too)",
+                                      value=r.removed)
+            yield CounterMetricFamily("sidecar_retention_threads_deleted", "Idle threads retention deleted",
+                                      value=r.deleted_threads)
