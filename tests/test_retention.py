@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentstate import Client, FailedPrecondition, InvalidArgument, NotFound
+from agentstate import Client, NotFound, checkpoint_values
 from agentstate.v1 import retention_pb2 as tpb
 from sidecar.state import retention
 from sidecar.state.retention import Ckpt, Policy
@@ -534,3 +534,19 @@ def test_random_histories_keep_what_runs_branches_and_writes_need(local, c, ops,
                 c.get_checkpoint(tid, cid, checkpoint_ns=cns)
     if held is not None:
         held.complete()
+
+
+def test_gc_reclaims_what_retention_removed(local, c):
+    for i in range(5):
+        tick(local)
+        c.put_checkpoint("t", {"blob": os.urandom(30_000).hex()})
+    before = c.retention.usage("t").physical_bytes
+    c.retention.set_policy("t", keep_last=1)
+    assert c.retention.apply("t").removed_checkpoints == 4
+    after = c.retention.usage("t").physical_bytes
+    assert after < before / 4
+    freed = c.collect_garbage()
+    assert freed.freed_bytes >= (before - after) * 0.9  # the removed values' nodes, nothing else of theirs left
+    report = c.check_integrity()
+    assert report.missing_blobs == 0 and not report.problems
+    assert len(checkpoint_values(c.get_checkpoint("t"))["blob"]) == 60_000

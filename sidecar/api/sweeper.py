@@ -34,6 +34,7 @@ class Sweeper:
         self.ctx = ctx
         self.retention_interval = retention_interval  # 0: retention policies are applied only on request
         self._retention_due = 0.0
+        self._pruned_seen = 0
         self.retention_report: retention.Report | None = None  # the last pass's
         self.interval = interval
         self.reclaim_batch = reclaim_batch
@@ -132,6 +133,11 @@ class Sweeper:
         self.jobs += report.jobs
         if not dry_run:
             self.retention_report = report
+            pruned = self.ctx.store.stats.retention_pruned_on_put
+            if pruned != self._pruned_seen:  # puts pruned by their policies: their nodes are garbage now
+                self._pruned_seen = pruned
+                if self.ctx.on_garbage is not None:
+                    self.ctx.on_garbage()
             if report.deleted_threads:
                 await self.reclaim()
             if report.removed_count or report.stale:

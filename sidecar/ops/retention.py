@@ -276,6 +276,7 @@ def check_limits(tx: Tx, store: Store, ns: str, thread_id: str, tkey: int) -> in
         pruned = len(decision.doomed)
         if pruned:
             tx.garbage = True
+            store.stats.retention_pruned_on_put += pruned
         over = _over(txn, store, tkey, policy)
     if over is not None:
         name, value, limit = over
