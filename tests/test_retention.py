@@ -550,3 +550,25 @@ def test_gc_reclaims_what_retention_removed(local, c):
     report = c.check_integrity()
     assert report.missing_blobs == 0 and not report.problems
     assert len(checkpoint_values(c.get_checkpoint("t"))["blob"]) == 60_000
+
+
+def test_a_deleted_threads_policy_goes_and_a_new_thread_of_that_id_starts_clean(local, c):
+    c.put_checkpoint("t", {"n": 1})
+    c.retention.set_policy("t", keep_last=1)
+    c.retention.set_policy(keep_last=3)
+    rows = local.rows("retpol")
+    c.delete_thread("t")
+    c.put_checkpoint("t", {"n": 2})  # the same id, another thread
+    assert c.retention.get_policy("t").source == tpb.RETENTION_SOURCE_NAMESPACE
+    c.retention.apply()
+    assert local.rows("retpol") == rows - 1
+    assert c.retention.get_policy("t").effective.keep_last == 3
+
+
+def test_a_thread_whose_branch_runs_is_not_idle(local, c):
+    put_chain(local, c, "parent", 2)
+    c.runs.create("parent", strategy="fork", branch_thread_id="parent-b")
+    c.retention.set_policy("parent", delete_idle_thread_after=60)
+    tick(local, 3600)
+    assert c.retention.apply().deleted_thread_ids == []
+    assert len(ids_of(c, "parent")) == 2

@@ -148,21 +148,29 @@ class Report:
         self.removed.extend((thread_id, c.cns, c.checkpoint_id) for c in batch[:max(room, 0)])
 
 
-def _targets(store: Store, ns: str | None, thread_id: str | None) -> list[tuple[str, list[str]]]:
-    """(namespace, thread ids) a pass looks at: every thread of a namespace with its own policy, the threads
-    with their own policies otherwise."""
+def _targets(store: Store, ns: str | None, thread_id: str | None,
+             ) -> tuple[list[tuple[str, list[str]]], list[tuple[str, str]]]:
+    """(namespace, thread ids) a pass looks at — every thread of a namespace with its own policy, the threads
+    with their own policies otherwise — and the (namespace, thread id) of thread policy rows whose thread is
+    gone (or is another thread of that id now)."""
     with store.read() as txn:
         if ns is not None and thread_id:
-            return [(ns, [thread_id])]
-        out = []
+            return [(ns, [thread_id])], []
+        out, stale = [], []
         for n, ids in retention.scopes(txn, store).items():
             if ns is not None and n != ns:
                 continue
-            if "" in ids:
-                out.append((n, [tid for tid, _ in records.threads_from(txn, store, n)]))
-            else:
-                out.append((n, ids))
-        return out
+            own = []
+            for tid in ids:
+                if not tid:
+                    continue
+                rec = records.thread(txn, store, n, tid)
+                if rec is None or retention.own(txn, store, n, tid, rec.tkey) is None:
+                    stale.append((n, tid))
+                else:
+                    own.append(tid)
+            out.append((n, [tid for tid, _ in records.threads_from(txn, store, n)] if "" in ids else own))
+        return out, stale
 
 
 async def run_pass(ctx: Ctx, ns: str | None = None, thread_id: str | None = None, *, dry_run: bool = False,
@@ -171,11 +179,6 @@ async def run_pass(ctx: Ctx, ns: str | None = None, thread_id: str | None = None
     store = ctx.store
     loop = asyncio.get_running_loop()
     report = Report()
-    targets = await loop.run_in_executor(None, _targets, store, ns, thread_id)
-
-    def plan_of(n: str, tid: str):
-        with store.read() as txn:
-            return ret_ops.plan_thread(txn, store, n, tid, store.clock())
 
     async def timed(fn):
         def job(txn):
@@ -188,12 +191,19 @@ async def run_pass(ctx: Ctx, ns: str | None = None, thread_id: str | None = None
         report.jobs += 1
         return await store.run(job)
 
+    targets, stale_rows = await loop.run_in_executor(None, _targets, store, ns, thread_id)
+    if not dry_run:
+        for n, tid in stale_rows:
+            await timed(lambda txn, n=n, tid=tid: ret_ops.drop_stale_policy(txn, store, n, tid))
+
+    def plan_of(n: str, tid: str):
+        with store.read() as txn:
+            return ret_ops.plan_thread(txn, store, n, tid, store.clock())
+
     for n, ids in targets:
         for tid in ids:
             plan = await loop.run_in_executor(None, plan_of, n, tid)
             if plan is None:
-                if not dry_run and thread_id is None:
-                    await timed(lambda txn, n=n, tid=tid: ret_ops.drop_stale_policy(txn, store, n, tid))
                 continue
             for rule, count in plan.decision.kept_by.items():
                 report.kept_by[rule] = report.kept_by.get(rule, 0) + count

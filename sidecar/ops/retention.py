@@ -189,10 +189,20 @@ def plan_thread(txn, store: Store, ns: str, thread_id: str, now: int) -> ThreadP
     premises = Premises(rec.tkey, _policy_bytes(policy), {cns: chain[-1].checkpoint_id for cns, chain in chains.items()},
                         live, st.branches if st is not None else 0, with_writes, (rec.updated_us, rec.last_active_us))
     plan = ThreadPlan(ns, thread_id, decision, premises, checkpoints=sum(len(c) for c in chains.values()))
-    if policy.idle_after_us and not live and last_activity(rec, chains) < now - policy.idle_after_us:
+    if (policy.idle_after_us and not live and last_activity(rec, chains) < now - policy.idle_after_us
+            and not _branch_running(txn, store, ns, rec.tkey)):
         plan.delete_thread = True
         plan.decision.doomed = [c for chain in chains.values() for c in chain]
     return plan
+
+
+def _branch_running(txn, store: Store, ns: str, tkey: int) -> bool:
+    """Whether a branch thread of this thread has an active or queued run (its parent is not idle then)."""
+    for _, b in branches.of_thread(txn, store, tkey):
+        brec = records.thread(txn, store, ns, b.branch_thread_id)
+        if brec is not None and _run_state(txn, store, brec.tkey)[1]:
+            return True
+    return False
 
 
 def _premises_hold(txn, store: Store, plan: ThreadPlan, keys: list[Ckpt]) -> bool:
