@@ -847,3 +847,14 @@ def test_a_world_writable_auth_file_is_warned_about(tmp_path, tokens):
         assert "is writable by other users" in proc.log()
     finally:
         proc.stop()
+
+
+def test_a_reader_may_dry_run_retention_only(secured, tokens, world):
+    with Client(secured.address, namespace=NS, token=tokens.reader, timeout=5) as c:
+        c.retention.apply(world.thread, dry_run=True)
+        c.retention.usage(world.thread)
+        with pytest.raises(PermissionDenied) as info:
+            c.retention.apply(world.thread)
+        assert info.value.reason == "ROLE_DENIED"
+        with pytest.raises(PermissionDenied):
+            c.retention.set_policy(world.thread, keep_last=1)

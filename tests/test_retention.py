@@ -572,3 +572,21 @@ def test_a_thread_whose_branch_runs_is_not_idle(local, c):
     tick(local, 3600)
     assert c.retention.apply().deleted_thread_ids == []
     assert len(ids_of(c, "parent")) == 2
+
+
+def test_the_async_client_has_the_same_calls(local, c):
+    import asyncio
+    from agentstate import AsyncClient
+
+    async def go():
+        async with AsyncClient(local.address, namespace=c.namespace) as a:
+            for i in range(4):
+                await a.put_checkpoint("t", {"n": i})
+            await a.retention.set_policy("t", keep_last=2)
+            assert (await a.retention.get_policy("t")).effective.keep_last == 2
+            assert (await a.retention.apply("t", dry_run=True)).removed_checkpoints == 2
+            assert (await a.retention.apply("t")).removed_checkpoints == 2
+            assert (await a.retention.usage("t")).checkpoints == 2
+            await a.retention.clear_policy("t")
+
+    asyncio.run(go())
