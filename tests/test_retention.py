@@ -71,7 +71,8 @@ def test_prune_limits_take_the_oldest_removable():
     # bytes: each checkpoint "weighs" 10; the fewest oldest removals that bring it to at most 55
     keys = [c.key for ch in chains.values() for c in ch]
     d = retention.decide(chains, Policy(max_bytes=55, on_limit=retention.PRUNE), now, {},
-                         bytes_after=lambda removed: 10 * (len(keys) - len(removed)))
+                         bytes_curve=lambda gone, order: [10 * (len(keys) - len(gone) - k)
+                                                          for k in range(len(order) + 1)])
     assert len(d.doomed) == 10
 
 

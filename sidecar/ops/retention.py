@@ -21,6 +21,8 @@ Keep-rules (a checkpoint a policy rule names stays when one holds):
 """
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .. import limits
@@ -123,9 +125,9 @@ def protection(txn, store: Store, ns: str, tkey: int, chains: dict[str, list[Ckp
     return protected, with_writes
 
 
-def bytes_meter(txn, store: Store, tkey: int, manifests: dict[bytes, layout.Manifest]):
-    """``bytes_after(removed keys)``: the thread's physical bytes without those checkpoints (and their writes)."""
-    meter = Meter(txn, store)
+def _roots_by_checkpoint(txn, store: Store, tkey: int, manifests: dict[bytes, layout.Manifest],
+                         ) -> dict[bytes, list[bytes]]:
+    """ckpts key -> the node ids its channels, extra value and pending writes refer to."""
     roots: dict[bytes, list[bytes]] = {}
     for key, m in manifests.items():
         r = [node_id for _, node_id in m.channels]
@@ -140,11 +142,83 @@ def bytes_meter(txn, store: Store, tkey: int, manifests: dict[bytes, layout.Mani
                 break
             tk, cns, cid, _, _ = layout.split_write_key(bytes(wkey))
             roots.setdefault(layout.ckpt_key(tk, cns, cid), []).append(layout.write_decoder.decode(raw).value)
+    return roots
 
-    def bytes_after(removed: set[bytes]) -> int:
-        return meter.physical(i for key, r in roots.items() if key not in removed for i in r)
 
-    return bytes_after
+def bytes_curve(txn, store: Store, tkey: int, manifests: dict[bytes, layout.Manifest]):
+    """``curve(gone, order)`` for state/retention.decide, from one walk of the thread's nodes: the nodes the
+    checkpoints that stay reach are counted first; then, from the newest of ``order`` back, each checkpoint's
+    nodes not seen yet — those go only once it and every later one of ``order`` go."""
+    meter = Meter(txn, store)
+    roots = _roots_by_checkpoint(txn, store, tkey, manifests)
+
+    def curve(gone: set[bytes], order: list[bytes]) -> list[int]:
+        leaving = gone | set(order)
+        seen: set[bytes] = set()
+        base = meter.physical((i for key, r in roots.items() if key not in leaving for i in r), seen)
+        own = [0] * len(order)
+        for k in range(len(order) - 1, -1, -1):
+            own[k] = meter.physical(roots.get(order[k], ()), seen)
+        out = [0] * (len(order) + 1)
+        out[len(order)] = base
+        for k in range(len(order) - 1, -1, -1):
+            out[k] = out[k + 1] + own[k]
+        return out
+
+    return curve
+
+
+class _Footprint:
+    """A thread's physical bytes as last measured, with what they were measured over (manifest and pending
+    write records by key) and the nodes reached: a later put walks only what is new."""
+
+    __slots__ = ("records", "seen", "bytes")
+
+    def __init__(self) -> None:
+        self.records: dict[bytes, bytes] = {}
+        self.seen: set[bytes] = set()
+        self.bytes = 0
+
+
+_FOOTPRINTS: "weakref.WeakKeyDictionary[Store, OrderedDict]" = weakref.WeakKeyDictionary()
+FOOTPRINT_THREADS = 32  # threads per store whose footprint is remembered
+
+
+def thread_physical(txn, store: Store, tkey: int) -> int:
+    """The thread's physical bytes in ``txn``. Remembered per thread: when every record it was measured over
+    is still there unchanged, only the new checkpoints' and writes' nodes are walked; otherwise (a removal, a
+    rewrite, an aborted transaction that had added one) it is measured again. Exact either way."""
+    prefix = layout.tkey_prefix(tkey)
+    current: dict[bytes, bytes] = {}
+    for name in ("ckpts", "writes"):
+        cursor = txn.cursor(db=store.db[name])
+        if cursor.set_range(prefix):
+            for key, raw in cursor.iternext():
+                if not key.startswith(prefix):
+                    break
+                current[name[0].encode() + bytes(key)] = bytes(raw)
+    cache = _FOOTPRINTS.setdefault(store, OrderedDict())
+    fp = cache.get(tkey)
+    if fp is None or any(current.get(k) != v for k, v in fp.records.items()):
+        fp = _Footprint()
+    new_roots: list[bytes] = []
+    for k, raw in current.items():
+        if k in fp.records:
+            continue
+        if k[:1] == b"c":
+            m = layout.manifest_decoder.decode(raw)
+            new_roots.extend(node_id for _, node_id in m.channels)
+            if m.extra is not None:
+                new_roots.append(m.extra)
+        else:
+            new_roots.append(layout.write_decoder.decode(raw).value)
+    fp.bytes += Meter(txn, store).physical(new_roots, fp.seen)
+    fp.records = current
+    cache[tkey] = fp
+    cache.move_to_end(tkey)
+    while len(cache) > FOOTPRINT_THREADS:
+        cache.popitem(last=False)
+    return fp.bytes
 
 
 def decide_thread(txn, store: Store, ns: str, tkey: int, policy: Policy, now: int, tx: Tx | None = None,
@@ -152,9 +226,9 @@ def decide_thread(txn, store: Store, ns: str, tkey: int, policy: Policy, now: in
     """The decision for one thread in ``txn`` (the keep-rules gathered; history needs resolved to a fixed point)."""
     chains, manifests = chains_of(txn, store, tkey)
     protected, with_writes = protection(txn, store, ns, tkey, chains, manifests, tx)
-    bytes_after = bytes_meter(txn, store, tkey, manifests) if policy.max_bytes and policy.on_limit else None
+    curve = bytes_curve(txn, store, tkey, manifests) if policy.max_bytes and policy.on_limit else None
     while True:
-        decision = retention.decide(chains, policy, now, protected, bytes_after)
+        decision = retention.decide(chains, policy, now, protected, curve)
         if not policy.history_channels or not decision.doomed:
             return decision, chains, with_writes
         gone = {c.key for c in decision.doomed}
@@ -302,8 +376,7 @@ def _over(txn, store: Store, tkey: int, policy: Policy) -> tuple[str, int, int] 
         if n > policy.max_checkpoints:
             return "max_checkpoints", n, policy.max_checkpoints
     if policy.max_bytes:
-        _, manifests = chains_of(txn, store, tkey)
-        size = bytes_meter(txn, store, tkey, manifests)(set())
+        size = thread_physical(txn, store, tkey)
         if size > policy.max_bytes:
             return "max_bytes", size, policy.max_bytes
     return None

@@ -155,10 +155,11 @@ def named_by_rules(chain: list[Ckpt], policy: Policy, now: int) -> set[str]:
 
 
 def decide(chains: dict[str, list[Ckpt]], policy: Policy, now: int, protected: dict[tuple[str, str], str],
-           bytes_after: Callable[[set[bytes]], int] | None = None) -> Decision:
+           bytes_curve: Callable[[set[bytes], list[bytes]], list[int]] | None = None) -> Decision:
     """What the policy removes from one thread: ``chains`` (cns -> checkpoints, oldest first), ``protected``
-    ((cns, id) -> keep-rule; the head of each chain is protected here). ``bytes_after(removed keys)`` gives the
-    thread's physical bytes without those checkpoints (needed for ``max_bytes`` in prune mode)."""
+    ((cns, id) -> keep-rule; the head of each chain is protected here). ``bytes_curve(gone, order)`` gives the
+    thread's physical bytes without the checkpoints ``gone`` and the first k of ``order``, for every k from 0
+    to len(order) (needed for ``max_bytes`` in prune mode)."""
     out = Decision()
     doomed: set[bytes] = set()
     removable: list[Ckpt] = []  # what the limits may take, oldest first (by creation, then id)
@@ -182,20 +183,11 @@ def decide(chains: dict[str, list[Ckpt]], policy: Policy, now: int, protected: d
         extra = 0
         if policy.max_checkpoints and total - len(doomed) > policy.max_checkpoints:
             extra = min(len(removable), total - len(doomed) - policy.max_checkpoints)
-        if policy.max_bytes and bytes_after is not None and extra < len(removable):
-            def fits(k: int) -> bool:
-                return bytes_after(doomed | {c.key for c in removable[:k]}) <= policy.max_bytes
-
-            if not fits(extra):  # the fewest more oldest ones that bring it under (bytes only fall as k grows)
-                lo, hi = extra + 1, len(removable)
-                if fits(hi):
-                    while lo < hi:
-                        mid = (lo + hi) // 2
-                        if fits(mid):
-                            hi = mid
-                        else:
-                            lo = mid + 1
-                extra = hi
+        if policy.max_bytes and bytes_curve is not None and extra < len(removable):
+            after = bytes_curve(doomed, [c.key for c in removable])
+            # the fewest oldest ones (at least ``extra``) that bring it under; all of them when none do
+            extra = next((k for k in range(extra, len(removable) + 1) if after[k] <= policy.max_bytes),
+                         len(removable))
         doomed.update(c.key for c in removable[:extra])
     for chain in chains.values():
         out.doomed.extend(c for c in chain if c.key in doomed)
