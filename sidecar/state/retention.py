@@ -240,8 +240,11 @@ class Meter:
         """Bytes of the records reachable from ``roots`` not already in ``seen`` (which gets them)."""
         seen = set() if seen is None else seen
         total = 0
-        stack = [r for r in roots if r not in seen]
-        seen.update(stack)
+        stack = []
+        for r in roots:  # a root named twice (two checkpoints sharing a value) counts once
+            if r not in seen:
+                seen.add(r)
+                stack.append(r)
         get = self._get
         while stack:
             rec = get(stack.pop())
