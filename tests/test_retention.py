@@ -625,3 +625,18 @@ def test_the_remembered_footprint_equals_a_fresh_measure(local, c, ops):
             remembered = ret_ops.thread_physical(txn, store, rec.tkey)
             fresh = ret_ops.thread_usage(txn, store, rec.tkey, retention.Meter(txn, store), set()).physical_bytes
         assert remembered == fresh, op
+
+
+def test_history_channels_keep_the_parent_chain_a_rebuild_needs(local, c):
+    first = c.put_checkpoint("t", {"m": ["hello"]}).checkpoint.checkpoint_id
+    parent, ids = first, [first]
+    for i in range(4):  # later checkpoints hold no value of "m": a rebuild walks back to the first
+        tick(local)
+        parent = c.put_checkpoint("t", {"n": i}, parent_id=parent).checkpoint.checkpoint_id
+        ids.append(parent)
+    c.retention.set_policy("t", keep_last=1, history_channels=["m"])
+    r = c.retention.apply("t")
+    assert r.removed_checkpoints == 0 and r.kept_by_rule["history"] == 4
+    assert ids_of(c, "t") == sorted(ids)
+    c.retention.set_policy("t", keep_last=1)
+    assert c.retention.apply("t").removed_checkpoints == 4
