@@ -640,3 +640,10 @@ def test_history_channels_keep_the_parent_chain_a_rebuild_needs(local, c):
     assert ids_of(c, "t") == sorted(ids)
     c.retention.set_policy("t", keep_last=1)
     assert c.retention.apply("t").removed_checkpoints == 4
+
+
+def test_the_state_layers_numbers_are_the_protos():
+    assert (retention.REFUSE, retention.PRUNE) == (tpb.LIMIT_ACTION_REFUSE, tpb.LIMIT_ACTION_PRUNE)
+    assert (retention.SOURCE_NONE, retention.SOURCE_NAMESPACE, retention.SOURCE_THREAD) == (
+        tpb.RETENTION_SOURCE_NONE, tpb.RETENTION_SOURCE_NAMESPACE, tpb.RETENTION_SOURCE_THREAD)
+    assert set(retention.KEEP_RULES) == {"head", "run", "branch", "pending_writes", "history"}
