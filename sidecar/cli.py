@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--memory-sweep-interval", type=float, default=60.0, metavar="SECONDS",
                    help="how often expired memory items are deleted (0: only on SweepExpiredMemoryItems; expired "
                         "items are invisible at once either way; default: %(default)s)")
+    s.add_argument("--retention-interval", type=float, default=60.0, metavar="SECONDS",
+                   help="how often the sweeper applies retention policies (0: only on ApplyRetention; "
+                        "docs/lifecycle.md; default: %(default)s)")
     s.add_argument("--metrics-listen", type=_listen, default=None, metavar="HOST:PORT",
                    help="serve Prometheus metrics at http://HOST:PORT/metrics (off by default; see "
                         "docs/operations.md)")
@@ -198,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     tls_key=args.tls_key, tls_client_ca=args.tls_client_ca, insecure=args.insecure,
                     metrics_listen=args.metrics_listen, http_listen=args.http,
                     memory_sweep_interval_seconds=args.memory_sweep_interval,
-                    sweep_interval_seconds=args.sweep_interval)
+                    sweep_interval_seconds=args.sweep_interval,
+                    retention_interval_seconds=args.retention_interval)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

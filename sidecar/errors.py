@@ -74,6 +74,9 @@ REASONS: dict[str, grpc.StatusCode] = {
     "EXPORT_VERSION_UNSUPPORTED": grpc.StatusCode.FAILED_PRECONDITION,
     "IMPORT_THREAD_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
     "IMPORT_CONFLICT": grpc.StatusCode.ALREADY_EXISTS,
+    # 65-69: retention (api/retention.py, docs/lifecycle.md "Retention")
+    "RETENTION_LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "RETENTION_POLICY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -60,3 +60,5 @@ MAX_PINS_PER_SCOPE = 100
 MAX_PIN_CONTENT_BYTES = 1024 * 1024  # a pinned or knowledge item's encoded content
 MAX_KNOWLEDGE_ITEMS = 1_000
 MAX_BUDGET_TOKENS = 10_000_000
+RETENTION_BATCH = 64  # checkpoints one retention job removes (each a nested transaction of the group commit)
+MAX_RETENTION_REPORT = 10_000  # removed checkpoints an ApplyRetention response lists

@@ -383,3 +383,13 @@ class _Sources:
             yield CounterMetricFamily("sidecar_compaction_fallbacks", "Fallback summaries the sweeper applied "
                                       "because no worker summarised a compaction within fallback_after",
                                       value=self.sweeper.counts.get("fallbacks", 0))
+        # retention (api/retention.py: the sweeper's passes and ApplyRetention)
+        if self.ctx is not None:
+            r = self.ctx.retention
+            yield CounterMetricFamily("sidecar_retention_passes", "Retention passes that removed or could remove "
+                                      "(dry runs not counted)", value=r.passes)
+            yield CounterMetricFamily("sidecar_retention_checkpoints_removed",
+                                      "Checkpoints retention passes removed (those of deleted idle threads too)",
+                                      value=r.removed)
+            yield CounterMetricFamily("sidecar_retention_threads_deleted", "Idle threads retention deleted",
+                                      value=r.deleted_threads)

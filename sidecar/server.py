@@ -28,6 +28,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from agentstate.v1 import retention_pb2
 from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2,
                            threads_pb2)
 
@@ -55,6 +56,7 @@ SERVICES = (
     (effects_pb2, "EffectService"),
     (memory_pb2, "MemoryService"),
     (conversations_pb2, "ConversationService"),
+    (retention_pb2, "RetentionService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -84,6 +86,7 @@ class Config:
     http_listen: str | None = None  # HOST:PORT (or PORT: loopback) of the web inspector (web.py); off when None
     memory_sweep_interval_seconds: float = 60.0  # how often expired memory items are swept (0: never)
     sweep_interval_seconds: float = 1.0  # how often conversations' idle timers are looked at (api/sweeper.py)
+    retention_interval_seconds: float = 60.0  # how often the sweeper applies retention policies (0: on request)
     clock: object = None  # the store's wall clock in microseconds (tests inject one; None: the real clock)
 
     def backups(self) -> str:
@@ -232,6 +235,7 @@ class Sidecar:
             "EffectService": service.EffectService(self.ctx),
             "MemoryService": service.MemoryService(self.memory, self.collector.soon),
             "ConversationService": service.ConversationService(self.ctx),
+            "RetentionService": service.RetentionService(self.ctx),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
@@ -274,7 +278,9 @@ class Sidecar:
             self._backups = asyncio.get_running_loop().create_task(self._backup_loop())
         if self.config.memory_sweep_interval_seconds > 0:
             self._memory_sweeper = asyncio.get_running_loop().create_task(self._sweep_memory())
-        self.sweeper = Sweeper(self.ctx, self.config.sweep_interval_seconds)
+        self.sweeper = Sweeper(self.ctx, self.config.sweep_interval_seconds,
+                               retention_interval=self.config.retention_interval_seconds)
+        servicers["RetentionService"].sweeper = self.sweeper
         self.sweeper.start()
         self.metrics.watch_sweeper(self.sweeper)
         for path in sockets:

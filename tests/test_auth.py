@@ -274,6 +274,20 @@ def build_requests(w) -> dict:
         M + "GetMemoryItemHistory": mpb.GetMemoryItemHistoryRequest(namespace=NS, path=["users", "u1"], key="k0"),
         M + "SweepExpiredMemoryItems": mpb.SweepExpiredMemoryItemsRequest(namespace=NS),
         **conversation_requests(u),
+        **retention_requests(w),
+    }
+
+
+def retention_requests(w) -> dict:
+    """Every RetentionService call (ApplyRetention as a real pass: a writer's call)."""
+    from agentstate.v1 import retention_pb2 as tpb  # noqa: PLC0415
+    X = "agentstate.v1.RetentionService/"
+    return {
+        X + "SetRetentionPolicy": tpb.SetRetentionPolicyRequest(namespace=NS, thread_id=w.thread,
+                                                                policy=tpb.RetentionPolicy(keep_last=100)),
+        X + "GetRetentionPolicy": tpb.GetRetentionPolicyRequest(namespace=NS),
+        X + "ApplyRetention": tpb.ApplyRetentionRequest(namespace=NS, thread_id=w.thread),
+        X + "GetUsage": tpb.GetUsageRequest(namespace=NS, thread_id=w.thread),
     }
 
 
@@ -833,3 +847,14 @@ def test_a_world_writable_auth_file_is_warned_about(tmp_path, tokens):
         assert "is writable by other users" in proc.log()
     finally:
         proc.stop()
+
+
+def test_a_reader_may_dry_run_retention_only(secured, tokens, world):
+    with Client(secured.address, namespace=NS, token=tokens.reader, timeout=5) as c:
+        c.retention.apply(world.thread, dry_run=True)
+        c.retention.usage(world.thread)
+        with pytest.raises(PermissionDenied) as info:
+            c.retention.apply(world.thread)
+        assert info.value.reason == "ROLE_DENIED"
+        with pytest.raises(PermissionDenied):
+            c.retention.set_policy(world.thread, keep_last=1)

@@ -342,3 +342,16 @@ def test_compaction_gauges_follow_due_claimed_done_and_overdue(tmp_path):
                 "w-2", "agentstate.fallback/extractive-v1"]
     finally:
         side.close()
+
+
+def test_retention_counts_the_checkpoints_it_removes(c, m):
+    for i in range(5):
+        c.put_checkpoint("kept-short", {"n": i})
+    c.retention.set_policy("kept-short", keep_last=2)
+    before = m.scrape()
+    c.retention.apply("kept-short", dry_run=True)
+    c.retention.apply("kept-short")  # (or the sweeper's own pass, if it came first: the counter counts both)
+    assert len(list(c.list_checkpoints("kept-short"))) == 2
+    after = m.scrape()
+    assert value(after, "sidecar_retention_checkpoints_removed_total") - value(
+        before, "sidecar_retention_checkpoints_removed_total") == 3  # the dry run removed nothing

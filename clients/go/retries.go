@@ -204,6 +204,10 @@ var Rules = map[string]Rule{
 	"MemoryService.SearchMemoryItems":       ruleRead,
 	"MemoryService.GetMemoryItemHistory":    ruleRead,
 	"MemoryService.SweepExpiredMemoryItems": {Kind: Idempotent},
+	"RetentionService.SetRetentionPolicy":   ruleRequestID,
+	"RetentionService.GetRetentionPolicy":   ruleRead,
+	"RetentionService.ApplyRetention":       {Kind: Idempotent},
+	"RetentionService.GetUsage":             ruleRead,
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

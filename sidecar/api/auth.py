@@ -259,6 +259,11 @@ def _table() -> dict[str, Rule]:
             "SweepExpiredMemoryItems": Rule(WRITE, lambda r: [("namespace", r.namespace)] if r.namespace else [],
                                             access_of=lambda r: WRITE if r.namespace else ADMIN),
         },
+        "RetentionService": {
+            "SetRetentionPolicy": w, "GetRetentionPolicy": r, "GetUsage": r,
+            # a dry run only reads
+            "ApplyRetention": Rule(WRITE, _field, access_of=lambda req: READ if req.dry_run else WRITE),
+        },
     }
     return {f"agentstate.v1.{s}/{m}": rule for s, methods in services.items() for m, rule in methods.items()}
 

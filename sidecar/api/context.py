@@ -40,6 +40,15 @@ class SaveTally:
 
 
 @dataclass
+class RetentionTotals:
+    """What retention passes did since the server started (sidecar/metrics.py reads it)."""
+
+    passes: int = 0
+    removed: int = 0  # checkpoints removed by retention passes (the sweeper's and ApplyRetention's)
+    deleted_threads: int = 0
+
+
+@dataclass
 class Ctx:
     """What the run, event, artifact and effect calls need from the server."""
 
@@ -48,6 +57,7 @@ class Ctx:
     on_garbage: Callable[[], None] | None = None
     default_lease_ms: int = DEFAULT_LEASE_MS
     saves: SaveTally = field(default_factory=SaveTally)
+    retention: RetentionTotals = field(default_factory=RetentionTotals)
 
     def notify(self, touched: Iterable[tuple[str, str]]) -> None:
         self.hub.notify(touched)

@@ -23,6 +23,9 @@ from ..storage.store import Store
 from . import (admin, artifacts, assembly, auth, batch, checkpoints, compactions, context, conversations, effects, events,
                history, memory, runs, stream, threads, validate)
 
+from agentstate.v1 import retention_pb2_grpc  # noqa: E402 - retention (issue 14)
+from . import retention as retention_api  # noqa: E402
+
 log = logging.getLogger("sidecar.service")
 
 
@@ -539,6 +542,30 @@ class ConversationService(conversations_pb2_grpc.ConversationServiceServicer):
     @handler
     async def DeletePinnedItem(self, request, context):
         return await assembly.delete_pin(self.ctx, request)
+
+
+class RetentionService(retention_pb2_grpc.RetentionServiceServicer):
+    """Retention policies, passes that apply them, usage (api/retention.py)."""
+
+    def __init__(self, ctx: context.Ctx, sweeper=None) -> None:
+        self.ctx = ctx
+        self.sweeper = sweeper  # reclaims the contents of the idle threads a pass deletes
+
+    @handler
+    async def SetRetentionPolicy(self, request, context):
+        return await retention_api.set_policy(self.ctx, request)
+
+    @handler
+    async def GetRetentionPolicy(self, request, context):
+        return await retention_api.get_policy(self.ctx, request)
+
+    @handler
+    async def ApplyRetention(self, request, context):
+        return await retention_api.apply(self.ctx, request, self.sweeper)
+
+    @handler
+    async def GetUsage(self, request, context):
+        return await retention_api.usage(self.ctx, request)
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

@@ -3,19 +3,23 @@
 Every ``interval`` seconds it takes the due rows of ``ctimers`` and runs each in its own small write job
 (move, close, or drop the thread record and queue its contents), then reclaims queued threads in jobs of at
 most ``limits.SWEEP_RECLAIM_BATCH`` rows, then walks namespaces whose idle policy changed (1,000 threads a
-job). Each job is one nested transaction of the group commit, like a request, so writers wait at most one
+job), and every ``retention_interval`` seconds applies the retention policies (api/retention.py
+``run_pass``: plans in read snapshots off the event loop, removals in jobs of ``limits.RETENTION_BATCH``
+checkpoints). Each job is one nested transaction of the group commit, like a request, so writers wait at most one
 small job. :meth:`Sweeper.sweep` runs one whole pass (tests call it with an injected clock).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from .. import limits
 from ..errors import ApiError
 from ..ops import sweep
 from ..state import convpolicy, convtimers
 from ..state.runstate import Tx
+from . import retention
 from .context import Ctx
 
 log = logging.getLogger("sidecar.sweeper")
@@ -25,8 +29,13 @@ WALK_BATCH = 1000
 
 
 class Sweeper:
-    def __init__(self, ctx: Ctx, interval: float = 1.0, reclaim_batch: int = limits.SWEEP_RECLAIM_BATCH) -> None:
+    def __init__(self, ctx: Ctx, interval: float = 1.0, reclaim_batch: int = limits.SWEEP_RECLAIM_BATCH,
+                 retention_interval: float = 60.0) -> None:
         self.ctx = ctx
+        self.retention_interval = retention_interval  # 0: retention policies are applied only on request
+        self._retention_due = 0.0
+        self._pruned_seen = 0
+        self.retention_report: retention.Report | None = None  # the last pass's
         self.interval = interval
         self.reclaim_batch = reclaim_batch
         self._task: asyncio.Task | None = None
@@ -90,14 +99,12 @@ class Sweeper:
             self.ctx.notify(touched)
             if applied:
                 done["fallbacks"] = done.get("fallbacks", 0) + 1
-        with store.read() as txn:
-            more = convtimers.pending_reclaims(txn, store) > 0
-        while more:
-            more = await store.run(lambda txn: sweep.reclaim_job(txn, store, self.reclaim_batch))
-            self.jobs += 1
-            done["reclaim_jobs"] = done.get("reclaim_jobs", 0) + 1
-        if done.get("reclaim_jobs") and self.ctx.on_garbage is not None:
-            self.ctx.on_garbage()  # reclaimed threads' nodes (checkpoint values, item contents) may be garbage
+        if self.retention_interval > 0 and time.monotonic() >= self._retention_due:
+            self._retention_due = time.monotonic() + self.retention_interval
+            await self.retention()
+        jobs = await self.reclaim()
+        if jobs:
+            done["reclaim_jobs"] = jobs
         with store.read() as txn:
             walks = convpolicy.walks(txn, store)
         for ns, walk_from in walks:
@@ -106,3 +113,37 @@ class Sweeper:
         for k, v in done.items():
             self.counts[k] = self.counts.get(k, 0) + v
         return done
+
+    async def reclaim(self) -> int:
+        """Delete the contents of queued threads (idle DELETE, retention's idle threads); returns the jobs."""
+        store = self.ctx.store
+        n = 0
+        with store.read() as txn:
+            more = convtimers.pending_reclaims(txn, store) > 0
+        while more:
+            more = await store.run(lambda txn: sweep.reclaim_job(txn, store, self.reclaim_batch))
+            self.jobs += 1
+            n += 1
+        if n and self.ctx.on_garbage is not None:
+            self.ctx.on_garbage()  # reclaimed threads' nodes (checkpoint values, item contents) may be garbage
+        return n
+
+    async def retention(self, ns: str | None = None, *, dry_run: bool = False) -> retention.Report:
+        """One retention pass over every namespace with a policy (or ``ns``); idle threads it deletes are
+        reclaimed right after."""
+        report = await retention.run_pass(self.ctx, ns, dry_run=dry_run)
+        self.jobs += report.jobs
+        if not dry_run:
+            self.retention_report = report
+            pruned = self.ctx.store.stats.retention_pruned_on_put
+            if pruned != self._pruned_seen:  # puts pruned by their policies: their nodes are garbage now
+                self._pruned_seen = pruned
+                if self.ctx.on_garbage is not None:
+                    self.ctx.on_garbage()
+            if report.deleted_threads:
+                await self.reclaim()
+            if report.removed_count or report.stale:
+                log.info("retention: %d checkpoints removed, %d idle threads deleted, %d threads changed "
+                         "meanwhile (%d jobs, longest %.1f ms)", report.removed_count, len(report.deleted_threads),
+                         report.stale, report.jobs, report.max_job_seconds * 1000)
+        return report

@@ -5,7 +5,8 @@ records the run's steps, appends its events, completes its effects, moves
 the run's last checkpoint forward and renews its lease: all or nothing with
 the checkpoint. The rules of each are in their state modules; this one calls
 them in order: the checkpoint (state/checkpoints.apply_put, which checks the
-holder), then steps, events and effect completions in request order.
+holder), then steps, events and effect completions in request order. A put that adds a checkpoint is
+then held to its thread's retention limits (ops/retention.check_limits: refused, or pruned by the policy).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..state.runstate import Tx
 from ..state.steps import StepInput
 from ..storage.layout import EffectRec, EventRec, RunRec, StepRec
 from ..storage.store import Store
+from . import retention
 
 
 @dataclass
@@ -45,6 +47,8 @@ def put(tx: Tx, store: Store, plan: PutPlan, run_id: str, lease_id: str, extra: 
     """Write a planned put and, for a run's put, what the run records with it (``extra``; None or empty:
     nothing). Returns what the checkpoint write did and, for a run's put, what was recorded."""
     applied, run = checkpoints.apply_put(tx, store, plan, run_id, lease_id)
+    if applied.created:
+        retention.check_limits(tx, store, plan.ns, plan.thread_id, applied.tkey)
     if run is None:
         return applied, None
     extra = extra if extra is not None else RunRecords()

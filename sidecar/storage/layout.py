@@ -64,6 +64,10 @@ cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its Th
               -> tkey (the sweeper's order)
 ``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
 
+Retention (sidecar/state/retention.py, docs/lifecycle.md "Retention"):
+
+``retpol``    ns NUL thread_id (empty: the namespace's own) -> RetentionRec
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -95,7 +99,8 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace",
             "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
-            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib")
+            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
+            "retpol")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -798,3 +803,29 @@ def prefix_end(prefix: bytes) -> bytes | None:
         return None
     p[-1] += 1
     return bytes(p)
+
+
+# ----------------------------------------------------------------- retention (state/retention.py)
+
+class RetentionRec(msgspec.Struct, array_like=True):
+    """A namespace's or a thread's retention policy (0 / empty: the rule is off)."""
+
+    fmt: int
+    tkey: int  # the thread's tkey (0: a namespace's policy); a recreated thread's old row names another
+    keep_last: int
+    max_age_us: int
+    thin_after_us: int
+    thin_interval_us: int
+    idle_after_us: int  # delete the thread when nothing was written to it for this long
+    max_checkpoints: int  # per thread
+    max_bytes: int  # per thread, physical bytes (shared nodes once)
+    on_limit: int  # LimitAction: 1 refuse, 2 prune
+    history_channels: list[str]
+    updated_us: int
+
+
+retention_decoder = msgspec.msgpack.Decoder(RetentionRec)
+
+
+def retention_key(ns: str, thread_id: str = "") -> bytes:
+    return ns.encode() + SEP + thread_id.encode()

@@ -55,6 +55,9 @@ class StoreStats:
     commit_seconds: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     group_size: Histogram = field(default_factory=lambda: Histogram(GROUP_BUCKETS))
     wal_append_seconds: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    #: checkpoints LIMIT_ACTION_PRUNE removed in puts' transactions (ops/retention.py; a put that failed after
+    #: pruning counts too): the sweeper schedules a garbage collection when it grew
+    retention_pruned_on_put: int = 0
 
 
 @dataclass

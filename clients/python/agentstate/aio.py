@@ -60,6 +60,8 @@ class AsyncClient:
         self.effects = effects.AsyncEffects(self)
         self.memory = memory.AsyncMemory(self)
         self.conversations = conversations.AsyncConversations(self)
+        from . import retention  # noqa: PLC0415
+        self.retention = retention.AsyncRetention(self)
 
     async def close(self) -> None:
         if self._own_channel:

@@ -91,6 +91,8 @@ class Client:
         self.effects = effects.Effects(self)
         self.memory = memory.Memory(self)
         self.conversations = conversations.Conversations(self)
+        from . import retention  # noqa: PLC0415
+        self.retention = retention.Retention(self)
 
     def close(self) -> None:
         if self._own_channel:

@@ -127,6 +127,10 @@ export const RULES: Record<string, Rule> = {
   "MemoryService.SearchMemoryItems": READ,
   "MemoryService.GetMemoryItemHistory": READ,
   "MemoryService.SweepExpiredMemoryItems": { kind: "idempotent" },
+  "RetentionService.SetRetentionPolicy": REQUEST_ID,
+  "RetentionService.GetRetentionPolicy": READ,
+  "RetentionService.ApplyRetention": { kind: "idempotent" },
+  "RetentionService.GetUsage": READ,
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */

@@ -59,6 +59,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXPORT_VERSION_UNSUPPORTED: _ClassVar[ErrorReason]
     IMPORT_THREAD_EXISTS: _ClassVar[ErrorReason]
     IMPORT_CONFLICT: _ClassVar[ErrorReason]
+    RETENTION_LIMIT_EXCEEDED: _ClassVar[ErrorReason]
+    RETENTION_POLICY_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -112,3 +114,5 @@ EXPORT_FILE_INVALID: ErrorReason
 EXPORT_VERSION_UNSUPPORTED: ErrorReason
 IMPORT_THREAD_EXISTS: ErrorReason
 IMPORT_CONFLICT: ErrorReason
+RETENTION_LIMIT_EXCEEDED: ErrorReason
+RETENTION_POLICY_NOT_FOUND: ErrorReason

@@ -203,6 +203,15 @@ const (
 	// same path and key, or a vector space has another dimension ("field" and
 	// the id). Nothing was imported.
 	ErrorReason_IMPORT_CONFLICT ErrorReason = 58
+	// Numbers 65-69: retention (docs/lifecycle.md "Retention").
+	// RETENTION_LIMIT_EXCEEDED (RESOURCE_EXHAUSTED): a put would take a thread
+	// over its retention policy's max_checkpoints or max_bytes (with
+	// LIMIT_ACTION_REFUSE, or LIMIT_ACTION_PRUNE when pruning by the policy
+	// cannot bring it under); nothing was written ("thread_id", "limit").
+	ErrorReason_RETENTION_LIMIT_EXCEEDED ErrorReason = 65
+	// RETENTION_POLICY_NOT_FOUND (NOT_FOUND): GetRetentionPolicy of a scope
+	// with no policy in effect ("namespace", "thread_id").
+	ErrorReason_RETENTION_POLICY_NOT_FOUND ErrorReason = 66
 )
 
 // Enum value maps for ErrorReason.
@@ -261,6 +270,8 @@ var (
 		56: "EXPORT_VERSION_UNSUPPORTED",
 		57: "IMPORT_THREAD_EXISTS",
 		58: "IMPORT_CONFLICT",
+		65: "RETENTION_LIMIT_EXCEEDED",
+		66: "RETENTION_POLICY_NOT_FOUND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -316,6 +327,8 @@ var (
 		"EXPORT_VERSION_UNSUPPORTED": 56,
 		"IMPORT_THREAD_EXISTS":       57,
 		"IMPORT_CONFLICT":            58,
+		"RETENTION_LIMIT_EXCEEDED":   65,
+		"RETENTION_POLICY_NOT_FOUND": 66,
 	}
 )
 
@@ -350,7 +363,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xab\t\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xe9\t\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -408,7 +421,9 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x13EXPORT_FILE_INVALID\x107\x12\x1e\n" +
 	"\x1aEXPORT_VERSION_UNSUPPORTED\x108\x12\x18\n" +
 	"\x14IMPORT_THREAD_EXISTS\x109\x12\x13\n" +
-	"\x0fIMPORT_CONFLICT\x10:B^\n" +
+	"\x0fIMPORT_CONFLICT\x10:\x12\x1c\n" +
+	"\x18RETENTION_LIMIT_EXCEEDED\x10A\x12\x1e\n" +
+	"\x1aRETENTION_POLICY_NOT_FOUND\x10BB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
