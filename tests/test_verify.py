@@ -12,14 +12,14 @@ from conftest import SidecarProcess
 from inspect_seed import seed_conversation, seed_memory
 
 from agentstate import Client
-from sidecar.storage import gc, layout, verify
+from sidecar.storage import layout, verify
 
 
 def test_every_table_is_decoded_or_declared_raw():
     decoded, raw = set(layout.RECORD_DECODERS), set(layout.RAW_TABLES)
     assert not decoded & raw
     assert decoded | raw == set(layout.DB_NAMES)  # a new table must be classified
-    assert {table for table, _ in gc.ROOT_REFS} <= decoded
+    assert {table for table, _ in layout.ROOT_REFS} <= decoded
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from . import hotpath as hp
-from . import layout, nodes, records, stats
+from . import layout, nodes, records, stats, verify
 from .store import Store
 
 log = logging.getLogger("sidecar.gc")
@@ -47,22 +47,9 @@ class GcStats:
     seconds: float = 0.0
 
 
-# The node references of each table whose records point into the node store: (table, record -> node ids).
-# One place: the collector marks from these, storage/verify.py checks that each resolves.
-ROOT_REFS = (
-    ("ckpts", lambda m: [*(node_id for _, node_id in m.channels), *(() if m.extra is None else (m.extra,))]),
-    ("writes", lambda w: [w.value]),
-    ("artifacts", lambda a: [a.content]),
-    ("uploads", lambda u: list(u.chunks)),
-    ("memitems", lambda m: [m.value]),
-    ("memhist", lambda r: [] if r.value is None else [r.value]),
-    ("citems", lambda i: [] if i.node is None else [i.node]),  # content over state.conversations.INLINE_MAX
-)
-
-
 def roots_of(txn, store: Store):
-    """Every node id a record of ROOT_REFS refers to directly."""
-    for table, refs in ROOT_REFS:
+    """Every node id a record of layout.ROOT_REFS refers to directly."""
+    for table, refs in layout.ROOT_REFS:
         decode = layout.RECORD_DECODERS[table].decode
         for _, raw in txn.cursor(db=store.db[table]).iternext():
             yield from refs(decode(raw))
@@ -199,8 +186,6 @@ class GarbageCollector:
 def check_integrity(store: Store) -> dict:
     """The summary of storage/verify.verify over the serving ``store`` (AdminService.CheckIntegrity):
     checkpoints and nodes checked, nodes referenced but missing, and up to 100 problems, one line each."""
-    from . import verify  # noqa: PLC0415 - verify imports ROOT_REFS from here
-
     report = verify.verify(store.env, store.db)
     problems = [f"missing node {node}" for node in report.missing_nodes[:50]]
     problems += [f"{d.table} {d.key}: {d.problem}" for d in report.damaged]

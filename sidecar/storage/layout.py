@@ -486,24 +486,6 @@ pyramid_decoder = msgspec.msgpack.Decoder(PyramidState)
 pin_decoder = msgspec.msgpack.Decoder(PinRec)
 calib_decoder = msgspec.msgpack.Decoder(CalibRec)
 
-# The record decoder of each table whose values are records (what storage/verify.py decodes: a byte flipped
-# in any of them that breaks the record is found there). Every other table of DB_NAMES holds raw ids, seqs,
-# keys or empty values and is in RAW_TABLES; tests/test_verify.py checks that the two cover DB_NAMES.
-RECORD_DECODERS = {
-    "threads": thread_decoder, "ckpts": manifest_decoder, "writes": write_decoder, "requests": request_decoder,
-    "runs": run_decoder, "tstate": tstate_decoder, "steps": step_decoder, "events": event_decoder,
-    "artifacts": artifact_decoder, "artnames": artname_decoder, "uploads": upload_decoder,
-    "effects": effect_decoder, "branches": branch_decoder,
-    "mempaths": mempath_decoder, "mempathid": mempathname_decoder, "memitems": memitem_decoder,
-    "memhist": memrev_decoder, "memvec": memvec_decoder, "memspace": memspace_decoder,
-    "citems": item_decoder, "cstate": convstate_decoder, "nsconf": nsconf_decoder, "tconf": tconf_decoder,
-    "csums": summary_decoder, "ccomps": compaction_decoder, "cpyr": pyramid_decoder,
-    "nspins": pin_decoder, "tpins": pin_decoder, "ccalib": calib_decoder,
-}
-RAW_TABLES = frozenset(("meta", "nodes", "hashes", "runidx", "reqtime", "thruns", "timers", "evids", "effthr",
-                        "memids", "memupd", "memexp", "memfld", "memfldx", "cids", "ccalls", "ctimers", "reclaim",
-                        "cqueue"))
-encode = _enc.encode
 
 
 def u64(n: int) -> bytes:
@@ -829,3 +811,36 @@ retention_decoder = msgspec.msgpack.Decoder(RetentionRec)
 
 def retention_key(ns: str, thread_id: str = "") -> bytes:
     return ns.encode() + SEP + thread_id.encode()
+
+
+# The record decoder of each table whose values are records (what storage/verify.py decodes: a byte flipped
+# in any of them that breaks the record is found there). Every other table of DB_NAMES holds raw ids, seqs,
+# keys or empty values and is in RAW_TABLES; tests/test_verify.py checks that the two cover DB_NAMES.
+RECORD_DECODERS = {
+    "threads": thread_decoder, "ckpts": manifest_decoder, "writes": write_decoder, "requests": request_decoder,
+    "runs": run_decoder, "tstate": tstate_decoder, "steps": step_decoder, "events": event_decoder,
+    "artifacts": artifact_decoder, "artnames": artname_decoder, "uploads": upload_decoder,
+    "effects": effect_decoder, "branches": branch_decoder,
+    "mempaths": mempath_decoder, "mempathid": mempathname_decoder, "memitems": memitem_decoder,
+    "memhist": memrev_decoder, "memvec": memvec_decoder, "memspace": memspace_decoder,
+    "citems": item_decoder, "cstate": convstate_decoder, "nsconf": nsconf_decoder, "tconf": tconf_decoder,
+    "csums": summary_decoder, "ccomps": compaction_decoder, "cpyr": pyramid_decoder,
+    "nspins": pin_decoder, "tpins": pin_decoder, "ccalib": calib_decoder,
+    "retpol": retention_decoder,
+}
+RAW_TABLES = frozenset(("meta", "nodes", "hashes", "runidx", "reqtime", "thruns", "timers", "evids", "effthr",
+                        "memids", "memupd", "memexp", "memfld", "memfldx", "cids", "ccalls", "ctimers", "reclaim",
+                        "cqueue"))
+encode = _enc.encode
+
+# The node references of each table whose records point into the node store: (table, record -> node ids).
+# One place: the collector (storage/gc.py) marks from these, storage/verify.py checks that each resolves.
+ROOT_REFS = (
+    ("ckpts", lambda m: [*(node_id for _, node_id in m.channels), *(() if m.extra is None else (m.extra,))]),
+    ("writes", lambda w: [w.value]),
+    ("artifacts", lambda a: [a.content]),
+    ("uploads", lambda u: list(u.chunks)),
+    ("memitems", lambda m: [m.value]),
+    ("memhist", lambda r: [] if r.value is None else [r.value]),
+    ("citems", lambda i: [] if i.node is None else [i.node]),  # content over state.conversations.INLINE_MAX
+)

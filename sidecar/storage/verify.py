@@ -9,7 +9,7 @@ sidecar keeps serving) and checks, in this order:
    compressed node unpacked from the record itself, never from the read
    cache) equals the hash it is stored under, and the hash index maps that
    hash back to it;
-3. every reference resolves: from each record of gc.ROOT_REFS (checkpoints,
+3. every reference resolves: from each record of layout.ROOT_REFS (checkpoints,
    pending writes, artifacts, uploads, memory items and their revisions,
    conversation items stored as nodes) down to the leaves, no node is missing.
 
@@ -32,7 +32,6 @@ import lmdb
 import msgspec
 
 from . import compression, layout, nodes
-from .gc import ROOT_REFS
 from . import hotpath as hp
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -276,7 +275,7 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
                 ns, thread_id = names.get(tkey, ("?", f"(thread key {tkey})"))
                 report.reached.append(Reached(ns, thread_id, cns, checkpoint_id, "pending write",
                                               sorted({f.hex() for f in found})[:10]))
-        for name, ids in ROOT_REFS:
+        for name, ids in layout.ROOT_REFS:
             if name in ("ckpts", "writes"):
                 continue  # above, named by thread and checkpoint
             decoder = layout.RECORD_DECODERS[name]
