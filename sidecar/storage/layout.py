@@ -487,7 +487,6 @@ pin_decoder = msgspec.msgpack.Decoder(PinRec)
 calib_decoder = msgspec.msgpack.Decoder(CalibRec)
 
 
-
 def u64(n: int) -> bytes:
     return _U64.pack(n)
 
