@@ -68,7 +68,8 @@ tick_op = st.tuples(st.just("tick"), st.sampled_from([0, 1, 30_000, 61_000, 200_
 search_op = st.tuples(
     st.just("search"), st.sampled_from([(), ("a",), ("a", "x"), ("b",)]), st.sampled_from(["", "two"]),
     st.lists(st.sampled_from(FIELDS), unique=True, max_size=2),
-    st.sampled_from([None, {"g": 1}, {"g": {"$ne": 1}}, {"s": "q"}, {"$or": [{"g": 0}, {"s": "p"}]}]),
+    st.sampled_from([None, {"g": 1}, {"g": {"$ne": 1}}, {"s": "q"}, {"$or": [{"g": 0}, {"s": "p"}]},
+                     {"g": {"$gte": 1}}, {"g": {"$in": [0, 2]}, "s": {"$lt": "q"}}]),
     st.sampled_from([pb.MEMORY_ORDER_UPDATED_DESC, pb.MEMORY_ORDER_INSERTION, pb.MEMORY_ORDER_PATH_KEY]),
     st.integers(1, 6), st.integers(0, 4), st.data())
 snap_op = st.tuples(st.just("snapshot"))

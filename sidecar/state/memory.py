@@ -684,31 +684,37 @@ class Memory:
         return out, (window[-1][1] if more and window else None)
 
     def _index_ids(self, txn, ns: str, flt, cap: int) -> list[int] | None:
-        """The ids of the items that may match ``flt`` by the field index (the smallest range of its required
-        equalities, plus the unindexed items), or None when it has no such equality or every range holds more
-        than ``cap`` entries."""
-        conds = mi.plan(flt)
-        if not conds:
+        """The ids of the items that may match ``flt`` by the field index (the smallest of its plans: a required
+        equality, ``IN`` or number range, memory_index.plan; plus the unindexed items), or None when it has no
+        plan or every plan reads more than ``cap`` entries."""
+        plans = mi.plan(flt)
+        if not plans:
             return None
         best = None
         fdb = self.db["memfld"]
-        for path, vtype, vkey in conds:
-            prefix = mi.entry_prefix(ns, path, vtype, vkey)
-            ids = []
+        nsb = ns.encode() + layout.SEP
+        start = len(nsb)
+        for intervals in plans:
+            ids: list[int] | None = []
             cursor = txn.cursor(db=fdb)
-            if cursor.set_range(prefix):
+            for lo, hi in intervals:
+                end = start + len(hi)
+                if not cursor.set_range(nsb + lo):
+                    continue
                 for k in cursor.iternext(values=False):
-                    if not bytes(k).startswith(prefix):
+                    k = bytes(k)
+                    if not k.startswith(nsb) or k[start:end] > hi:
                         break
                     if len(ids) >= cap:
                         ids = None
                         break
-                    ids.append(layout.read_u64(bytes(k)[-8:]))
+                    ids.append(layout.read_u64(k[-8:]))
+                if ids is None:
+                    break
             if ids is not None and (best is None or len(ids) < len(best)):
                 best = ids
         if best is None:
             return None
-        nsb = ns.encode() + layout.SEP
         cursor = txn.cursor(db=self.db["memfldx"])
         if cursor.set_range(nsb):
             for k in cursor.iternext(values=False):
