@@ -48,6 +48,7 @@ class Ctx:
     on_garbage: Callable[[], None] | None = None
     default_lease_ms: int = DEFAULT_LEASE_MS
     saves: SaveTally = field(default_factory=SaveTally)
+    memory: Any = None  # state.memory.Memory, for GetContext's memory query (set by the server)
 
     def notify(self, touched: Iterable[tuple[str, str]]) -> None:
         self.hub.notify(touched)
