@@ -274,6 +274,69 @@ def curve(base: Path, sizes: list[int], dims: int, reps: int, log, peer_max: int
     return {"dims": dims, "filter": flt, "rows": rows}
 
 
+def inproc(base: Path, sizes: list[int], dims: int, reps: int, log) -> dict:
+    """The server-side time of the same vector top-10 with a filter: ``Memory.search`` called in this
+    process on its own store (no gRPC), by the resident index and by the scan it replaced (every candidate
+    read from the snapshot; ``_vector_resident`` switched off), side by side at each N, with the check that
+    both give the same answer."""
+    import asyncio
+
+    import numpy as np
+
+    sys.path.insert(0, str(HERE.parent))
+    from agentstate.v1 import memory_pb2 as mpb
+    from agentstate import codec
+    from agentstate.v1 import values_pb2
+    from sidecar.api import memory as api
+    from sidecar.state import memory as mem
+    from sidecar.storage.store import Store
+
+    rng = np.random.default_rng(42)
+    top = max(sizes)
+    matrix = rng.standard_normal((top, dims)).astype(np.float32)
+    q = rng.standard_normal(dims).astype(np.float32)
+    store = Store(str(base / "inproc"), durability="process")
+    memory = mem.Memory(store)
+    rows = []
+    try:
+        loaded = 0
+        for n in sorted(sizes):
+            for start in range(loaded, n, 500):
+                ops = [mpb.MemoryOp(put=mpb.PutMemoryItemRequest(
+                    path=["vec", f"g{i % 10}"], key=f"v{i}", value=values_pb2.Value(msgpack=codec.encode(
+                        {"i": i, "g": i % 10})), vector_space="bench",
+                    vectors={"text": mpb.Vector(values=matrix[i].tolist())})) for i in range(start, min(n, start + 500))]
+                asyncio.run(api.batch(memory, mpb.BatchMemoryRequest(ops=ops)))
+            loaded = n
+            req = mpb.SearchMemoryItemsRequest(path_prefix=["vec"], limit=10, omit_values=True,
+                                               filter=mpb.MemoryFilter(expression=values_pb2.Value(
+                                                   msgpack=codec.encode({"g": {"$ne": 1}}))),
+                                               vector=mpb.VectorQuery(vector=mpb.Vector(values=q.tolist()),
+                                                                      space="bench"))
+            s, _ = api.search_input("default", req)
+            s.refresh = False
+
+            def search():
+                with store.read() as txn:
+                    return [(f.key, f.score) for f in memory.search(txn, "default", s, memory.clock())[0]]
+            fast = search()
+            resident = timed(search, reps)
+            real = memory._vector_resident
+            memory._vector_resident = lambda *a: None
+            try:
+                slow = search()
+                scan = timed(search, max(3, reps // 5))
+            finally:
+                memory._vector_resident = real
+            row = {"n": n, "resident": resident, "scan": scan, "same_answer": fast == slow}
+            rows.append(row)
+            log(f"  in process N={n:,}: resident index p50 {resident['p50_ms']:.2f} ms, scan p50 "
+                f"{scan['p50_ms']:.2f} ms ({scan['p50_ms'] / resident['p50_ms']:.1f}x), same answer: {fast == slow}")
+    finally:
+        store.close()
+    return {"dims": dims, "rows": rows}
+
+
 def curve_table(res: dict) -> str:
     lines = [f"vector top-10 + filter {res['filter']}, {res['dims']} dims, p50 ms",
              f"{'N':>8s} {'sidecar':>9s} {'numpy f64':>10s} {'InMemoryStore':>14s}  same top-10 as numpy"]
@@ -320,8 +383,16 @@ def main(argv=None) -> int:
     ap.add_argument("--curve", help="only the vector search against N: comma-separated sizes (e.g. 5000,50000)")
     ap.add_argument("--curve-peer-max", type=int, default=20_000, help="largest N InMemoryStore is timed at")
     ap.add_argument("--plot", help="with --curve: draw p50 against N into this PNG (matplotlib)")
+    ap.add_argument("--inprocess", help="only the server-side vector search in this process, resident index "
+                                        "against the scan: comma-separated sizes")
     opts = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    if opts.inprocess:
+        res = inproc(base, [int(x) for x in opts.inprocess.split(",")], opts.dims or 768, opts.reps or 30,
+                     lambda s: print(s, flush=True))
+        if opts.json:
+            Path(opts.json).write_text(json.dumps(res, indent=2))
+        return 0
     if opts.curve:
         res = curve(base, [int(x) for x in opts.curve.split(",")], opts.dims or 768, opts.reps or 30,
                     lambda s: print(s, flush=True), opts.curve_peer_max)
