@@ -82,13 +82,15 @@ def sq_norm(data):
 
 
 def best_scores(matrix, Py_ssize_t dims, sqnorms, query, row_slot, row_field, field_ok, slot_path, path_ok,
-                slot_expires, long long now, slot_ok, Py_ssize_t nslots):
+                slot_expires, long long now, slot_ok, Py_ssize_t nslots, Py_ssize_t row_start=0,
+                Py_ssize_t row_end=-1):
     """The best cosine score of each slot (an item) over its live rows, -inf for a slot without a wanted row.
 
     A row counts when ``row_slot[row] >= 0`` and (``field_ok`` is None or ``field_ok[row_field[row]]``); its slot
     when ``path_ok[slot_path[slot]]``, ``slot_expires[slot]`` is 0 or after ``now`` and (``slot_ok`` is None or
     ``slot_ok[slot]``). Scores equal :func:`cosine_scores` bit for bit (``sqnorms[row]`` from :func:`sq_norm`).
-    The loop runs without the GIL."""
+    Only rows ``row_start`` to ``row_end`` (exclusive; -1: the last) are scored, so two threads can share the
+    rows (:func:`merge_max` combines their answers). The loop runs without the GIL."""
     cdef const float[::1] m = memoryview(matrix).cast("B").cast("f")
     cdef const float[::1] q = memoryview(query).cast("B").cast("f")
     cdef const double[::1] sq = sqnorms
@@ -108,6 +110,10 @@ def best_scores(matrix, Py_ssize_t dims, sqnorms, query, row_slot, row_field, fi
     if q.shape[0] != dims:
         raise ValueError("query length differs from dims")
     cdef Py_ssize_t nrows = rs.shape[0]
+    if row_end < 0 or row_end > nrows:
+        row_end = nrows
+    if row_start < 0:
+        row_start = 0
     if sq.shape[0] < nrows or rf.shape[0] < nrows or nrows * dims > m.shape[0]:
         raise IndexError("row arrays shorter than the rows")
     if sp.shape[0] < nslots or se.shape[0] < nslots or (use_s and sok.shape[0] < nslots):
@@ -130,7 +136,7 @@ def best_scores(matrix, Py_ssize_t dims, sqnorms, query, row_slot, row_field, fi
             if use_s and not sok[slot]:
                 continue
             ok[slot] = 1
-        for row in range(nrows):
+        for row in range(row_start, row_end):
             slot = rs[row]
             if slot < 0 or slot >= nslots or not ok[slot]:
                 continue
@@ -192,3 +198,17 @@ def select_top(best, Py_ssize_t k):
         if b[i] != -INFINITY and b[i] >= thr:
             out.append(i)
     return out
+
+
+def merge_max(a, b):
+    """``a`` with each element the larger of ``a[i]`` and ``b[i]`` (two halves of :func:`best_scores`)."""
+    cdef double[::1] x = a
+    cdef const double[::1] y = b
+    cdef Py_ssize_t i
+    if y.shape[0] != x.shape[0]:
+        raise ValueError("lengths differ")
+    with nogil:
+        for i in range(x.shape[0]):
+            if y[i] > x[i]:
+                x[i] = y[i]
+    return a

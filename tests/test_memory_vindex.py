@@ -198,7 +198,10 @@ def test_resident_index_answers_as_the_scan(tmp_path_factory, durability, ops):
         store.close()
 
 
-def test_resident_index_top10_equals_numpy_and_the_scan(tmp_path):
+@pytest.mark.parametrize("split", [False, True])
+def test_resident_index_top10_equals_numpy_and_the_scan(tmp_path, monkeypatch, split):
+    monkeypatch.setattr(mv, "SPLIT", split)  # two threads score half the rows each, or one all of them
+    monkeypatch.setattr(mv, "SPLIT_WORK", 0)
     store = Store(str(tmp_path / "data"))
     memory = mem.Memory(store, ManualClock())
     rng = np.random.default_rng(7)
@@ -257,6 +260,9 @@ def test_the_kernel_twins_agree_on_masks(tmp_path):
             mine = [old[r] for r in range(rows) if row_slot[r] == slot and
                     (field_ok is None or field_ok[row_field[r]])]
             assert a[slot] == (max(mine) if ok and mine else float("-inf"))
+        halves = [impl.merge_max(impl.best_scores(*args, 0, 37), impl.best_scores(*args, 37, rows))
+                  for impl in (_vectors_py, _vectors_c)]
+        assert halves[0].tobytes() == halves[1].tobytes() == a.tobytes()  # rows split in two, merged
         for k in (1, 3, 10, 100):
             assert list(_vectors_py.select_top(a, k)) == list(_vectors_c.select_top(a, k))
             present = sorted((x for x in a if x != float("-inf")), reverse=True)

@@ -270,9 +270,33 @@ def search(st: Namespace, space: str, query: bytes, prefix: tuple, fields, now: 
             e = st.items.get(item_id)
             if e is not None and e.space == space:
                 slot_ok[e.slot] = 1
-    best = vectors.best_scores(sp.buf, sp.dims, sp.sqnorms, query, sp.row_slot, sp.row_field, field_ok,
-                               sp.slot_path, path_ok, sp.slot_expires, now, slot_ok, len(sp.slot_entry))
-    return best, sp
+    args = (sp.buf, sp.dims, sp.sqnorms, query, sp.row_slot, sp.row_field, field_ok, sp.slot_path, path_ok,
+            sp.slot_expires, now, slot_ok, len(sp.slot_entry))
+    nrows = len(sp.row_slot)
+    if not SPLIT or nrows * sp.dims < SPLIT_WORK:
+        return vectors.best_scores(*args), sp
+    half = nrows // 2  # the kernel releases the GIL: the other half runs on a second thread meanwhile
+    other = _pool().submit(vectors.best_scores, *args, half, nrows)
+    try:
+        first = vectors.best_scores(*args, 0, half)
+    finally:
+        second = other.result()
+    return vectors.merge_max(first, second), sp
+
+
+#: split the scoring over two threads (compiled kernel only) when the machine has two cores or more and there is this much work
+#: (rows x dimensions); SIDECAR_VECTOR_THREADS=1 keeps it on one thread
+SPLIT = vectors.NATIVE and (os.cpu_count() or 1) > 1 and os.environ.get("SIDECAR_VECTOR_THREADS", "2") != "1"
+SPLIT_WORK = 2_000_000
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-vectors")
+    return _POOL
 
 
 class _Rows:

@@ -57,12 +57,15 @@ def sq_norm(data) -> float:
 
 
 def best_scores(matrix, dims: int, sqnorms, query, row_slot, row_field, field_ok, slot_path, path_ok,
-                slot_expires, now: int, slot_ok, nslots: int) -> array:
+                slot_expires, now: int, slot_ok, nslots: int, row_start: int = 0, row_end: int = -1) -> array:
     m = memoryview(matrix).cast("B").cast("f")
     q = memoryview(query).cast("B").cast("f").tolist()
     if len(q) != dims:
         raise ValueError("query length differs from dims")
     nrows = len(row_slot)
+    if row_end < 0 or row_end > nrows:
+        row_end = nrows
+    row_start = max(0, row_start)
     if len(sqnorms) < nrows or len(row_field) < nrows or nrows * dims > len(m):
         raise IndexError("row arrays shorter than the rows")
     if len(slot_path) < nslots or len(slot_expires) < nslots or (slot_ok is not None and len(slot_ok) < nslots):
@@ -79,7 +82,7 @@ def best_scores(matrix, dims: int, sqnorms, query, row_slot, row_field, field_ok
         if slot_ok is not None and not slot_ok[slot]:
             continue
         ok[slot] = 1
-    for row in range(nrows):
+    for row in range(row_start, row_end):
         slot = row_slot[row]
         if slot < 0 or slot >= nslots or not ok[slot]:
             continue
@@ -103,3 +106,12 @@ def select_top(best, k: int) -> array:
     present = [b for b in best if b != float("-inf")]
     thr = heapq.nlargest(k, present)[-1] if len(present) >= k else float("-inf")
     return array("q", [i for i, b in enumerate(best) if b != float("-inf") and b >= thr])
+
+
+def merge_max(a, b) -> array:
+    if len(a) != len(b):
+        raise ValueError("lengths differ")
+    for i, y in enumerate(b):
+        if y > a[i]:
+            a[i] = y
+    return a

@@ -22,3 +22,4 @@ cosine_scores = _impl.cosine_scores
 sq_norm = _impl.sq_norm
 best_scores = _impl.best_scores
 select_top = _impl.select_top
+merge_max = _impl.merge_max
