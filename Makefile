@@ -17,7 +17,7 @@ SIDECAR_PY = $(abspath $(PY))
 
 .PHONY: serve test test-native test-pure test-ts test-go conformance generate check-generated check-breaking clean
 
-$(STAMP): pyproject.toml setup.py $(wildcard _native/*.pyx _native/*.pxd) clients/python/pyproject.toml
+$(STAMP): pyproject.toml setup.py $(wildcard _native/*.pyx _native/*.pxd _native/*.h) clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	SIDECAR_REQUIRE_EXTENSIONS=1 $(PY) -m pip install --quiet -e '.[test,bench]'

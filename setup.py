@@ -46,7 +46,8 @@ if cythonize is not None and not os.environ.get("SIDECAR_NO_EXTENSIONS"):
     ext_modules = cythonize(
         [Extension("sidecar.storage._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"]),
          Extension("agentstate.langgraph._mirror_c", ["_native/_mirror_c.pyx"], extra_compile_args=["-O3"]),
-         Extension("sidecar.storage._vectors_c", ["_native/_vectors_c.pyx"],
+         Extension("sidecar.storage._vectors_c", ["_native/_vectors_c.pyx"], include_dirs=["_native"],
+                   depends=["_native/_vectors_dot.h"],
                    extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"])],
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,
                              "cdivision": True, "initializedcheck": False},

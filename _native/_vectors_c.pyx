@@ -9,7 +9,7 @@ changes a rounding: the twin does the same operations and gives the same bits.
 """
 from array import array
 
-from libc.math cimport sqrt
+from libc.math cimport sqrt, INFINITY
 
 NATIVE = True
 
@@ -63,3 +63,152 @@ def cosine_scores(matrix, Py_ssize_t dims, rows, query):
                 denom = sqrt(na) * sqrt(nb)
                 o[j] = dot / denom
     return out
+
+
+cdef extern from "_vectors_dot.h" nogil:
+    double _dot "agentstate_dot"(const float* a, const float* b, Py_ssize_t n)
+
+
+def sq_norm(data):
+    """The squared norm of a float32 vector as _sums computes it (the x lanes): stored once per row."""
+    cdef const float[::1] a = memoryview(data).cast("B").cast("f")
+    cdef Py_ssize_t n = a.shape[0]
+    if n == 0:
+        return 0.0
+    cdef double r
+    with nogil:
+        r = _dot(&a[0], &a[0], n)
+    return r
+
+
+def best_scores(matrix, Py_ssize_t dims, sqnorms, query, row_slot, row_field, field_ok, slot_path, path_ok,
+                slot_expires, long long now, slot_ok, Py_ssize_t nslots, Py_ssize_t row_start=0,
+                Py_ssize_t row_end=-1):
+    """The best cosine score of each slot (an item) over its live rows, -inf for a slot without a wanted row.
+
+    A row counts when ``row_slot[row] >= 0`` and (``field_ok`` is None or ``field_ok[row_field[row]]``); its slot
+    when ``path_ok[slot_path[slot]]``, ``slot_expires[slot]`` is 0 or after ``now`` and (``slot_ok`` is None or
+    ``slot_ok[slot]``). Scores equal :func:`cosine_scores` bit for bit (``sqnorms[row]`` from :func:`sq_norm`).
+    Only rows ``row_start`` to ``row_end`` (exclusive; -1: the last) are scored, so two threads can share the
+    rows (:func:`merge_max` combines their answers). The loop runs without the GIL."""
+    cdef const float[::1] m = memoryview(matrix).cast("B").cast("f")
+    cdef const float[::1] q = memoryview(query).cast("B").cast("f")
+    cdef const double[::1] sq = sqnorms
+    cdef const long long[::1] rs = row_slot
+    cdef const long long[::1] rf = row_field
+    cdef const long long[::1] sp = slot_path
+    cdef const long long[::1] se = slot_expires
+    cdef const unsigned char[::1] pok = memoryview(path_ok).cast("B")
+    cdef const unsigned char[::1] fok
+    cdef const unsigned char[::1] sok
+    cdef bint use_f = field_ok is not None
+    cdef bint use_s = slot_ok is not None
+    if use_f:
+        fok = memoryview(field_ok).cast("B")
+    if use_s:
+        sok = memoryview(slot_ok).cast("B")
+    if q.shape[0] != dims:
+        raise ValueError("query length differs from dims")
+    cdef Py_ssize_t nrows = rs.shape[0]
+    if row_end < 0 or row_end > nrows:
+        row_end = nrows
+    if row_start < 0:
+        row_start = 0
+    if sq.shape[0] < nrows or rf.shape[0] < nrows or nrows * dims > m.shape[0]:
+        raise IndexError("row arrays shorter than the rows")
+    if sp.shape[0] < nslots or se.shape[0] < nslots or (use_s and sok.shape[0] < nslots):
+        raise IndexError("slot arrays shorter than the slots")
+    out = array("d", [float("-inf")]) * nslots
+    cdef double[::1] o = out
+    cdef unsigned char[::1] ok = bytearray(nslots)
+    cdef Py_ssize_t row, slot, p, f
+    cdef double nb, na, dot, s
+    cdef Py_ssize_t npaths = pok.shape[0]
+    cdef Py_ssize_t nfields = fok.shape[0] if use_f else 0
+    with nogil:
+        nb = _dot(&q[0], &q[0], dims) if dims else 0.0
+        for slot in range(nslots):
+            p = sp[slot]
+            if p < 0 or p >= npaths or not pok[p]:
+                continue
+            if se[slot] != 0 and se[slot] <= now:
+                continue
+            if use_s and not sok[slot]:
+                continue
+            ok[slot] = 1
+        for row in range(row_start, row_end):
+            slot = rs[row]
+            if slot < 0 or slot >= nslots or not ok[slot]:
+                continue
+            if use_f:
+                f = rf[row]
+                if f < 0 or f >= nfields or not fok[f]:
+                    continue
+            na = sq[row]
+            if na == 0.0 or nb == 0.0:
+                s = 0.0
+            else:
+                dot = _dot(&m[row * dims], &q[0], dims)
+                s = dot / (sqrt(na) * sqrt(nb))
+            if s > o[slot]:
+                o[slot] = s
+    return out
+
+
+def select_top(best, Py_ssize_t k):
+    """The slots whose score (``best``, -inf: none) is at least the k-th highest, in slot order: the top ``k``
+    with every slot tied with the k-th (the caller orders ties)."""
+    cdef const double[::1] b = best
+    cdef Py_ssize_t n = b.shape[0]
+    cdef Py_ssize_t i, cnt = 0, j, c
+    cdef double thr = -INFINITY, t
+    heap = array("d", bytes(8 * (k if k > 0 else 1)))
+    cdef double[::1] h = heap
+    if k <= 0:
+        return array("q")
+    with nogil:
+        for i in range(n):  # a min-heap of the k best scores
+            t = b[i]
+            if t == -INFINITY:
+                continue
+            if cnt < k:
+                j = cnt
+                cnt += 1
+                while j > 0 and h[(j - 1) // 2] > t:
+                    h[j] = h[(j - 1) // 2]
+                    j = (j - 1) // 2
+                h[j] = t
+            elif t > h[0]:
+                j = 0
+                while True:
+                    c = 2 * j + 1
+                    if c >= k:
+                        break
+                    if c + 1 < k and h[c + 1] < h[c]:
+                        c += 1
+                    if h[c] >= t:
+                        break
+                    h[j] = h[c]
+                    j = c
+                h[j] = t
+        if cnt == k:
+            thr = h[0]
+    out = array("q")
+    for i in range(n):
+        if b[i] != -INFINITY and b[i] >= thr:
+            out.append(i)
+    return out
+
+
+def merge_max(a, b):
+    """``a`` with each element the larger of ``a[i]`` and ``b[i]`` (two halves of :func:`best_scores`)."""
+    cdef double[::1] x = a
+    cdef const double[::1] y = b
+    cdef Py_ssize_t i
+    if y.shape[0] != x.shape[0]:
+        raise ValueError("lengths differ")
+    with nogil:
+        for i in range(x.shape[0]):
+            if y[i] > x[i]:
+                x[i] = y[i]
+    return a

@@ -207,6 +207,171 @@ def table(m: dict) -> str:
     return "\n".join(lines)
 
 
+def curve(base: Path, sizes: list[int], dims: int, reps: int, log, peer_max: int) -> dict:
+    """Vector top-10 with a filter against the number of items N: the items are loaded in steps up to each N
+    and the same search is timed at each (p50 over gRPC), next to InMemoryStore (up to ``peer_max`` items: its
+    search grows fast) and an in-process numpy float64 computation of the exact top-10 (the reference the
+    answer is checked against at every N)."""
+    import numpy as np
+    from langgraph.store.base import PutOp
+    from langgraph.store.memory import InMemoryStore
+
+    from agentstate import Client
+    from agentstate.memory import put_request, search_request
+    from agentstate.v1 import memory_pb2 as mpb
+    from run import sidecar
+
+    rng = np.random.default_rng(42)
+    top = max(sizes)
+    matrix = rng.standard_normal((top, dims)).astype(np.float32)
+    q = rng.standard_normal(dims).astype(np.float32)
+    m64, q64 = matrix.astype(np.float64), q.astype(np.float64)
+    flt = {"g": {"$ne": 1}}
+    proc = sidecar(base, "memcurve", "sync")
+    rows = []
+    try:
+        c = Client(proc.address, namespace="bench")
+        req = search_request("bench", ("vec",), filter=flt, vector=q.tolist(), vector_space="bench", limit=10,
+                             omit_values=True)
+        loaded = 0
+        for n in sorted(sizes):
+            t = time.perf_counter()
+            for start in range(loaded, n, 200):
+                ops = [mpb.MemoryOp(put=put_request("", ("vec", f"g{i % 10}"), f"v{i}", {"i": i, "g": i % 10},
+                                                    vectors={"text": matrix[i].tolist()}, vector_space="bench"))
+                       for i in range(start, min(n, start + 200))]
+                c.memory.batch(ops)
+            load_s = time.perf_counter() - t
+            loaded = n
+            got = [s.item.key for s in c.memory.stub.SearchMemoryItems(req, timeout=120).items]
+
+            def exact(n=n):
+                sc = (m64[:n] @ q64) / (np.linalg.norm(m64[:n], axis=1) * np.linalg.norm(q64))
+                sc[np.arange(n) % 10 == 1] = -np.inf
+                return [f"v{i}" for i in np.argsort(-sc, kind="stable")[:10]]
+            row = {"n": n, "load_s": round(load_s, 1), "same_top10_as_numpy": got == exact(),
+                   "sidecar": timed(lambda: c.memory.stub.SearchMemoryItems(req, timeout=120), reps),
+                   "numpy": timed(exact, max(3, reps // 4))}
+            if n <= peer_max:
+                texts = {f"t{i}": matrix[i].tolist() for i in range(n)}
+                texts["the query"] = q.tolist()
+                mem_v = InMemoryStore(index={"dims": dims, "embed": lambda batch: [texts[x] for x in batch],
+                                             "fields": ["t"]})
+                for start in range(0, n, 500):
+                    mem_v.batch([PutOp(("vec", f"g{i % 10}"), f"v{i}", {"i": i, "g": i % 10, "t": f"t{i}"})
+                                 for i in range(start, min(n, start + 500))])
+                row["InMemoryStore"] = timed(lambda: mem_v.search(("vec",), query="the query", filter=flt, limit=10),
+                                             3)
+                del mem_v, texts
+            rows.append(row)
+            log(f"  N={n:,}: sidecar p50 {row['sidecar']['p50_ms']:.2f} ms (same as numpy: "
+                f"{row['same_top10_as_numpy']}), numpy {row['numpy']['p50_ms']:.2f} ms"
+                + (f", InMemoryStore {row['InMemoryStore']['p50_ms']:.1f} ms" if "InMemoryStore" in row else "")
+                + f"; loaded in {row['load_s']} s")
+        c.close()
+    finally:
+        proc.stop()
+    return {"dims": dims, "filter": flt, "rows": rows}
+
+
+def inproc(base: Path, sizes: list[int], dims: int, reps: int, log) -> dict:
+    """The server-side time of the same vector top-10 with a filter: ``Memory.search`` called in this
+    process on its own store (no gRPC), by the resident index and by the scan it replaced (every candidate
+    read from the snapshot; ``_vector_resident`` switched off), side by side at each N, with the check that
+    both give the same answer."""
+    import asyncio
+
+    import numpy as np
+
+    sys.path.insert(0, str(HERE.parent))
+    from agentstate.v1 import memory_pb2 as mpb
+    from agentstate import codec
+    from agentstate.v1 import values_pb2
+    from sidecar.api import memory as api
+    from sidecar.state import memory as mem
+    from sidecar.storage.store import Store
+
+    rng = np.random.default_rng(42)
+    top = max(sizes)
+    matrix = rng.standard_normal((top, dims)).astype(np.float32)
+    q = rng.standard_normal(dims).astype(np.float32)
+    store = Store(str(base / "inproc"), durability="process")
+    memory = mem.Memory(store)
+    rows = []
+    try:
+        loaded = 0
+        for n in sorted(sizes):
+            for start in range(loaded, n, 500):
+                ops = [mpb.MemoryOp(put=mpb.PutMemoryItemRequest(
+                    path=["vec", f"g{i % 10}"], key=f"v{i}", value=values_pb2.Value(msgpack=codec.encode(
+                        {"i": i, "g": i % 10})), vector_space="bench",
+                    vectors={"text": mpb.Vector(values=matrix[i].tolist())})) for i in range(start, min(n, start + 500))]
+                asyncio.run(api.batch(memory, mpb.BatchMemoryRequest(ops=ops)))
+            loaded = n
+            req = mpb.SearchMemoryItemsRequest(path_prefix=["vec"], limit=10, omit_values=True,
+                                               filter=mpb.MemoryFilter(expression=values_pb2.Value(
+                                                   msgpack=codec.encode({"g": {"$ne": 1}}))),
+                                               vector=mpb.VectorQuery(vector=mpb.Vector(values=q.tolist()),
+                                                                      space="bench"))
+            s, _ = api.search_input("default", req)
+            s.refresh = False
+
+            def search():
+                with store.read() as txn:
+                    return [(f.key, f.score) for f in memory.search(txn, "default", s, memory.clock())[0]]
+            fast = search()
+            resident = timed(search, reps)
+            real = memory._vector_resident
+            memory._vector_resident = lambda *a: None
+            try:
+                slow = search()
+                scan = timed(search, max(3, reps // 5))
+            finally:
+                memory._vector_resident = real
+            row = {"n": n, "resident": resident, "scan": scan, "same_answer": fast == slow}
+            rows.append(row)
+            log(f"  in process N={n:,}: resident index p50 {resident['p50_ms']:.2f} ms, scan p50 "
+                f"{scan['p50_ms']:.2f} ms ({scan['p50_ms'] / resident['p50_ms']:.1f}x), same answer: {fast == slow}")
+    finally:
+        store.close()
+    return {"dims": dims, "rows": rows}
+
+
+def curve_table(res: dict) -> str:
+    lines = [f"vector top-10 + filter {res['filter']}, {res['dims']} dims, p50 ms",
+             f"{'N':>8s} {'sidecar':>9s} {'numpy f64':>10s} {'InMemoryStore':>14s}  same top-10 as numpy"]
+    for r in res["rows"]:
+        mem = f"{r['InMemoryStore']['p50_ms']:.1f}" if "InMemoryStore" in r else "-"
+        lines.append(f"{r['n']:>8,} {r['sidecar']['p50_ms']:>9.2f} {r['numpy']['p50_ms']:>10.2f} {mem:>14s}  "
+                     f"{r['same_top10_as_numpy']}")
+    return "\n".join(lines)
+
+
+def plot_curve(res: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = res["rows"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ns = [r["n"] for r in rows]
+    ax.plot(ns, [r["sidecar"]["p50_ms"] for r in rows], marker="o", label="sidecar (gRPC, resident index)")
+    ax.plot(ns, [r["numpy"]["p50_ms"] for r in rows], marker="s", label="numpy float64, in process")
+    mem = [(r["n"], r["InMemoryStore"]["p50_ms"]) for r in rows if "InMemoryStore" in r]
+    if mem:
+        ax.plot([n for n, _ in mem], [v for _, v in mem], marker="^", label="LangGraph InMemoryStore, in process")
+    ax.axhline(20, color="grey", linestyle="--", linewidth=1, label="target 20 ms")
+    ax.set_xlabel("items with a vector (N)")
+    ax.set_ylabel("p50 ms, top-10 with a filter")
+    ax.set_yscale("log")
+    ax.set_title(f"memory vector search, {res['dims']} dimensions")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -215,8 +380,29 @@ def main(argv=None) -> int:
     ap.add_argument("--vectors", type=int, help="vector items (default 50,000; quick 2,000)")
     ap.add_argument("--dims", type=int, help="vector dimensions (default 768; quick 64)")
     ap.add_argument("--reps", type=int, help="timed searches per variant (default 100; quick 30)")
+    ap.add_argument("--curve", help="only the vector search against N: comma-separated sizes (e.g. 5000,50000)")
+    ap.add_argument("--curve-peer-max", type=int, default=20_000, help="largest N InMemoryStore is timed at")
+    ap.add_argument("--plot", help="with --curve: draw p50 against N into this PNG (matplotlib)")
+    ap.add_argument("--inprocess", help="only the server-side vector search in this process, resident index "
+                                        "against the scan: comma-separated sizes")
     opts = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    if opts.inprocess:
+        res = inproc(base, [int(x) for x in opts.inprocess.split(",")], opts.dims or 768, opts.reps or 30,
+                     lambda s: print(s, flush=True))
+        if opts.json:
+            Path(opts.json).write_text(json.dumps(res, indent=2))
+        return 0
+    if opts.curve:
+        res = curve(base, [int(x) for x in opts.curve.split(",")], opts.dims or 768, opts.reps or 30,
+                    lambda s: print(s, flush=True), opts.curve_peer_max)
+        print(curve_table(res))
+        if opts.plot:
+            plot_curve(res, opts.plot)
+            print(f"plot written to {opts.plot}")
+        if opts.json:
+            Path(opts.json).write_text(json.dumps(res, indent=2))
+        return 0
     res = run(base, opts.quick, lambda s: print(s, flush=True), opts.items, opts.vectors, opts.dims, opts.reps)
     print(table(res))
     for label, ok, fig in checks(res):

@@ -223,6 +223,7 @@ class Sidecar:
         if extended or dropped:
             log.info("startup: %d running leases extended, %d unfinished uploads dropped", extended, dropped)
         self.memory = memory.Memory(self.store)
+        self.ctx.memory = self.memory
         indexed = self.memory.build_index()
         if indexed:
             log.info("startup: vectors of %d memory items loaded into the index", indexed)

@@ -341,7 +341,7 @@ def test_typed_tree_filters(probe):
     (pb.MemoryFilter(field=pb.FieldCondition(op=pb.FILTER_OPERATOR_EQ)), "filter.field.value"),
     (cond(["n"], pb.FILTER_OPERATOR_IN, 1), "filter.field.value"),
     (cond(["n"], pb.FILTER_OPERATOR_IS_TYPE, "x"), "filter.field.value"),
-    (cond(["n"], pb.FILTER_OPERATOR_EQ, 1, mode=pb.COMPARISON_MODE_LANGGRAPH_JS), "filter.field.mode"),
+    (cond(["n"], pb.FILTER_OPERATOR_EQ, 1, mode=9), "filter.field.mode"),
     (pb.MemoryFilter(all=pb.MemoryFilterList(filters=[cond(["n"], 1, 1), pb.MemoryFilter()])),
      "filter.all.filters[1]"),
     (pb.MemoryFilter(field=pb.FieldCondition(path=pb.FieldPath(segments=[pb.FieldPathSegment()]), op=1,

@@ -5,6 +5,7 @@ snapshot ops/context.py reads.
 from __future__ import annotations
 
 from agentstate.v1 import conversations_pb2 as cpb
+from agentstate.v1 import memory_pb2 as mpb
 
 from .. import limits
 from ..errors import ApiError, invalid, limit
@@ -15,6 +16,7 @@ from ..state import calibration, conversations, pins, threads
 from ..state.runstate import Tx
 from ..storage import valuetext
 from . import context, validate, wire
+from . import memory as memory_api
 from .context import Ctx
 from .conversations import MAX_U32, _scope, _text, token_count
 
@@ -47,7 +49,49 @@ def knowledge_input(k: cpb.KnowledgeItem, i: int) -> Src:
     return Src(kind, role, content, valuetext.estimate(content, role), tokens, label=label)
 
 
-def _fill(out: cpb.GetContextResponse, res: assemble.Result, factor: float, explain: bool) -> None:
+def memory_query_input(ns: str, q: mpb.MemoryQuery, room: int):
+    """The SearchInput of GetContext's memory query (fields named ``memory_query.<field>``); ``room`` is how
+    many knowledge items the hits may add."""
+    req = mpb.SearchMemoryItemsRequest(namespace=ns, path_prefix=q.path_prefix, order=q.order, limit=q.limit,
+                                       refresh_ttl=False)
+    if q.HasField("filter"):
+        req.filter.CopyFrom(q.filter)
+    if q.HasField("vector"):
+        req.vector.CopyFrom(q.vector)
+    s, _ = memory_api.search_input(ns, req, "memory_query")
+    if s.limit > room:
+        raise limit("knowledge_items", f"memory_query.limit: knowledge and memory hits are at most "
+                    f"{limits.MAX_KNOWLEDGE_ITEMS} items ({room} left)", field="memory_query.limit")
+    return s
+
+
+def memory_hits(m, txn, ns: str, s) -> list:
+    """The memory query's hits on the snapshot ``txn`` (errors name ``memory_query.<field>``)."""
+    try:
+        found, _ = m.search(txn, ns, s, m.clock())
+    except ApiError as e:
+        field = e.metadata.get("field")
+        if not field:
+            raise
+        md = dict(e.metadata, field=f"memory_query.{field}")
+        raise ApiError(e.reason, f"memory_query.{e.message}", **md) from None
+    return found
+
+
+def _hit_src(f) -> Src:
+    label = "memory:" + "/".join(f.path) + ":" + f.key
+    return Src(conversations.MESSAGE, "", f.value, valuetext.estimate(f.value, ""), None, label=label[:256])
+
+
+def _set_hit(msg: cpb.ContextMemoryHit, f) -> None:
+    msg.path.extend(f.path)
+    msg.key, msg.version = f.key, f.rec.version
+    if f.score is not None:
+        msg.score, msg.field = f.score, f.field
+
+
+def _fill(out: cpb.GetContextResponse, res: assemble.Result, factor: float, explain: bool,
+          hits: list | None = None, first_hit: int = 0) -> None:
     for o in res.items:
         ci = out.items.add(source=o.source, kind=o.kind, role=o.role, call_id=o.call_id, tool_name=o.tool_name,
                            tokens=min(o.tokens, MAX_U32), tokens_estimated=o.estimated, pin_id=o.pin_id,
@@ -57,6 +101,8 @@ def _fill(out: cpb.GetContextResponse, res: assemble.Result, factor: float, expl
             ci.items.first_seq, ci.items.last_seq = o.first, o.last
         if o.knowledge_index is not None:
             ci.knowledge_index = o.knowledge_index
+            if hits and o.knowledge_index >= first_hit:
+                _set_hit(ci.memory_hit, hits[o.knowledge_index - first_hit])
     out.context_hash = res.context_hash
     out.stable_prefix_items = res.stable_prefix
     out.total_tokens, out.estimated_raw_tokens, out.client_counted_tokens = (res.total_tokens, res.estimated_raw,
@@ -72,6 +118,8 @@ def _fill(out: cpb.GetContextResponse, res: assemble.Result, factor: float, expl
             x.pin_id = e.pin_id
         elif e.knowledge_index is not None:
             x.knowledge_index = e.knowledge_index
+            if hits and e.knowledge_index >= first_hit:
+                _set_hit(x.memory_hit, hits[e.knowledge_index - first_hit])
         else:
             x.items.first_seq, x.items.last_seq = e.first, e.last
         if e.context_index is not None:
@@ -96,16 +144,25 @@ async def get_context(ctx: Ctx, req: cpb.GetContextRequest) -> cpb.GetContextRes
         raise invalid("tool_compression", f"unknown value {req.tool_compression}")
     if req.knowledge_position not in (0, cpb.KNOWLEDGE_POSITION_AFTER_SUMMARIES, cpb.KNOWLEDGE_POSITION_END):
         raise invalid("knowledge_position", f"unknown value {req.knowledge_position}")
+    query = None
+    if req.HasField("memory_query"):
+        if ctx.memory is None:  # pragma: no cover - every server sets it
+            raise ApiError("INTERNAL_ERROR", "memory is not served here")
+        query = memory_query_input(ns, req.memory_query, limits.MAX_KNOWLEDGE_ITEMS - len(knowledge))
+    hits: list = []
     store = ctx.store
     with store.read() as txn:
         trec = threads.require(txn, store, ns, thread_id)
+        if query is not None:
+            hits = memory_hits(ctx.memory, txn, ns, query)
+            knowledge = knowledge + [_hit_src(f) for f in hits]
         res, factor = ctx_ops.build(txn, store, ns, thread_id, trec.tkey, knowledge, budget=req.budget_tokens,
                                     tokenizer=tokenizer, keep_last=keep,
                                     compress=req.tool_compression != cpb.TOOL_COMPRESSION_NONE,
                                     dedupe=not req.disable_dedupe,
                                     knowledge_at_end=req.knowledge_position == cpb.KNOWLEDGE_POSITION_END)
     out = cpb.GetContextResponse()
-    _fill(out, res, factor, not req.omit_explanation)
+    _fill(out, res, factor, not req.omit_explanation, hits, len(req.knowledge))
     return out
 
 

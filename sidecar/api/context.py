@@ -58,6 +58,7 @@ class Ctx:
     default_lease_ms: int = DEFAULT_LEASE_MS
     saves: SaveTally = field(default_factory=SaveTally)
     retention: RetentionTotals = field(default_factory=RetentionTotals)
+    memory: Any = None  # state.memory.Memory, for GetContext's memory query (set by the server)
 
     def notify(self, touched: Iterable[tuple[str, str]]) -> None:
         self.hub.notify(touched)

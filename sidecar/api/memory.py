@@ -229,10 +229,7 @@ def _condition(c: pb.FieldCondition, field: str) -> mf.Cond:
             raise _bad_filter(f"{field}.path.segments[{i}]", "a segment is a key or an index")
         path.append(seg.key if which == "key" else seg.index)
     mode = c.mode or mf.AGENTSTATE
-    if mode == mf.LANGGRAPH_JS:
-        raise _bad_filter(f"{field}.mode", "COMPARISON_MODE_LANGGRAPH_JS is designed (docs/memory.md §3.4) but not "
-                          "served yet")
-    if mode not in (mf.AGENTSTATE, mf.LANGGRAPH_PYTHON):
+    if mode not in (mf.AGENTSTATE, mf.LANGGRAPH_PYTHON, mf.LANGGRAPH_JS):
         raise _bad_filter(f"{field}.mode", f"unknown comparison mode {c.mode}")
     op = c.op
     if not 1 <= op <= mf.FAIL:

@@ -15,13 +15,14 @@ Filters are evaluated by ``memory_filters`` (this module's private helper); vect
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from ..errors import ApiError
 from .. import limits
 from ..storage import hotpath as hp
-from ..storage import layout, nodes
+from ..storage import layout, nodes, vectors
 from ..storage.layout import MemItemRec, MemPathRec, MemRevRec, NO_PROVENANCE, Provenance
 from ..storage.store import Store, now_us
 from . import memory_filters as mf
@@ -235,7 +236,8 @@ class Memory:
         """Delete a stored item (DELETE or EXPIRE revision)."""
         self._unindex(txn, ns, rec)
         self._drop_vectors(txn, rec.item_id, rec.vector_fields)
-        self.index.discard(rec.item_id)
+        if rec.vector_fields:
+            self._stage(txn, ns, ("del", rec.item_id))
         txn.delete(layout.mem_item_key(prec.path_id, key), db=self.db["memitems"])
         txn.delete(layout.u64(rec.item_id), db=self.db["memids"])
         prec.live -= 1
@@ -298,7 +300,6 @@ class Memory:
                 # the kept vectors are re-stamped with this version below
             else:
                 self._drop_vectors(txn, item_id, old.vector_fields)
-            self.index.discard(item_id)
         else:
             version = self._last_version(txn, path_id, p.key) + 1
             meta = self.db["meta"]
@@ -330,7 +331,42 @@ class Memory:
             txn.put(layout.mem_exp_key(expires, item_id), b"", db=self.db["memexp"])
         self._revision(txn, path_id, p.key, version, REV_PUT, now, p.actor, p.provenance, p.origin, p.ttl_ms,
                        value_id, fields, etag_of(rec))
+        if fields or (old is not None and old.vector_fields):
+            vecs = []
+            for f in fields:
+                data = p.vectors.get(f)
+                if data is None:  # kept by a MERGE
+                    data = layout.memvec_decoder.decode(txn.get(layout.mem_vec_key(item_id, f),
+                                                                db=self.db["memvec"])).data
+                vecs.append((f, data))
+            self._stage(txn, ns, ("put", item_id, path_id, tuple(p.path), prec.first_seq, p.key, now, ins_seq,
+                                  version, expires, rec.space, vecs))
         return rec, old is None
+
+    def _stage(self, txn, ns: str, delta: tuple) -> None:
+        """Hand a change of an item with vectors to the resident index (applied once readers see it)."""
+        st = self.index.namespaces.get(ns)
+        if st is not None and len(st.pending) >= mv.MAX_PENDING and st.pending[-1][0] is not txn:
+            with self.store.read() as snap, self.index.lock:  # catch up with what readers see now
+                self.index.view(snap, self.db["meta"], ns, lambda t: self._vector_deltas(t, ns))
+        self.index.stage(txn, self.db["meta"], ns, delta)
+
+    def _vector_deltas(self, txn, ns: str):
+        """The index entries ("put" deltas) of every item with vectors in namespace ``ns`` of snapshot ``txn``."""
+        vdb = self.db["memvec"]
+        for labels, prec in self._paths_under(txn, ns, ()):
+            if prec.live <= 0:
+                continue
+            for key, rec in self._items_of(txn, prec.path_id):
+                if not rec.vector_fields:
+                    continue
+                vecs = []
+                for f in rec.vector_fields:
+                    raw = txn.get(layout.mem_vec_key(rec.item_id, f), db=vdb)
+                    if raw is not None:
+                        vecs.append((f, layout.memvec_decoder.decode(raw).data))
+                yield ("put", rec.item_id, prec.path_id, labels, prec.first_seq, key, rec.updated_us, rec.ins_seq,
+                       rec.version, rec.expires_us, rec.space, vecs)
 
     def _store_value(self, txn, encoding: bytes) -> bytes:
         built: list = []
@@ -422,6 +458,7 @@ class Memory:
     def apply_refreshes(self, txn, entries: dict[bytes, tuple[int, int]], now: int) -> int:
         """Write queued expiries: each item re-checked (same item id, still live), the later expiry kept."""
         done = 0
+        names: dict = {}
         for ikey, (item_id, new) in entries.items():
             raw = txn.get(ikey, db=self.db["memitems"])
             if raw is None:
@@ -433,6 +470,8 @@ class Memory:
             rec.expires_us = new
             txn.put(layout.mem_exp_key(new, item_id), b"", db=self.db["memexp"])
             txn.put(ikey, layout.encode(rec), db=self.db["memitems"])
+            if rec.vector_fields:
+                self._stage(txn, self._path_name(txn, layout.read_u64(ikey[:8]), names).ns, ("exp", item_id, new))
             done += 1
         return done
 
@@ -588,35 +627,10 @@ class Memory:
         """(items, position after the last when more follow) by the field index, or None when it cannot help:
         the candidates of the most selective indexable equality (plus the unindexed items), each re-checked
         with the whole filter, sorted in the request's order."""
-        conds = mi.plan(s.filter)
-        if not conds:
-            return None
-        best = None
-        fdb = self.db["memfld"]
         cap = min(self.INDEX_CAP, max(self.INDEX_MIN, self.INDEX_PER_WANTED * (s.offset + s.limit)))
-        for path, vtype, vkey in conds:
-            prefix = mi.entry_prefix(ns, path, vtype, vkey)
-            ids = []
-            cursor = txn.cursor(db=fdb)
-            if cursor.set_range(prefix):
-                for k in cursor.iternext(values=False):
-                    if not bytes(k).startswith(prefix):
-                        break
-                    if len(ids) >= cap:
-                        ids = None
-                        break
-                    ids.append(layout.read_u64(bytes(k)[-8:]))
-            if ids is not None and (best is None or len(ids) < len(best)):
-                best = ids
+        best = self._index_ids(txn, ns, s.filter, cap)
         if best is None:
             return None
-        nsb = ns.encode() + layout.SEP
-        cursor = txn.cursor(db=self.db["memfldx"])
-        if cursor.set_range(nsb):
-            for k in cursor.iternext(values=False):
-                if not bytes(k).startswith(nsb):
-                    break
-                best.append(layout.read_u64(bytes(k)[-8:]))
         names: dict = {}
         plen = len(s.prefix)
         order = s.order
@@ -669,6 +683,46 @@ class Memory:
         more = s.paged and len(found) > s.offset + s.limit
         return out, (window[-1][1] if more and window else None)
 
+    def _index_ids(self, txn, ns: str, flt, cap: int) -> list[int] | None:
+        """The ids of the items that may match ``flt`` by the field index (the smallest of its plans: a required
+        equality, ``IN`` or number range, memory_index.plan; plus the unindexed items), or None when it has no
+        plan or every plan reads more than ``cap`` entries."""
+        plans = mi.plan(flt)
+        if not plans:
+            return None
+        best = None
+        fdb = self.db["memfld"]
+        nsb = ns.encode() + layout.SEP
+        start = len(nsb)
+        for intervals in plans:
+            ids: list[int] | None = []
+            cursor = txn.cursor(db=fdb)
+            for lo, hi in intervals:
+                end = start + len(hi)
+                if not cursor.set_range(nsb + lo):
+                    continue
+                for k in cursor.iternext(values=False):
+                    k = bytes(k)
+                    if not k.startswith(nsb) or k[start:end] > hi:
+                        break
+                    if len(ids) >= cap:
+                        ids = None
+                        break
+                    ids.append(layout.read_u64(k[-8:]))
+                if ids is None:
+                    break
+            if ids is not None and (best is None or len(ids) < len(best)):
+                best = ids
+        if best is None:
+            return None
+        cursor = txn.cursor(db=self.db["memfldx"])
+        if cursor.set_range(nsb):
+            for k in cursor.iternext(values=False):
+                if not bytes(k).startswith(nsb):
+                    break
+                best.append(layout.read_u64(bytes(k)[-8:]))
+        return best
+
     @staticmethod
     def _matches(match, enc: bytes, labels, key: str) -> bool:
         try:
@@ -720,6 +774,90 @@ class Memory:
             raise ApiError("VECTOR_DIMENSION_MISMATCH",
                            f"vector.vector: {q.dims} dimensions, but vector space {q.space!r} has {space.dims}",
                            field="vector.vector", dims=space.dims, space=q.space)
+        if q.unscored != UNSCORED_ONLY and (match is None or mf.LANGGRAPH_PYTHON not in mf.modes_of(s.filter)):
+            out = self._vector_resident(txn, ns, s, now, match)
+            if out is not None:
+                self._finish_vector(txn, out, now, s, write_txn)
+                return out
+        return self._vector_scan(txn, ns, s, now, match, write_txn, space)
+
+    VECTOR_INDEX_CAP = 4096  # field-index entries a vector search reads at most for its candidate mask
+
+    def _vector_resident(self, txn, ns: str, s: SearchInput, now: int, match) -> list[Found] | None:
+        """A vector search over the resident index (memory_vectors): the same items in the same order as
+        :meth:`_vector_scan`, or None when the index is ahead of this snapshot (the scan answers then)."""
+        q = s.vector
+        meta = self.db["meta"]
+        want = s.offset + s.limit
+        with self.index.lock:
+            st = self.index.view(txn, meta, ns, lambda t: self._vector_deltas(t, ns))
+            if st is None:
+                return None
+            allowed = None if match is None else self._index_ids(txn, ns, s.filter, self.VECTOR_INDEX_CAP)
+            best, sp = mv.search(st, q.space, q.vector, tuple(s.prefix), frozenset(q.fields), now, allowed)
+            if sp is None or want <= 0:
+                return []
+            order = s.order
+            pkeys: dict[int, bytes] = {}
+
+            def tie(slot: int):
+                e = sp.slot_entry[slot]
+                if order == ORDER_INSERTION:
+                    return (st.first_seqs[e.pidx], e.ins_seq)
+                pk = pkeys.get(e.pidx)
+                if pk is None:
+                    pk = pkeys[e.pidx] = layout.mem_path_key(ns, st.paths[e.pidx])
+                if order == ORDER_UPDATED_DESC:
+                    return (-e.updated_us, pk, e.key.encode())
+                return (pk, e.key.encode())
+
+            out: list[Found] = []
+            passed = done = 0
+            k = want if match is None else max(4 * want, 32)
+            while True:
+                sel = vectors.select_top(best, k)
+                ranked = sorted(sel, key=lambda slot: (-best[slot], tie(slot)))
+                for slot in ranked[done:]:
+                    e = sp.slot_entry[slot]
+                    path_id = st.path_of[e.pidx]
+                    rec = self._item(txn, path_id, e.key)
+                    if rec is None or rec.item_id != e.item_id or rec.version != e.version:
+                        return None  # never expected: the index and the snapshot disagree; the scan is the truth
+                    labels = st.paths[e.pidx]
+                    enc = None
+                    if match is not None:
+                        enc = nodes.value_encoding(rec.value, txn.get)
+                        if not self._matches(match, enc, labels, e.key):
+                            continue
+                    passed += 1
+                    if passed <= s.offset:
+                        continue
+                    f = Found(labels, e.key, rec, enc)
+                    f._path_id = path_id  # type: ignore[attr-defined]
+                    f.score = best[slot]
+                    rows = [(fld, row) for fld, row in e.rows if not q.fields or fld in q.fields]
+                    scores = vectors.cosine_scores(sp.buf, sp.dims, array("q", [r for _, r in rows]), q.vector)
+                    f.field = next(fld for (fld, _), sc in zip(rows, scores) if sc == f.score)
+                    out.append(f)
+                    if passed >= want:
+                        return out
+                done = len(ranked)
+                if len(sel) < k:
+                    return out
+                k *= 8
+
+    def _finish_vector(self, txn, out: list[Found], now: int, s: SearchInput, write_txn) -> None:
+        for f in out:
+            if s.values and f.value is None:
+                f.value = nodes.value_encoding(f.rec.value, txn.get)
+            elif not s.values:
+                f.value = None
+        self._finish(txn, out, now, s, write_txn)
+
+    def _vector_scan(self, txn, ns: str, s: SearchInput, now: int, match, write_txn, space) -> list[Found]:
+        """A vector search by reading every candidate under the prefix from the snapshot (the reference the
+        resident index is tested against; it also serves UNSCORED_ONLY and LANGGRAPH_PYTHON filters)."""
+        q = s.vector
         fields = set(q.fields)
         space_name = q.space
         # A filter that never fails is checked lazily, best scores first, until offset + limit items pass: the
@@ -752,7 +890,7 @@ class Memory:
             unscored.sort(key=lambda e: e[0])
             out = [found(c) for c in unscored[s.offset:s.offset + s.limit]]
         else:
-            rows = self.index.rows_for(txn, self.db, space, wanted_of)
+            rows = mv.load_rows(txn, self.db, space, wanted_of)
             want = s.offset + s.limit
             ranked = mv.top_items(rows, q.vector, None if lazy else want, [c[0] for c in scored])
             out = []
@@ -771,12 +909,7 @@ class Memory:
                 out.append(f)
                 if passed >= want:
                     break
-        for f in out:
-            if s.values and f.value is None:
-                f.value = nodes.value_encoding(f.rec.value, txn.get)
-            elif not s.values:
-                f.value = None
-        self._finish(txn, out, now, s, write_txn)
+        self._finish_vector(txn, out, now, s, write_txn)
         return out
 
     # ---------------------------------------------------------- namespaces
@@ -894,9 +1027,15 @@ class Memory:
     # ---------------------------------------------------------- start-up
 
     def build_index(self) -> int:
-        """Load every stored vector into the in-memory index (a cache: searches check versions)."""
-        with self.store.read() as txn:
-            return self.index.build(txn, self.db)
+        """Load every stored vector into the resident index (start-up); how many items have vectors."""
+        with self.store.read() as txn, self.index.lock:
+            names = set()
+            for k in txn.cursor(db=self.db["memspace"]).iternext(values=False):
+                k = bytes(k)
+                names.add(k[:k.index(layout.SEP)].decode())
+            for ns in sorted(names):
+                self.index.view(txn, self.db["meta"], ns, lambda t, ns=ns: self._vector_deltas(t, ns))
+        return len(self.index)
 
 
 def _cmp_key(k) -> tuple:

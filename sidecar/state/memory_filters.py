@@ -12,7 +12,12 @@ missing path; ``NE`` is exactly "not EQ", so it matches a missing path. Never fa
 ``!=`` on the values as the Python client decodes them; ordered comparisons apply ``float()`` to the value,
 then to the operand, and fail with the exception Python raises (:class:`EvaluationError`).
 
-``LANGGRAPH_JS`` is designed (docs/memory.md §3.4) but not served: the API refuses it.
+``LANGGRAPH_JS`` (LangGraph.js's InMemoryStore, its ``compareValues``): the value and the operand seen as the
+JavaScript values a JS caller puts and filters with (:func:`js_number`, :func:`js_strict_equal`): EQ/NE are
+``===``/``!==`` (a missing path is ``undefined``; numbers by value, safe integers and floats alike; integers
+beyond 2^53 - 1 are bigints; lists, maps, bytes, datetimes, UUIDs, decimals, sets and opaque values are objects
+and never ``===`` anything), IN/NIN ``Array.includes`` (SameValueZero: NaN is found), ordered comparisons
+``Number(value) <op> Number(operand)`` (any NaN compares false). Never fails.
 
 Evaluation is left to right and short-circuits (which matters only for errors). :func:`compile_expression`
 turns a LangGraph-style filter map (``{"a.b": 1, "n": {"$gt": 2}, "$or": [...]}``) into a tree.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import re
 import uuid as _uuid
 from typing import Any, Callable
 
@@ -99,7 +105,8 @@ def decode_python(encoding: bytes) -> Any:
         return decode_native(encoding)
 
 
-DECODERS: dict[int, Callable[[bytes], Any]] = {AGENTSTATE: decode_native, LANGGRAPH_PYTHON: decode_python}
+DECODERS: dict[int, Callable[[bytes], Any]] = {AGENTSTATE: decode_native, LANGGRAPH_PYTHON: decode_python,
+                                               LANGGRAPH_JS: decode_native}
 
 
 # ----------------------------------------------------------------- nodes
@@ -306,6 +313,118 @@ def _python(op: int, v: Any, operand: Any) -> bool:
     return left <= right  # LTE
 
 
+# ----------------------------------------------------------------- LANGGRAPH_JS comparisons
+
+MAX_SAFE_INTEGER = 2**53 - 1
+_NAN = float("nan")
+# StrWhiteSpaceChar: WhiteSpace and LineTerminator (ECMA-262 §7.2, §7.3)
+_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a" \
+            "\u2028\u2029\u202f\u205f\u3000\ufeff"
+_JS_DECIMAL = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|Infinity)\Z")
+_JS_RADIX = re.compile(r"0(?:([xX])([0-9a-fA-F]+)|([oO])([0-7]+)|([bB])([01]+))\Z")
+
+
+def _int_to_double(v: int) -> float:
+    try:
+        return float(v)  # round to nearest, ties to even, as Number(bigint)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
+
+
+def js_string_to_number(text: str) -> float:
+    """``Number(text)`` (ECMA-262 StringToNumber): whitespace trimmed, "" is 0, decimal literals with an
+    optional sign, ``Infinity``, and unsigned 0x/0o/0b integers; anything else is NaN."""
+    t = text.strip(_JS_SPACE)
+    if not t:
+        return 0.0
+    if _JS_DECIMAL.match(t):
+        sign = -1.0 if t[0] == "-" else 1.0
+        body = t.lstrip("+-")
+        return sign * float("inf") if body == "Infinity" else float(t)  # float() rounds correctly
+    m = _JS_RADIX.match(t)
+    if m:
+        digits, base = (m.group(2), 16) if m.group(1) else ((m.group(4), 8) if m.group(3) else (m.group(6), 2))
+        return _int_to_double(int(digits, base))
+    return _NAN
+
+
+def js_number(v: Any) -> float:
+    """``Number(v)`` of the JavaScript value a stored or given value stands for."""
+    if v is MISSING:
+        return _NAN
+    if v is None:
+        return 0.0
+    t = type(v)
+    if t is bool:
+        return 1.0 if v else 0.0
+    if t is int:
+        return _int_to_double(v)
+    if t is float:
+        return v
+    if t is str:
+        return js_string_to_number(v)
+    if t is list or t is bytes:  # Array/Uint8Array: ToString joins the elements with ","
+        if not v:
+            return 0.0
+        if len(v) > 1:
+            return _NAN  # a "," is never part of a number
+        x = v[0]
+        return 0.0 if x is None else js_number(x) if type(x) is not bool else _NAN  # String(true) is "true"
+    if t is decimal.Decimal:
+        return js_string_to_number(str(v))  # the client's Decimal: its canonical text
+    return _NAN  # maps, sets, datetimes, UUIDs, opaque values
+
+
+def _js_kind(v: Any) -> int:
+    """0 undefined, 1 null, 2 boolean, 3 number, 4 bigint, 5 string, 6 an object."""
+    if v is MISSING:
+        return 0
+    if v is None:
+        return 1
+    t = type(v)
+    if t is bool:
+        return 2
+    if t is float:
+        return 3
+    if t is int:
+        return 3 if -MAX_SAFE_INTEGER <= v <= MAX_SAFE_INTEGER else 4
+    if t is str:
+        return 5
+    return 6
+
+
+def js_strict_equal(a: Any, b: Any, nan_equal: bool = False) -> bool:
+    """``a === b`` (``nan_equal``: SameValueZero, as ``Array.includes``)."""
+    ka = _js_kind(a)
+    if ka != _js_kind(b) or ka == 6:
+        return False
+    if ka == 3:
+        fa, fb = float(a), float(b)
+        return fa == fb or (nan_equal and fa != fa and fb != fb)
+    if ka <= 1:
+        return True
+    return a == b
+
+
+def _js(op: int, v: Any, operand: Any) -> bool:
+    if op == EQ:
+        return js_strict_equal(v, operand)
+    if op == NE:
+        return not js_strict_equal(v, operand)
+    if op == IN:
+        return any(js_strict_equal(v, x, True) for x in operand)
+    if op == NIN:
+        return not any(js_strict_equal(v, x, True) for x in operand)
+    left, right = js_number(v), js_number(operand)
+    if op == GT:
+        return left > right
+    if op == GTE:
+        return left >= right
+    if op == LT:
+        return left < right
+    return left <= right  # LTE
+
+
 # ----------------------------------------------------------------- evaluation
 
 def resolve(value: Any, path: tuple) -> Any:
@@ -354,6 +473,8 @@ def evaluate(node, views: dict[int, Any]) -> bool:
                     and len(v) == node.value)
         if node.mode == LANGGRAPH_PYTHON:
             return _python(op, v, node.value)
+        if node.mode == LANGGRAPH_JS:
+            return _js(op, v, node.value)
         return _agentstate(op, v, node.value)
     if type(node) is All:
         for child in node.children:

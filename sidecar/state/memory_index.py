@@ -77,22 +77,76 @@ def entry_prefix(ns: str, path: tuple, vtype: bytes, vkey: bytes) -> bytes:
     return ns.encode() + b"\x00" + path_hash(path) + vtype + vkey
 
 
-def _indexable(c) -> tuple[tuple, bytes, bytes] | None:
-    if type(c) is not mf.Cond or c.op != mf.EQ or c.mode != mf.AGENTSTATE or not c.path or len(c.path) > MAX_DEPTH:
+def _number(v) -> float | None:
+    """The float64 a number operand's entries are keyed by (as :func:`value_key`), None when not a number."""
+    vk = value_key(v)
+    if vk is None or vk[0] != T_NUMBER:
         return None
-    if any(type(seg) is not str for seg in c.path):  # list indexes and digit segments (mf.Digits) are not indexed
-        return None
-    vk = value_key(c.value)
-    return None if vk is None else (tuple(c.path), vk[0], vk[1])
+    return _F64.unpack(vk[1][:8])[0]
 
 
-def plan(node) -> list[tuple[tuple, bytes, bytes]]:
-    """The equality conditions of ``node`` that every match must satisfy and the index can answer."""
+def _number_intervals(head: bytes, lo: float, hi: float) -> list[tuple[bytes, bytes]]:
+    """Key intervals (inclusive, compared on their length) holding the numbers in [lo, hi]. A key is the
+    big-endian float64: non-negative numbers sort upwards from 0x00.., negative ones downwards from 0x80..,
+    so a range is at most two intervals."""
+    out = []
+    if hi >= 0.0:
+        out.append((head + _F64.pack(max(lo, 0.0)), head + _F64.pack(hi)))
+    if lo < 0.0:
+        out.append((head + _F64.pack(hi if hi < 0.0 else -0.0), head + _F64.pack(lo)))
+    return out
+
+
+def _required(node) -> list:
+    """The conditions every match must satisfy: the node itself or the members of (nested) top-level Alls."""
+    if type(node) is mf.All:
+        return [c for child in node.children for c in _required(child)]
+    return [node]
+
+
+def _plain_path(c) -> bool:
+    return (type(c) is mf.Cond and c.mode == mf.AGENTSTATE and bool(c.path) and len(c.path) <= MAX_DEPTH
+            and all(type(seg) is str for seg in c.path))  # list indexes and digit segments are not indexed
+
+
+def plan(node) -> list[list[tuple[bytes, bytes]]]:
+    """Ways the index can answer ``node``: each a list of key intervals (after ``ns NUL``; inclusive, compared
+    on their length) whose entries hold every item that may match. From the conditions every match must
+    satisfy: an equality with a scalar, an ``IN`` of scalars (one interval each), and ranges on numbers
+    (``GT GTE LT LTE``, intersected per path; the bounds taken inclusive at float64 precision, since the
+    entries hold float64 keys)."""
     if node is None:
         return []
-    one = _indexable(node)
-    if one is not None:
-        return [one]
-    if type(node) is mf.All:
-        return [x for x in (_indexable(c) for c in node.children) if x is not None]
-    return []
+    out = []
+    ranges: dict[tuple, list] = {}
+    for c in _required(node):
+        if not _plain_path(c):
+            continue
+        head = path_hash(tuple(c.path))
+        if c.op == mf.EQ:
+            vk = value_key(c.value)
+            if vk is not None:
+                key = head + vk[0] + vk[1]
+                out.append([(key, key)])
+        elif c.op == mf.IN:
+            keys = []
+            for x in c.value:
+                vk = value_key(x)
+                if vk is None:  # null (matches a missing field), NaN, a list...: not answerable
+                    keys = None
+                    break
+                keys.append(head + vk[0] + vk[1])
+            if keys is not None:
+                out.append([(k, k) for k in sorted(set(keys))])
+        elif c.op in (mf.GT, mf.GTE, mf.LT, mf.LTE):
+            f = _number(c.value)
+            if f is None:
+                continue
+            bounds = ranges.setdefault(tuple(c.path), [float("-inf"), float("inf")])
+            if c.op in (mf.GT, mf.GTE):
+                bounds[0] = max(bounds[0], f)
+            else:
+                bounds[1] = min(bounds[1], f)
+    for path, (lo, hi) in ranges.items():
+        out.append([] if lo > hi else _number_intervals(path_hash(path) + T_NUMBER, lo, hi))
+    return out

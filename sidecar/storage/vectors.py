@@ -19,3 +19,7 @@ else:
 NATIVE: bool = _impl.NATIVE
 implementation = _impl
 cosine_scores = _impl.cosine_scores
+sq_norm = _impl.sq_norm
+best_scores = _impl.best_scores
+select_top = _impl.select_top
+merge_max = _impl.merge_max

@@ -85,6 +85,21 @@ def search_request(namespace: str, prefix: Sequence[str] = (), *, filter: Any = 
     return req
 
 
+def memory_query(prefix: Sequence[str] = (), *, filter: Any = None, vector: Sequence[float] | None = None,
+                 vector_space: str = "", fields: Iterable[str] = (), order: str | None = None,
+                 limit: int = 10) -> mpb.MemoryQuery:
+    """A MemoryQuery for GetContext (``client.conversations.get_context(..., memory_query=...)``): the hits
+    join the knowledge layer. The arguments mean what they mean in :func:`search_request`."""
+    s = search_request("", prefix, filter=filter, vector=vector, vector_space=vector_space, fields=fields,
+                       order=order, limit=limit)
+    q = mpb.MemoryQuery(path_prefix=s.path_prefix, order=s.order, limit=s.limit)
+    if s.HasField("filter"):
+        q.filter.CopyFrom(s.filter)
+    if s.HasField("vector"):
+        q.vector.CopyFrom(s.vector)
+    return q
+
+
 class MemoryCalls:
     """The MemoryService calls, written once (see :mod:`agentstate._facet`) for :class:`Memory` and
     :class:`AsyncMemory`."""

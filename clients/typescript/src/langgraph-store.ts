@@ -9,19 +9,20 @@
  * of an item wins, writes in first-written order) and behaves like LangGraph.js's InMemoryStore, its reference:
  * namespaces validated as InMemoryStore validates them (no ":"; the reserved root allowed), filters with its
  * rules (`===` equality, `Number()` for ordered comparisons, `$in`/`$nin`, `{}` matches all, a plain value or
- * object compared with `===`) — evaluated here, on the items the batch's snapshot returns in insertion order,
- * because the server's LANGGRAPH_JS mode is not built yet —, createdAt kept when an item is put again, scores
+ * object compared with `===`) — evaluated by the server in its LANGGRAPH_JS mode (`jsFilter` compiles them) on
+ * the batch's snapshot, in insertion order —, createdAt kept when an item is put again, scores
  * in float64 with ties in insertion order and the underfull-page rule for items without vectors, namespaces
  * sorted with `localeCompare` of the ":"-joined path. The embedder is the caller's (`index.embeddings`).
  * Divergences: docs/memory.md §11.3.
  */
 import { BaseStore, InvalidNamespaceError, validateNamespace } from "@langchain/langgraph-checkpoint";
 import type { IndexConfig, Item, Operation, OperationResults, SearchItem } from "@langchain/langgraph-checkpoint";
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Client, type ClientOptions } from "./client.js";
-import { fromValue } from "./values.js";
+import { fromValue, toValue } from "./values.js";
 import { putRequest, searchRequest } from "./memory.js";
-import type { MemoryItem, MemoryOpSchema, MemoryOpResult } from "./gen/agentstate/v1/memory_pb.js";
+import type { MemoryFilter, MemoryItem, MemoryOpSchema, MemoryOpResult } from "./gen/agentstate/v1/memory_pb.js";
+import { ComparisonMode, FilterOperator, MemoryFilterSchema } from "./gen/agentstate/v1/memory_pb.js";
 
 const SERVER_LIMIT = 1000;
 const OPERATORS = new Set(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"]);
@@ -53,6 +54,65 @@ export function jsMatches(itemValue: unknown, filterValue: unknown): boolean {
     if (!ok) return false;
   }
   return true;
+}
+
+type FilterInit = MessageInitShape<typeof MemoryFilterSchema>;
+const ORDERED: Record<string, FilterOperator> = {
+  $gt: FilterOperator.GT, $gte: FilterOperator.GTE, $lt: FilterOperator.LT, $lte: FilterOperator.LTE,
+};
+const allOf = (filters: FilterInit[]): FilterInit => ({ kind: { case: "all", value: { filters } } });
+const anyOf = (filters: FilterInit[]): FilterInit => ({ kind: { case: "any", value: { filters } } });
+const negate = (f: FilterInit): FilterInit => ({ kind: { case: "negate", value: f } });
+const NEVER = anyOf([]);
+const ALWAYS = allOf([]);
+
+function jsCond(key: string, op: FilterOperator, value?: unknown): FilterInit {
+  return { kind: { case: "field", value: {
+    path: { segments: [{ kind: { case: "key", value: key } }] }, op,
+    value: value === undefined ? undefined : toValue(value), mode: ComparisonMode.LANGGRAPH_JS,
+  } } };
+}
+
+const isPrimitive = (v: unknown): boolean =>
+  v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean" || typeof v === "bigint";
+
+/** `item.value[key] === x`: undefined is a missing key; an object (not the item's own) never equals. */
+function jsEquals(key: string, x: unknown): FilterInit {
+  if (x === undefined) return negate(jsCond(key, FilterOperator.EXISTS));
+  return isPrimitive(x) ? jsCond(key, FilterOperator.EQ, x) : NEVER;
+}
+
+/** `list.includes(item.value[key])`. */
+function jsIncludes(key: string, list: unknown[]): FilterInit {
+  const parts = [jsCond(key, FilterOperator.IN, list.filter(isPrimitive))];
+  if (list.includes(undefined)) parts.push(negate(jsCond(key, FilterOperator.EXISTS)));
+  return parts.length === 1 ? parts[0] : anyOf(parts);
+}
+
+/**
+ * A LangGraph.js filter (InMemoryStore's `compareValues` on `item.value[key]` for each top-level key) as a
+ * MemoryFilter tree in the server's LANGGRAPH_JS mode (docs/memory.md §3.4): the operands JavaScript alone
+ * can judge are settled here (objects never `===`, `Number()` of the operand, `$in` without an array), the
+ * item's side on the server. Tested side by side with InMemoryStore (test/memory-jsmode.test.ts).
+ */
+export function jsFilter(filter: Record<string, unknown>): MemoryFilter {
+  const parts: FilterInit[] = [];
+  for (const [key, v] of Object.entries(filter)) {
+    if (!isOperatorMap(v)) { parts.push(jsEquals(key, v)); continue; }
+    for (const [op, operand] of Object.entries(v)) {
+      if (op === "$eq") parts.push(jsEquals(key, operand));
+      else if (op === "$ne") parts.push(negate(jsEquals(key, operand)));
+      else if (op === "$in") parts.push(Array.isArray(operand) ? jsIncludes(key, operand) : NEVER);
+      else if (op === "$nin") parts.push(Array.isArray(operand) ? negate(jsIncludes(key, operand)) : ALWAYS);
+      else parts.push(jsCond(key, ORDERED[op], Number(operand)));
+    }
+  }
+  return create(MemoryFilterSchema, parts.length === 1 ? parts[0] : allOf(parts));
+}
+
+/** A search op's filter for the server (none when it has no conditions). */
+function serverFilter(op: any): MemoryFilter | undefined {
+  return op.filter && Object.keys(op.filter).length > 0 ? jsFilter(op.filter) : undefined;
 }
 
 /** A field path in tokens as InMemoryStore splits it: on dots, keeping "[...]" and "{...}" groups whole. */
@@ -229,11 +289,12 @@ export class SidecarStore extends BaseStore {
     for (const op of ops) {
       const first = req.length;
       if ("namespacePrefix" in op) {
-        req.push({ op: { case: "search", value: { ...searchRequest("", op.namespacePrefix, { order: "insertion", limit: SERVER_LIMIT }), namespace: "" } } });
+        const filter = serverFilter(op);
+        req.push({ op: { case: "search", value: { ...searchRequest("", op.namespacePrefix, { order: "insertion", limit: SERVER_LIMIT, filter }), namespace: "" } } });
         const vector = op.query !== undefined && op.query !== "" && queries.has(op.query);
         if (vector && !noSpace) {
           req.push({ op: { case: "search", value: { ...searchRequest("", op.namespacePrefix, {
-            order: "insertion", limit: SERVER_LIMIT, vector: queries.get(op.query), vectorSpace: this.vectorSpace, omitValues: true,
+            order: "insertion", limit: SERVER_LIMIT, vector: queries.get(op.query), vectorSpace: this.vectorSpace, omitValues: true, filter,
           }), namespace: "" } } });
         }
         plans.push({ kind: "search", first, op, vector });
@@ -294,7 +355,7 @@ export class SidecarStore extends BaseStore {
     let pageToken = "";
     do {
       const resp = await this.client.memory.stub.searchMemoryItems({ ...searchRequest(this.client.namespace, op.namespacePrefix,
-        { order: "insertion", refreshTtl: false }), pageSize: SERVER_LIMIT, pageToken });
+        { order: "insertion", refreshTtl: false, filter: serverFilter(op) }), pageSize: SERVER_LIMIT, pageToken });
       items.push(...resp.items.map((s) => s.item!));
       pageToken = resp.nextPageToken;
     } while (pageToken);
@@ -305,8 +366,7 @@ export class SidecarStore extends BaseStore {
     const op = plan.op;
     const r = results[plan.first].result;
     const everything = await this.all(op, r.case === "search" ? r.value.items.map((s) => s.item!) : []);
-    const filter = op.filter ? Object.entries(op.filter) : [];
-    const candidates = everything.map((m) => this.item(m)).filter((it) => filter.every(([k, v]) => jsMatches(it.value[k], v)));
+    const candidates = everything.map((m) => this.item(m));  // filtered by the server (LANGGRAPH_JS mode)
     const offset = op.offset ?? 0;
     const limit = op.limit ?? 10;
     if (!plan.vector) return candidates.slice(offset, offset + limit).map((it) => ({ ...it, score: undefined }));

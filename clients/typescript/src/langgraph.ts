@@ -556,4 +556,4 @@ function sameValue(a: unknown, b: unknown): boolean {
     return false;
   }
 }
-export { SidecarStore, jsMatches, type SidecarStoreOptions } from "./langgraph-store.js";
+export { SidecarStore, jsFilter, jsMatches, type SidecarStoreOptions } from "./langgraph-store.js";

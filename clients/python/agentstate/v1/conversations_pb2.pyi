@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from agentstate.v1 import memory_pb2 as _memory_pb2
 from agentstate.v1 import threads_pb2 as _threads_pb2
 from agentstate.v1 import values_pb2 as _values_pb2
 from google.protobuf.internal import containers as _containers
@@ -882,7 +883,7 @@ class KnowledgeItem(_message.Message):
     def __init__(self, label: _Optional[str] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., tokens: _Optional[_Union[TokenCount, _Mapping]] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "budget_tokens", "knowledge", "tokenizer", "keep_last_items", "tool_compression", "knowledge_position", "disable_dedupe", "omit_explanation")
+    __slots__ = ("namespace", "thread_id", "budget_tokens", "knowledge", "tokenizer", "keep_last_items", "tool_compression", "knowledge_position", "disable_dedupe", "omit_explanation", "memory_query")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -893,6 +894,7 @@ class GetContextRequest(_message.Message):
     KNOWLEDGE_POSITION_FIELD_NUMBER: _ClassVar[int]
     DISABLE_DEDUPE_FIELD_NUMBER: _ClassVar[int]
     OMIT_EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_QUERY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     budget_tokens: int
@@ -903,10 +905,25 @@ class GetContextRequest(_message.Message):
     knowledge_position: KnowledgePosition
     disable_dedupe: bool
     omit_explanation: bool
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., knowledge: _Optional[_Iterable[_Union[KnowledgeItem, _Mapping]]] = ..., tokenizer: _Optional[str] = ..., keep_last_items: _Optional[int] = ..., tool_compression: _Optional[_Union[ToolCompression, str]] = ..., knowledge_position: _Optional[_Union[KnowledgePosition, str]] = ..., disable_dedupe: _Optional[bool] = ..., omit_explanation: _Optional[bool] = ...) -> None: ...
+    memory_query: _memory_pb2.MemoryQuery
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., knowledge: _Optional[_Iterable[_Union[KnowledgeItem, _Mapping]]] = ..., tokenizer: _Optional[str] = ..., keep_last_items: _Optional[int] = ..., tool_compression: _Optional[_Union[ToolCompression, str]] = ..., knowledge_position: _Optional[_Union[KnowledgePosition, str]] = ..., disable_dedupe: _Optional[bool] = ..., omit_explanation: _Optional[bool] = ..., memory_query: _Optional[_Union[_memory_pb2.MemoryQuery, _Mapping]] = ...) -> None: ...
+
+class ContextMemoryHit(_message.Message):
+    __slots__ = ("path", "key", "version", "score", "field")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    path: _containers.RepeatedScalarFieldContainer[str]
+    key: str
+    version: int
+    score: float
+    field: str
+    def __init__(self, path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., version: _Optional[int] = ..., score: _Optional[float] = ..., field: _Optional[str] = ...) -> None: ...
 
 class ContextItem(_message.Message):
-    __slots__ = ("source", "kind", "role", "call_id", "tool_name", "content", "tokens", "tokens_estimated", "pin_id", "summary_id", "level", "items", "knowledge_index", "duplicate_of_seq")
+    __slots__ = ("source", "kind", "role", "call_id", "tool_name", "content", "tokens", "tokens_estimated", "pin_id", "summary_id", "level", "items", "knowledge_index", "duplicate_of_seq", "memory_hit")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -921,6 +938,7 @@ class ContextItem(_message.Message):
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     KNOWLEDGE_INDEX_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_HIT_FIELD_NUMBER: _ClassVar[int]
     source: ContextSource
     kind: ItemKind
     role: str
@@ -935,10 +953,11 @@ class ContextItem(_message.Message):
     items: SeqRange
     knowledge_index: int
     duplicate_of_seq: int
-    def __init__(self, source: _Optional[_Union[ContextSource, str]] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., tokens: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., pin_id: _Optional[str] = ..., summary_id: _Optional[str] = ..., level: _Optional[int] = ..., items: _Optional[_Union[SeqRange, _Mapping]] = ..., knowledge_index: _Optional[int] = ..., duplicate_of_seq: _Optional[int] = ...) -> None: ...
+    memory_hit: ContextMemoryHit
+    def __init__(self, source: _Optional[_Union[ContextSource, str]] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., tokens: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., pin_id: _Optional[str] = ..., summary_id: _Optional[str] = ..., level: _Optional[int] = ..., items: _Optional[_Union[SeqRange, _Mapping]] = ..., knowledge_index: _Optional[int] = ..., duplicate_of_seq: _Optional[int] = ..., memory_hit: _Optional[_Union[ContextMemoryHit, _Mapping]] = ...) -> None: ...
 
 class ExplanationEntry(_message.Message):
-    __slots__ = ("pin_id", "items", "knowledge_index", "fate", "item_count", "tokens", "context_index", "summary_id", "duplicate_of_seq")
+    __slots__ = ("pin_id", "items", "knowledge_index", "fate", "item_count", "tokens", "context_index", "summary_id", "duplicate_of_seq", "memory_hit")
     PIN_ID_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     KNOWLEDGE_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -948,6 +967,7 @@ class ExplanationEntry(_message.Message):
     CONTEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_ID_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_SEQ_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_HIT_FIELD_NUMBER: _ClassVar[int]
     pin_id: str
     items: SeqRange
     knowledge_index: int
@@ -957,7 +977,8 @@ class ExplanationEntry(_message.Message):
     context_index: int
     summary_id: str
     duplicate_of_seq: int
-    def __init__(self, pin_id: _Optional[str] = ..., items: _Optional[_Union[SeqRange, _Mapping]] = ..., knowledge_index: _Optional[int] = ..., fate: _Optional[_Union[Fate, str]] = ..., item_count: _Optional[int] = ..., tokens: _Optional[int] = ..., context_index: _Optional[int] = ..., summary_id: _Optional[str] = ..., duplicate_of_seq: _Optional[int] = ...) -> None: ...
+    memory_hit: ContextMemoryHit
+    def __init__(self, pin_id: _Optional[str] = ..., items: _Optional[_Union[SeqRange, _Mapping]] = ..., knowledge_index: _Optional[int] = ..., fate: _Optional[_Union[Fate, str]] = ..., item_count: _Optional[int] = ..., tokens: _Optional[int] = ..., context_index: _Optional[int] = ..., summary_id: _Optional[str] = ..., duplicate_of_seq: _Optional[int] = ..., memory_hit: _Optional[_Union[ContextMemoryHit, _Mapping]] = ...) -> None: ...
 
 class GetContextResponse(_message.Message):
     __slots__ = ("items", "context_hash", "stable_prefix_items", "total_tokens", "estimated_raw_tokens", "client_counted_tokens", "calibration_factor", "last_seq", "explanation")

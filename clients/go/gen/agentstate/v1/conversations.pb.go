@@ -4959,8 +4959,20 @@ type GetContextRequest struct {
 	// omit_explanation leaves the explanation out (the items and hash are the
 	// same).
 	OmitExplanation bool `protobuf:"varint,10,opt,name=omit_explanation,json=omitExplanation,proto3" json:"omit_explanation,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// memory_query, when set, searches the namespace's memory items (as
+	// SearchMemoryItems, on the same snapshot as the conversation, without
+	// refreshing TTLs; limit default 10, and knowledge plus hits at most 1000)
+	// and adds the hits to the knowledge layer after the request's knowledge
+	// items, in search order: knowledge_index continues from
+	// len(knowledge); each hit is a MESSAGE whose content is the item's value,
+	// counted by the calibrated estimate, kept or dropped by the budget like
+	// any knowledge item, and named by memory_hit in its context item and
+	// explanation entry. A malformed query gives INVALID_ARGUMENT naming
+	// "memory_query.<field>"; a vector query in a space that does not exist
+	// NOT_FOUND VECTOR_SPACE_NOT_FOUND.
+	MemoryQuery   *MemoryQuery `protobuf:"bytes,11,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetContextRequest) Reset() {
@@ -5063,6 +5075,96 @@ func (x *GetContextRequest) GetOmitExplanation() bool {
 	return false
 }
 
+func (x *GetContextRequest) GetMemoryQuery() *MemoryQuery {
+	if x != nil {
+		return x.MemoryQuery
+	}
+	return nil
+}
+
+// ContextMemoryHit names the memory item a knowledge item of GetContext came
+// from (GetContextRequest.memory_query).
+type ContextMemoryHit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// path and key name the item.
+	Path []string `protobuf:"bytes,1,rep,name=path,proto3" json:"path,omitempty"`
+	Key  string   `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// version is the item's version that was read.
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// score is the cosine similarity of a vector query (unset without one, or
+	// for an item without a vector in the space).
+	Score *float64 `protobuf:"fixed64,4,opt,name=score,proto3,oneof" json:"score,omitempty"`
+	// field is the vector field that scored best.
+	Field         string `protobuf:"bytes,5,opt,name=field,proto3" json:"field,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextMemoryHit) Reset() {
+	*x = ContextMemoryHit{}
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextMemoryHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextMemoryHit) ProtoMessage() {}
+
+func (x *ContextMemoryHit) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextMemoryHit.ProtoReflect.Descriptor instead.
+func (*ContextMemoryHit) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ContextMemoryHit) GetPath() []string {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
+func (x *ContextMemoryHit) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ContextMemoryHit) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ContextMemoryHit) GetScore() float64 {
+	if x != nil && x.Score != nil {
+		return *x.Score
+	}
+	return 0
+}
+
+func (x *ContextMemoryHit) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
 // ContextItem is one item of an assembled context, in context order.
 type ContextItem struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5103,13 +5205,16 @@ type ContextItem struct {
 	// duplicate_of_seq is, for a deduplicated tool result, the seq of the
 	// earlier equal result.
 	DuplicateOfSeq uint64 `protobuf:"varint,14,opt,name=duplicate_of_seq,json=duplicateOfSeq,proto3" json:"duplicate_of_seq,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// memory_hit names the memory item of a KNOWLEDGE item that came from
+	// GetContextRequest.memory_query.
+	MemoryHit     *ContextMemoryHit `protobuf:"bytes,15,opt,name=memory_hit,json=memoryHit,proto3" json:"memory_hit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContextItem) Reset() {
 	*x = ContextItem{}
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[48]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5121,7 +5226,7 @@ func (x *ContextItem) String() string {
 func (*ContextItem) ProtoMessage() {}
 
 func (x *ContextItem) ProtoReflect() protoreflect.Message {
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[48]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5134,7 +5239,7 @@ func (x *ContextItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextItem.ProtoReflect.Descriptor instead.
 func (*ContextItem) Descriptor() ([]byte, []int) {
-	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{48}
+	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ContextItem) GetSource() ContextSource {
@@ -5235,6 +5340,13 @@ func (x *ContextItem) GetDuplicateOfSeq() uint64 {
 	return 0
 }
 
+func (x *ContextItem) GetMemoryHit() *ContextMemoryHit {
+	if x != nil {
+		return x.MemoryHit
+	}
+	return nil
+}
+
 // ExplanationEntry says what happened to source items. The entries of one
 // response name every pinned item, every live log item and every knowledge
 // item exactly once: pinned items in context order, then the log in seq
@@ -5266,13 +5378,16 @@ type ExplanationEntry struct {
 	SummaryId string `protobuf:"bytes,8,opt,name=summary_id,json=summaryId,proto3" json:"summary_id,omitempty"`
 	// duplicate_of_seq is the earlier equal item (FATE_DEDUPLICATED).
 	DuplicateOfSeq uint64 `protobuf:"varint,9,opt,name=duplicate_of_seq,json=duplicateOfSeq,proto3" json:"duplicate_of_seq,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// memory_hit names the memory item of a knowledge item that came from
+	// GetContextRequest.memory_query (kept or dropped by the budget).
+	MemoryHit     *ContextMemoryHit `protobuf:"bytes,10,opt,name=memory_hit,json=memoryHit,proto3" json:"memory_hit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExplanationEntry) Reset() {
 	*x = ExplanationEntry{}
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[49]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5284,7 +5399,7 @@ func (x *ExplanationEntry) String() string {
 func (*ExplanationEntry) ProtoMessage() {}
 
 func (x *ExplanationEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[49]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5297,7 +5412,7 @@ func (x *ExplanationEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplanationEntry.ProtoReflect.Descriptor instead.
 func (*ExplanationEntry) Descriptor() ([]byte, []int) {
-	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{49}
+	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExplanationEntry) GetSource() isExplanationEntry_Source {
@@ -5376,6 +5491,13 @@ func (x *ExplanationEntry) GetDuplicateOfSeq() uint64 {
 	return 0
 }
 
+func (x *ExplanationEntry) GetMemoryHit() *ContextMemoryHit {
+	if x != nil {
+		return x.MemoryHit
+	}
+	return nil
+}
+
 type isExplanationEntry_Source interface {
 	isExplanationEntry_Source()
 }
@@ -5437,7 +5559,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[50]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5449,7 +5571,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[50]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5462,7 +5584,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{50}
+	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetContextResponse) GetItems() []*ContextItem {
@@ -5553,7 +5675,7 @@ type ReportUsageRequest struct {
 
 func (x *ReportUsageRequest) Reset() {
 	*x = ReportUsageRequest{}
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[51]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5565,7 +5687,7 @@ func (x *ReportUsageRequest) String() string {
 func (*ReportUsageRequest) ProtoMessage() {}
 
 func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[51]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5578,7 +5700,7 @@ func (x *ReportUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageRequest.ProtoReflect.Descriptor instead.
 func (*ReportUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{51}
+	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReportUsageRequest) GetNamespace() string {
@@ -5650,7 +5772,7 @@ type ReportUsageResponse struct {
 
 func (x *ReportUsageResponse) Reset() {
 	*x = ReportUsageResponse{}
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[52]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5662,7 +5784,7 @@ func (x *ReportUsageResponse) String() string {
 func (*ReportUsageResponse) ProtoMessage() {}
 
 func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentstate_v1_conversations_proto_msgTypes[52]
+	mi := &file_agentstate_v1_conversations_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5675,7 +5797,7 @@ func (x *ReportUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportUsageResponse.ProtoReflect.Descriptor instead.
 func (*ReportUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{52}
+	return file_agentstate_v1_conversations_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReportUsageResponse) GetCalibrationFactor() float64 {
@@ -5696,7 +5818,7 @@ var File_agentstate_v1_conversations_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\n" +
-	"!agentstate/v1/conversations.proto\x12\ragentstate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/threads.proto\x1a\x1aagentstate/v1/values.proto\"V\n" +
+	"!agentstate/v1/conversations.proto\x12\ragentstate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aagentstate/v1/memory.proto\x1a\x1bagentstate/v1/threads.proto\x1a\x1aagentstate/v1/values.proto\"V\n" +
 	"\n" +
 	"TokenCount\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x1c\n" +
@@ -6094,7 +6216,7 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.agentstate.v1.ItemKindR\x04kind\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12.\n" +
 	"\acontent\x18\x04 \x01(\v2\x14.agentstate.v1.ValueR\acontent\x121\n" +
-	"\x06tokens\x18\x05 \x01(\v2\x19.agentstate.v1.TokenCountR\x06tokens\"\xfc\x03\n" +
+	"\x06tokens\x18\x05 \x01(\v2\x19.agentstate.v1.TokenCountR\x06tokens\"\xbb\x04\n" +
 	"\x11GetContextRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -6106,8 +6228,16 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x12knowledge_position\x18\b \x01(\x0e2 .agentstate.v1.KnowledgePositionR\x11knowledgePosition\x12%\n" +
 	"\x0edisable_dedupe\x18\t \x01(\bR\rdisableDedupe\x12)\n" +
 	"\x10omit_explanation\x18\n" +
-	" \x01(\bR\x0fomitExplanationB\x12\n" +
-	"\x10_keep_last_items\"\x94\x04\n" +
+	" \x01(\bR\x0fomitExplanation\x12=\n" +
+	"\fmemory_query\x18\v \x01(\v2\x1a.agentstate.v1.MemoryQueryR\vmemoryQueryB\x12\n" +
+	"\x10_keep_last_items\"\x8d\x01\n" +
+	"\x10ContextMemoryHit\x12\x12\n" +
+	"\x04path\x18\x01 \x03(\tR\x04path\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x19\n" +
+	"\x05score\x18\x04 \x01(\x01H\x00R\x05score\x88\x01\x01\x12\x14\n" +
+	"\x05field\x18\x05 \x01(\tR\x05fieldB\b\n" +
+	"\x06_score\"\xd4\x04\n" +
 	"\vContextItem\x124\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1c.agentstate.v1.ContextSourceR\x06source\x12+\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.agentstate.v1.ItemKindR\x04kind\x12\x12\n" +
@@ -6124,8 +6254,10 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x05level\x18\v \x01(\rR\x05level\x12-\n" +
 	"\x05items\x18\f \x01(\v2\x17.agentstate.v1.SeqRangeR\x05items\x12,\n" +
 	"\x0fknowledge_index\x18\r \x01(\rH\x00R\x0eknowledgeIndex\x88\x01\x01\x12(\n" +
-	"\x10duplicate_of_seq\x18\x0e \x01(\x04R\x0eduplicateOfSeqB\x12\n" +
-	"\x10_knowledge_index\"\xf6\x02\n" +
+	"\x10duplicate_of_seq\x18\x0e \x01(\x04R\x0eduplicateOfSeq\x12>\n" +
+	"\n" +
+	"memory_hit\x18\x0f \x01(\v2\x1f.agentstate.v1.ContextMemoryHitR\tmemoryHitB\x12\n" +
+	"\x10_knowledge_index\"\xb6\x03\n" +
 	"\x10ExplanationEntry\x12\x17\n" +
 	"\x06pin_id\x18\x01 \x01(\tH\x00R\x05pinId\x12/\n" +
 	"\x05items\x18\x02 \x01(\v2\x17.agentstate.v1.SeqRangeH\x00R\x05items\x12)\n" +
@@ -6137,7 +6269,10 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\rcontext_index\x18\a \x01(\rH\x01R\fcontextIndex\x88\x01\x01\x12\x1d\n" +
 	"\n" +
 	"summary_id\x18\b \x01(\tR\tsummaryId\x12(\n" +
-	"\x10duplicate_of_seq\x18\t \x01(\x04R\x0eduplicateOfSeqB\b\n" +
+	"\x10duplicate_of_seq\x18\t \x01(\x04R\x0eduplicateOfSeq\x12>\n" +
+	"\n" +
+	"memory_hit\x18\n" +
+	" \x01(\v2\x1f.agentstate.v1.ContextMemoryHitR\tmemoryHitB\b\n" +
 	"\x06sourceB\x10\n" +
 	"\x0e_context_index\"\xaf\x03\n" +
 	"\x12GetContextResponse\x120\n" +
@@ -6251,7 +6386,7 @@ func file_agentstate_v1_conversations_proto_rawDescGZIP() []byte {
 }
 
 var file_agentstate_v1_conversations_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentstate_v1_conversations_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_agentstate_v1_conversations_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_agentstate_v1_conversations_proto_goTypes = []any{
 	(ItemKind)(0),                       // 0: agentstate.v1.ItemKind
 	(ConfigScope)(0),                    // 1: agentstate.v1.ConfigScope
@@ -6310,61 +6445,63 @@ var file_agentstate_v1_conversations_proto_goTypes = []any{
 	(*ExpandSummaryResponse)(nil),       // 54: agentstate.v1.ExpandSummaryResponse
 	(*KnowledgeItem)(nil),               // 55: agentstate.v1.KnowledgeItem
 	(*GetContextRequest)(nil),           // 56: agentstate.v1.GetContextRequest
-	(*ContextItem)(nil),                 // 57: agentstate.v1.ContextItem
-	(*ExplanationEntry)(nil),            // 58: agentstate.v1.ExplanationEntry
-	(*GetContextResponse)(nil),          // 59: agentstate.v1.GetContextResponse
-	(*ReportUsageRequest)(nil),          // 60: agentstate.v1.ReportUsageRequest
-	(*ReportUsageResponse)(nil),         // 61: agentstate.v1.ReportUsageResponse
-	nil,                                 // 62: agentstate.v1.ItemInput.MetadataEntry
-	nil,                                 // 63: agentstate.v1.ConversationItem.MetadataEntry
-	nil,                                 // 64: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
-	(*Value)(nil),                       // 65: agentstate.v1.Value
-	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 67: google.protobuf.Duration
-	(Durability)(0),                     // 68: agentstate.v1.Durability
+	(*ContextMemoryHit)(nil),            // 57: agentstate.v1.ContextMemoryHit
+	(*ContextItem)(nil),                 // 58: agentstate.v1.ContextItem
+	(*ExplanationEntry)(nil),            // 59: agentstate.v1.ExplanationEntry
+	(*GetContextResponse)(nil),          // 60: agentstate.v1.GetContextResponse
+	(*ReportUsageRequest)(nil),          // 61: agentstate.v1.ReportUsageRequest
+	(*ReportUsageResponse)(nil),         // 62: agentstate.v1.ReportUsageResponse
+	nil,                                 // 63: agentstate.v1.ItemInput.MetadataEntry
+	nil,                                 // 64: agentstate.v1.ConversationItem.MetadataEntry
+	nil,                                 // 65: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
+	(*Value)(nil),                       // 66: agentstate.v1.Value
+	(*timestamppb.Timestamp)(nil),       // 67: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 68: google.protobuf.Duration
+	(Durability)(0),                     // 69: agentstate.v1.Durability
+	(*MemoryQuery)(nil),                 // 70: agentstate.v1.MemoryQuery
 }
 var file_agentstate_v1_conversations_proto_depIdxs = []int32{
 	0,   // 0: agentstate.v1.ItemInput.kind:type_name -> agentstate.v1.ItemKind
-	65,  // 1: agentstate.v1.ItemInput.content:type_name -> agentstate.v1.Value
-	62,  // 2: agentstate.v1.ItemInput.metadata:type_name -> agentstate.v1.ItemInput.MetadataEntry
+	66,  // 1: agentstate.v1.ItemInput.content:type_name -> agentstate.v1.Value
+	63,  // 2: agentstate.v1.ItemInput.metadata:type_name -> agentstate.v1.ItemInput.MetadataEntry
 	9,   // 3: agentstate.v1.ItemInput.tokens:type_name -> agentstate.v1.TokenCount
-	65,  // 4: agentstate.v1.ItemInput.compact:type_name -> agentstate.v1.Value
+	66,  // 4: agentstate.v1.ItemInput.compact:type_name -> agentstate.v1.Value
 	0,   // 5: agentstate.v1.ConversationItem.kind:type_name -> agentstate.v1.ItemKind
-	65,  // 6: agentstate.v1.ConversationItem.content:type_name -> agentstate.v1.Value
-	63,  // 7: agentstate.v1.ConversationItem.metadata:type_name -> agentstate.v1.ConversationItem.MetadataEntry
+	66,  // 6: agentstate.v1.ConversationItem.content:type_name -> agentstate.v1.Value
+	64,  // 7: agentstate.v1.ConversationItem.metadata:type_name -> agentstate.v1.ConversationItem.MetadataEntry
 	9,   // 8: agentstate.v1.ConversationItem.tokens:type_name -> agentstate.v1.TokenCount
-	65,  // 9: agentstate.v1.ConversationItem.compact:type_name -> agentstate.v1.Value
-	66,  // 10: agentstate.v1.ConversationItem.create_time:type_name -> google.protobuf.Timestamp
-	67,  // 11: agentstate.v1.CompactionPolicy.fallback_after:type_name -> google.protobuf.Duration
-	67,  // 12: agentstate.v1.CompactionPolicy.lease_timeout:type_name -> google.protobuf.Duration
-	67,  // 13: agentstate.v1.IdlePolicy.ttl:type_name -> google.protobuf.Duration
+	66,  // 9: agentstate.v1.ConversationItem.compact:type_name -> agentstate.v1.Value
+	67,  // 10: agentstate.v1.ConversationItem.create_time:type_name -> google.protobuf.Timestamp
+	68,  // 11: agentstate.v1.CompactionPolicy.fallback_after:type_name -> google.protobuf.Duration
+	68,  // 12: agentstate.v1.CompactionPolicy.lease_timeout:type_name -> google.protobuf.Duration
+	68,  // 13: agentstate.v1.IdlePolicy.ttl:type_name -> google.protobuf.Duration
 	2,   // 14: agentstate.v1.IdlePolicy.action:type_name -> agentstate.v1.IdleAction
-	66,  // 15: agentstate.v1.Conversation.last_active_time:type_name -> google.protobuf.Timestamp
-	66,  // 16: agentstate.v1.Conversation.expire_time:type_name -> google.protobuf.Timestamp
+	67,  // 15: agentstate.v1.Conversation.last_active_time:type_name -> google.protobuf.Timestamp
+	67,  // 16: agentstate.v1.Conversation.expire_time:type_name -> google.protobuf.Timestamp
 	13,  // 17: agentstate.v1.Conversation.compaction_policy:type_name -> agentstate.v1.CompactionPolicy
 	3,   // 18: agentstate.v1.Conversation.compaction_policy_source:type_name -> agentstate.v1.PolicySource
 	14,  // 19: agentstate.v1.Conversation.idle_policy:type_name -> agentstate.v1.IdlePolicy
 	3,   // 20: agentstate.v1.Conversation.idle_policy_source:type_name -> agentstate.v1.PolicySource
 	11,  // 21: agentstate.v1.AppendItemsRequest.items:type_name -> agentstate.v1.ItemInput
-	64,  // 22: agentstate.v1.AppendItemsRequest.thread_metadata:type_name -> agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
-	68,  // 23: agentstate.v1.AppendItemsRequest.durability:type_name -> agentstate.v1.Durability
+	65,  // 22: agentstate.v1.AppendItemsRequest.thread_metadata:type_name -> agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
+	69,  // 23: agentstate.v1.AppendItemsRequest.durability:type_name -> agentstate.v1.Durability
 	12,  // 24: agentstate.v1.AppendItemsResponse.items:type_name -> agentstate.v1.ConversationItem
 	44,  // 25: agentstate.v1.AppendItemsResponse.compactions_due:type_name -> agentstate.v1.Compaction
 	12,  // 26: agentstate.v1.ListItemsResponse.items:type_name -> agentstate.v1.ConversationItem
 	12,  // 27: agentstate.v1.GetItemsResponse.items:type_name -> agentstate.v1.ConversationItem
-	68,  // 28: agentstate.v1.PopItemRequest.durability:type_name -> agentstate.v1.Durability
+	69,  // 28: agentstate.v1.PopItemRequest.durability:type_name -> agentstate.v1.Durability
 	12,  // 29: agentstate.v1.PopItemResponse.item:type_name -> agentstate.v1.ConversationItem
-	68,  // 30: agentstate.v1.ClearItemsRequest.durability:type_name -> agentstate.v1.Durability
+	69,  // 30: agentstate.v1.ClearItemsRequest.durability:type_name -> agentstate.v1.Durability
 	15,  // 31: agentstate.v1.GetConversationResponse.conversation:type_name -> agentstate.v1.Conversation
 	1,   // 32: agentstate.v1.PinnedItem.scope:type_name -> agentstate.v1.ConfigScope
 	0,   // 33: agentstate.v1.PinnedItem.kind:type_name -> agentstate.v1.ItemKind
-	65,  // 34: agentstate.v1.PinnedItem.content:type_name -> agentstate.v1.Value
+	66,  // 34: agentstate.v1.PinnedItem.content:type_name -> agentstate.v1.Value
 	9,   // 35: agentstate.v1.PinnedItem.tokens:type_name -> agentstate.v1.TokenCount
-	66,  // 36: agentstate.v1.PinnedItem.create_time:type_name -> google.protobuf.Timestamp
-	66,  // 37: agentstate.v1.PinnedItem.update_time:type_name -> google.protobuf.Timestamp
+	67,  // 36: agentstate.v1.PinnedItem.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 37: agentstate.v1.PinnedItem.update_time:type_name -> google.protobuf.Timestamp
 	1,   // 38: agentstate.v1.SetPinnedItemRequest.scope:type_name -> agentstate.v1.ConfigScope
 	0,   // 39: agentstate.v1.SetPinnedItemRequest.kind:type_name -> agentstate.v1.ItemKind
-	65,  // 40: agentstate.v1.SetPinnedItemRequest.content:type_name -> agentstate.v1.Value
+	66,  // 40: agentstate.v1.SetPinnedItemRequest.content:type_name -> agentstate.v1.Value
 	9,   // 41: agentstate.v1.SetPinnedItemRequest.tokens:type_name -> agentstate.v1.TokenCount
 	28,  // 42: agentstate.v1.SetPinnedItemResponse.item:type_name -> agentstate.v1.PinnedItem
 	1,   // 43: agentstate.v1.ListPinnedItemsRequest.scope:type_name -> agentstate.v1.ConfigScope
@@ -6388,18 +6525,18 @@ var file_agentstate_v1_conversations_proto_depIdxs = []int32{
 	14,  // 61: agentstate.v1.GetIdlePolicyResponse.effective:type_name -> agentstate.v1.IdlePolicy
 	3,   // 62: agentstate.v1.GetIdlePolicyResponse.source:type_name -> agentstate.v1.PolicySource
 	9,   // 63: agentstate.v1.Summary.tokens:type_name -> agentstate.v1.TokenCount
-	66,  // 64: agentstate.v1.Summary.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 64: agentstate.v1.Summary.create_time:type_name -> google.protobuf.Timestamp
 	4,   // 65: agentstate.v1.Compaction.state:type_name -> agentstate.v1.CompactionState
-	66,  // 66: agentstate.v1.Compaction.due_time:type_name -> google.protobuf.Timestamp
-	66,  // 67: agentstate.v1.Compaction.fallback_time:type_name -> google.protobuf.Timestamp
-	66,  // 68: agentstate.v1.Compaction.lease_expire_time:type_name -> google.protobuf.Timestamp
+	67,  // 66: agentstate.v1.Compaction.due_time:type_name -> google.protobuf.Timestamp
+	67,  // 67: agentstate.v1.Compaction.fallback_time:type_name -> google.protobuf.Timestamp
+	67,  // 68: agentstate.v1.Compaction.lease_expire_time:type_name -> google.protobuf.Timestamp
 	12,  // 69: agentstate.v1.Compaction.items:type_name -> agentstate.v1.ConversationItem
 	43,  // 70: agentstate.v1.Compaction.summaries:type_name -> agentstate.v1.Summary
-	67,  // 71: agentstate.v1.ClaimCompactionRequest.lease_timeout:type_name -> google.protobuf.Duration
-	67,  // 72: agentstate.v1.ClaimCompactionRequest.wait_timeout:type_name -> google.protobuf.Duration
+	68,  // 71: agentstate.v1.ClaimCompactionRequest.lease_timeout:type_name -> google.protobuf.Duration
+	68,  // 72: agentstate.v1.ClaimCompactionRequest.wait_timeout:type_name -> google.protobuf.Duration
 	44,  // 73: agentstate.v1.ClaimCompactionResponse.compaction:type_name -> agentstate.v1.Compaction
 	9,   // 74: agentstate.v1.SubmitSummaryRequest.tokens:type_name -> agentstate.v1.TokenCount
-	68,  // 75: agentstate.v1.SubmitSummaryRequest.durability:type_name -> agentstate.v1.Durability
+	69,  // 75: agentstate.v1.SubmitSummaryRequest.durability:type_name -> agentstate.v1.Durability
 	43,  // 76: agentstate.v1.SubmitSummaryResponse.summary:type_name -> agentstate.v1.Summary
 	44,  // 77: agentstate.v1.SubmitSummaryResponse.compactions_due:type_name -> agentstate.v1.Compaction
 	44,  // 78: agentstate.v1.ListCompactionsResponse.compactions:type_name -> agentstate.v1.Compaction
@@ -6408,67 +6545,70 @@ var file_agentstate_v1_conversations_proto_depIdxs = []int32{
 	43,  // 81: agentstate.v1.ExpandSummaryResponse.children:type_name -> agentstate.v1.Summary
 	12,  // 82: agentstate.v1.ExpandSummaryResponse.items:type_name -> agentstate.v1.ConversationItem
 	0,   // 83: agentstate.v1.KnowledgeItem.kind:type_name -> agentstate.v1.ItemKind
-	65,  // 84: agentstate.v1.KnowledgeItem.content:type_name -> agentstate.v1.Value
+	66,  // 84: agentstate.v1.KnowledgeItem.content:type_name -> agentstate.v1.Value
 	9,   // 85: agentstate.v1.KnowledgeItem.tokens:type_name -> agentstate.v1.TokenCount
 	55,  // 86: agentstate.v1.GetContextRequest.knowledge:type_name -> agentstate.v1.KnowledgeItem
 	5,   // 87: agentstate.v1.GetContextRequest.tool_compression:type_name -> agentstate.v1.ToolCompression
 	6,   // 88: agentstate.v1.GetContextRequest.knowledge_position:type_name -> agentstate.v1.KnowledgePosition
-	7,   // 89: agentstate.v1.ContextItem.source:type_name -> agentstate.v1.ContextSource
-	0,   // 90: agentstate.v1.ContextItem.kind:type_name -> agentstate.v1.ItemKind
-	65,  // 91: agentstate.v1.ContextItem.content:type_name -> agentstate.v1.Value
-	10,  // 92: agentstate.v1.ContextItem.items:type_name -> agentstate.v1.SeqRange
-	10,  // 93: agentstate.v1.ExplanationEntry.items:type_name -> agentstate.v1.SeqRange
-	8,   // 94: agentstate.v1.ExplanationEntry.fate:type_name -> agentstate.v1.Fate
-	57,  // 95: agentstate.v1.GetContextResponse.items:type_name -> agentstate.v1.ContextItem
-	58,  // 96: agentstate.v1.GetContextResponse.explanation:type_name -> agentstate.v1.ExplanationEntry
-	65,  // 97: agentstate.v1.ItemInput.MetadataEntry.value:type_name -> agentstate.v1.Value
-	65,  // 98: agentstate.v1.ConversationItem.MetadataEntry.value:type_name -> agentstate.v1.Value
-	65,  // 99: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry.value:type_name -> agentstate.v1.Value
-	16,  // 100: agentstate.v1.ConversationService.AppendItems:input_type -> agentstate.v1.AppendItemsRequest
-	18,  // 101: agentstate.v1.ConversationService.ListItems:input_type -> agentstate.v1.ListItemsRequest
-	20,  // 102: agentstate.v1.ConversationService.GetItems:input_type -> agentstate.v1.GetItemsRequest
-	22,  // 103: agentstate.v1.ConversationService.PopItem:input_type -> agentstate.v1.PopItemRequest
-	24,  // 104: agentstate.v1.ConversationService.ClearItems:input_type -> agentstate.v1.ClearItemsRequest
-	26,  // 105: agentstate.v1.ConversationService.GetConversation:input_type -> agentstate.v1.GetConversationRequest
-	29,  // 106: agentstate.v1.ConversationService.SetPinnedItem:input_type -> agentstate.v1.SetPinnedItemRequest
-	31,  // 107: agentstate.v1.ConversationService.ListPinnedItems:input_type -> agentstate.v1.ListPinnedItemsRequest
-	33,  // 108: agentstate.v1.ConversationService.DeletePinnedItem:input_type -> agentstate.v1.DeletePinnedItemRequest
-	35,  // 109: agentstate.v1.ConversationService.SetCompactionPolicy:input_type -> agentstate.v1.SetCompactionPolicyRequest
-	37,  // 110: agentstate.v1.ConversationService.GetCompactionPolicy:input_type -> agentstate.v1.GetCompactionPolicyRequest
-	39,  // 111: agentstate.v1.ConversationService.SetIdlePolicy:input_type -> agentstate.v1.SetIdlePolicyRequest
-	41,  // 112: agentstate.v1.ConversationService.GetIdlePolicy:input_type -> agentstate.v1.GetIdlePolicyRequest
-	45,  // 113: agentstate.v1.ConversationService.ClaimCompaction:input_type -> agentstate.v1.ClaimCompactionRequest
-	47,  // 114: agentstate.v1.ConversationService.SubmitSummary:input_type -> agentstate.v1.SubmitSummaryRequest
-	49,  // 115: agentstate.v1.ConversationService.ListCompactions:input_type -> agentstate.v1.ListCompactionsRequest
-	51,  // 116: agentstate.v1.ConversationService.ListSummaries:input_type -> agentstate.v1.ListSummariesRequest
-	53,  // 117: agentstate.v1.ConversationService.ExpandSummary:input_type -> agentstate.v1.ExpandSummaryRequest
-	56,  // 118: agentstate.v1.ConversationService.GetContext:input_type -> agentstate.v1.GetContextRequest
-	60,  // 119: agentstate.v1.ConversationService.ReportUsage:input_type -> agentstate.v1.ReportUsageRequest
-	17,  // 120: agentstate.v1.ConversationService.AppendItems:output_type -> agentstate.v1.AppendItemsResponse
-	19,  // 121: agentstate.v1.ConversationService.ListItems:output_type -> agentstate.v1.ListItemsResponse
-	21,  // 122: agentstate.v1.ConversationService.GetItems:output_type -> agentstate.v1.GetItemsResponse
-	23,  // 123: agentstate.v1.ConversationService.PopItem:output_type -> agentstate.v1.PopItemResponse
-	25,  // 124: agentstate.v1.ConversationService.ClearItems:output_type -> agentstate.v1.ClearItemsResponse
-	27,  // 125: agentstate.v1.ConversationService.GetConversation:output_type -> agentstate.v1.GetConversationResponse
-	30,  // 126: agentstate.v1.ConversationService.SetPinnedItem:output_type -> agentstate.v1.SetPinnedItemResponse
-	32,  // 127: agentstate.v1.ConversationService.ListPinnedItems:output_type -> agentstate.v1.ListPinnedItemsResponse
-	34,  // 128: agentstate.v1.ConversationService.DeletePinnedItem:output_type -> agentstate.v1.DeletePinnedItemResponse
-	36,  // 129: agentstate.v1.ConversationService.SetCompactionPolicy:output_type -> agentstate.v1.SetCompactionPolicyResponse
-	38,  // 130: agentstate.v1.ConversationService.GetCompactionPolicy:output_type -> agentstate.v1.GetCompactionPolicyResponse
-	40,  // 131: agentstate.v1.ConversationService.SetIdlePolicy:output_type -> agentstate.v1.SetIdlePolicyResponse
-	42,  // 132: agentstate.v1.ConversationService.GetIdlePolicy:output_type -> agentstate.v1.GetIdlePolicyResponse
-	46,  // 133: agentstate.v1.ConversationService.ClaimCompaction:output_type -> agentstate.v1.ClaimCompactionResponse
-	48,  // 134: agentstate.v1.ConversationService.SubmitSummary:output_type -> agentstate.v1.SubmitSummaryResponse
-	50,  // 135: agentstate.v1.ConversationService.ListCompactions:output_type -> agentstate.v1.ListCompactionsResponse
-	52,  // 136: agentstate.v1.ConversationService.ListSummaries:output_type -> agentstate.v1.ListSummariesResponse
-	54,  // 137: agentstate.v1.ConversationService.ExpandSummary:output_type -> agentstate.v1.ExpandSummaryResponse
-	59,  // 138: agentstate.v1.ConversationService.GetContext:output_type -> agentstate.v1.GetContextResponse
-	61,  // 139: agentstate.v1.ConversationService.ReportUsage:output_type -> agentstate.v1.ReportUsageResponse
-	120, // [120:140] is the sub-list for method output_type
-	100, // [100:120] is the sub-list for method input_type
-	100, // [100:100] is the sub-list for extension type_name
-	100, // [100:100] is the sub-list for extension extendee
-	0,   // [0:100] is the sub-list for field type_name
+	70,  // 89: agentstate.v1.GetContextRequest.memory_query:type_name -> agentstate.v1.MemoryQuery
+	7,   // 90: agentstate.v1.ContextItem.source:type_name -> agentstate.v1.ContextSource
+	0,   // 91: agentstate.v1.ContextItem.kind:type_name -> agentstate.v1.ItemKind
+	66,  // 92: agentstate.v1.ContextItem.content:type_name -> agentstate.v1.Value
+	10,  // 93: agentstate.v1.ContextItem.items:type_name -> agentstate.v1.SeqRange
+	57,  // 94: agentstate.v1.ContextItem.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
+	10,  // 95: agentstate.v1.ExplanationEntry.items:type_name -> agentstate.v1.SeqRange
+	8,   // 96: agentstate.v1.ExplanationEntry.fate:type_name -> agentstate.v1.Fate
+	57,  // 97: agentstate.v1.ExplanationEntry.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
+	58,  // 98: agentstate.v1.GetContextResponse.items:type_name -> agentstate.v1.ContextItem
+	59,  // 99: agentstate.v1.GetContextResponse.explanation:type_name -> agentstate.v1.ExplanationEntry
+	66,  // 100: agentstate.v1.ItemInput.MetadataEntry.value:type_name -> agentstate.v1.Value
+	66,  // 101: agentstate.v1.ConversationItem.MetadataEntry.value:type_name -> agentstate.v1.Value
+	66,  // 102: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry.value:type_name -> agentstate.v1.Value
+	16,  // 103: agentstate.v1.ConversationService.AppendItems:input_type -> agentstate.v1.AppendItemsRequest
+	18,  // 104: agentstate.v1.ConversationService.ListItems:input_type -> agentstate.v1.ListItemsRequest
+	20,  // 105: agentstate.v1.ConversationService.GetItems:input_type -> agentstate.v1.GetItemsRequest
+	22,  // 106: agentstate.v1.ConversationService.PopItem:input_type -> agentstate.v1.PopItemRequest
+	24,  // 107: agentstate.v1.ConversationService.ClearItems:input_type -> agentstate.v1.ClearItemsRequest
+	26,  // 108: agentstate.v1.ConversationService.GetConversation:input_type -> agentstate.v1.GetConversationRequest
+	29,  // 109: agentstate.v1.ConversationService.SetPinnedItem:input_type -> agentstate.v1.SetPinnedItemRequest
+	31,  // 110: agentstate.v1.ConversationService.ListPinnedItems:input_type -> agentstate.v1.ListPinnedItemsRequest
+	33,  // 111: agentstate.v1.ConversationService.DeletePinnedItem:input_type -> agentstate.v1.DeletePinnedItemRequest
+	35,  // 112: agentstate.v1.ConversationService.SetCompactionPolicy:input_type -> agentstate.v1.SetCompactionPolicyRequest
+	37,  // 113: agentstate.v1.ConversationService.GetCompactionPolicy:input_type -> agentstate.v1.GetCompactionPolicyRequest
+	39,  // 114: agentstate.v1.ConversationService.SetIdlePolicy:input_type -> agentstate.v1.SetIdlePolicyRequest
+	41,  // 115: agentstate.v1.ConversationService.GetIdlePolicy:input_type -> agentstate.v1.GetIdlePolicyRequest
+	45,  // 116: agentstate.v1.ConversationService.ClaimCompaction:input_type -> agentstate.v1.ClaimCompactionRequest
+	47,  // 117: agentstate.v1.ConversationService.SubmitSummary:input_type -> agentstate.v1.SubmitSummaryRequest
+	49,  // 118: agentstate.v1.ConversationService.ListCompactions:input_type -> agentstate.v1.ListCompactionsRequest
+	51,  // 119: agentstate.v1.ConversationService.ListSummaries:input_type -> agentstate.v1.ListSummariesRequest
+	53,  // 120: agentstate.v1.ConversationService.ExpandSummary:input_type -> agentstate.v1.ExpandSummaryRequest
+	56,  // 121: agentstate.v1.ConversationService.GetContext:input_type -> agentstate.v1.GetContextRequest
+	61,  // 122: agentstate.v1.ConversationService.ReportUsage:input_type -> agentstate.v1.ReportUsageRequest
+	17,  // 123: agentstate.v1.ConversationService.AppendItems:output_type -> agentstate.v1.AppendItemsResponse
+	19,  // 124: agentstate.v1.ConversationService.ListItems:output_type -> agentstate.v1.ListItemsResponse
+	21,  // 125: agentstate.v1.ConversationService.GetItems:output_type -> agentstate.v1.GetItemsResponse
+	23,  // 126: agentstate.v1.ConversationService.PopItem:output_type -> agentstate.v1.PopItemResponse
+	25,  // 127: agentstate.v1.ConversationService.ClearItems:output_type -> agentstate.v1.ClearItemsResponse
+	27,  // 128: agentstate.v1.ConversationService.GetConversation:output_type -> agentstate.v1.GetConversationResponse
+	30,  // 129: agentstate.v1.ConversationService.SetPinnedItem:output_type -> agentstate.v1.SetPinnedItemResponse
+	32,  // 130: agentstate.v1.ConversationService.ListPinnedItems:output_type -> agentstate.v1.ListPinnedItemsResponse
+	34,  // 131: agentstate.v1.ConversationService.DeletePinnedItem:output_type -> agentstate.v1.DeletePinnedItemResponse
+	36,  // 132: agentstate.v1.ConversationService.SetCompactionPolicy:output_type -> agentstate.v1.SetCompactionPolicyResponse
+	38,  // 133: agentstate.v1.ConversationService.GetCompactionPolicy:output_type -> agentstate.v1.GetCompactionPolicyResponse
+	40,  // 134: agentstate.v1.ConversationService.SetIdlePolicy:output_type -> agentstate.v1.SetIdlePolicyResponse
+	42,  // 135: agentstate.v1.ConversationService.GetIdlePolicy:output_type -> agentstate.v1.GetIdlePolicyResponse
+	46,  // 136: agentstate.v1.ConversationService.ClaimCompaction:output_type -> agentstate.v1.ClaimCompactionResponse
+	48,  // 137: agentstate.v1.ConversationService.SubmitSummary:output_type -> agentstate.v1.SubmitSummaryResponse
+	50,  // 138: agentstate.v1.ConversationService.ListCompactions:output_type -> agentstate.v1.ListCompactionsResponse
+	52,  // 139: agentstate.v1.ConversationService.ListSummaries:output_type -> agentstate.v1.ListSummariesResponse
+	54,  // 140: agentstate.v1.ConversationService.ExpandSummary:output_type -> agentstate.v1.ExpandSummaryResponse
+	60,  // 141: agentstate.v1.ConversationService.GetContext:output_type -> agentstate.v1.GetContextResponse
+	62,  // 142: agentstate.v1.ConversationService.ReportUsage:output_type -> agentstate.v1.ReportUsageResponse
+	123, // [123:143] is the sub-list for method output_type
+	103, // [103:123] is the sub-list for method input_type
+	103, // [103:103] is the sub-list for extension type_name
+	103, // [103:103] is the sub-list for extension extendee
+	0,   // [0:103] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_conversations_proto_init() }
@@ -6476,6 +6616,7 @@ func file_agentstate_v1_conversations_proto_init() {
 	if File_agentstate_v1_conversations_proto != nil {
 		return
 	}
+	file_agentstate_v1_memory_proto_init()
 	file_agentstate_v1_threads_proto_init()
 	file_agentstate_v1_values_proto_init()
 	file_agentstate_v1_conversations_proto_msgTypes[4].OneofWrappers = []any{}
@@ -6485,7 +6626,8 @@ func file_agentstate_v1_conversations_proto_init() {
 	file_agentstate_v1_conversations_proto_msgTypes[20].OneofWrappers = []any{}
 	file_agentstate_v1_conversations_proto_msgTypes[47].OneofWrappers = []any{}
 	file_agentstate_v1_conversations_proto_msgTypes[48].OneofWrappers = []any{}
-	file_agentstate_v1_conversations_proto_msgTypes[49].OneofWrappers = []any{
+	file_agentstate_v1_conversations_proto_msgTypes[49].OneofWrappers = []any{}
+	file_agentstate_v1_conversations_proto_msgTypes[50].OneofWrappers = []any{
 		(*ExplanationEntry_PinId)(nil),
 		(*ExplanationEntry_Items)(nil),
 		(*ExplanationEntry_KnowledgeIndex)(nil),
@@ -6496,7 +6638,7 @@ func file_agentstate_v1_conversations_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_conversations_proto_rawDesc), len(file_agentstate_v1_conversations_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
