@@ -210,6 +210,22 @@ def test_sync_store_behaves_like_inmemorystore(client, script, indexed):
     run_script(script, ours.batch, Reference(index))
 
 
+def test_a_delete_lists_its_namespace_as_inmemorystore_does(client):
+    """InMemoryStore makes a namespace on a delete, even of a key it never held (found by the property test
+    above: a put that fails its embedding, then a delete)."""
+    ours = SidecarStore(client=client, namespace=f"lg-{uuid.uuid4().hex[:12]}", index=INDEX)
+    ref = Reference(INDEX)
+    script = [[PutOp(("u", "1"), "k1", {})], [PutOp(("never", "put"), "k9", None)],
+              [PutOp(("u", "2"), "k1", {"tags": ["x", "x"]}, ["tags[*]"])],  # fails in both: 1 text, 2 paths
+              [PutOp(("u", "2"), "k1", None)]]
+    for op_list in script:
+        a, b = outcome(lambda: ours.batch(op_list)), outcome(lambda: ref.batch(op_list))
+        assert a == b
+    everything = [ListNamespacesOp(None, None, 1000, 0), SearchOp((), None, 1000, 0, None)]
+    assert shape(ours.batch(everything)) == shape(ref.batch(everything))
+    assert shape(ours.batch(everything))[0] == [("never", "put"), ("u", "1"), ("u", "2")]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(script=st.lists(ops, min_size=1, max_size=10))

@@ -9,6 +9,7 @@ flushes them (docs/memory.md §7).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import sys
 from array import array
@@ -582,7 +583,8 @@ async def batch(m: Memory, req: pb.BatchMemoryRequest, on_garbage=None) -> pb.Ba
             if kind == "put":
                 prepared.append((kind, put_input(sub)))
             elif kind == "delete":
-                prepared.append((kind, delete_input(sub)))
+                d = delete_input(sub)
+                prepared.append((kind, dataclasses.replace(d, make_path=True) if semantics == mem.SNAPSHOT else d))
             elif kind == "get":
                 prepared.append((kind, (sub, label_path(sub.path, "path"), item_key(sub.key))))
             elif kind == "search":

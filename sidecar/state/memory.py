@@ -72,6 +72,9 @@ class DeleteInput:
     etag: str = ""
     actor: str = ""
     provenance: Provenance = NO_PROVENANCE
+    # the path is made (empty) when it does not exist, as LangGraph's InMemoryStores (Python and JS) do on a
+    # delete, so list_namespaces lists it: BatchMemory's SNAPSHOT semantics, the adapters' mode
+    make_path: bool = False
 
 
 @dataclass
@@ -379,7 +382,7 @@ class Memory:
 
     def delete(self, txn, ns: str, d: DeleteInput, now: int) -> tuple[bool, int]:
         """(deleted, revisions purged)."""
-        prec = self._path(txn, ns, d.path)
+        prec = self._make_path(txn, ns, d.path) if d.make_path else self._path(txn, ns, d.path)
         old = None if prec is None else self._item(txn, prec.path_id, d.key)
         if old is not None and not visible(old, now):
             self._remove(txn, ns, d.path, prec, old, d.key, REV_EXPIRE, old.expires_us, SWEEP_ACTOR, NO_PROVENANCE)

@@ -575,7 +575,9 @@ const (
 	// SNAPSHOT: every read sees the state before the batch; writes apply
 	// after the reads, and of several writes to one item only the last one is
 	// applied (earlier ones are validated, then dropped, with no history
-	// record): the semantics of LangGraph's BaseStore backends.
+	// record): the semantics of LangGraph's BaseStore backends. As in
+	// LangGraph's InMemoryStores, a delete at a path that does not exist makes
+	// the path (empty), so ListMemoryNamespaces with include_empty lists it.
 	BatchSemantics_BATCH_SEMANTICS_SNAPSHOT BatchSemantics = 2
 )
 
