@@ -69,6 +69,11 @@ REASONS: dict[str, grpc.StatusCode] = {
     "NAMESPACE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "ROLE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "STORAGE_IO_ERROR": grpc.StatusCode.UNAVAILABLE,
+    # 60-64: schema versions and migrations (api/schemas.py)
+    "SCHEMA_MIGRATION_FAILED": grpc.StatusCode.FAILED_PRECONDITION,
+    "SCHEMA_VERSION_UNREADABLE": grpc.StatusCode.FAILED_PRECONDITION,
+    "SCHEMA_CONFLICT": grpc.StatusCode.FAILED_PRECONDITION,
+    "SCHEMA_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -55,6 +55,10 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
     ROLE_DENIED: _ClassVar[ErrorReason]
     STORAGE_IO_ERROR: _ClassVar[ErrorReason]
+    SCHEMA_MIGRATION_FAILED: _ClassVar[ErrorReason]
+    SCHEMA_VERSION_UNREADABLE: _ClassVar[ErrorReason]
+    SCHEMA_CONFLICT: _ClassVar[ErrorReason]
+    SCHEMA_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -104,3 +108,7 @@ AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason
 ROLE_DENIED: ErrorReason
 STORAGE_IO_ERROR: ErrorReason
+SCHEMA_MIGRATION_FAILED: ErrorReason
+SCHEMA_VERSION_UNREADABLE: ErrorReason
+SCHEMA_CONFLICT: ErrorReason
+SCHEMA_NOT_FOUND: ErrorReason
