@@ -274,6 +274,21 @@ def build_requests(w) -> dict:
         M + "GetMemoryItemHistory": mpb.GetMemoryItemHistoryRequest(namespace=NS, path=["users", "u1"], key="k0"),
         M + "SweepExpiredMemoryItems": mpb.SweepExpiredMemoryItemsRequest(namespace=NS),
         **conversation_requests(u),
+        **schema_requests(u, w),
+    }
+
+
+def schema_requests(u, w) -> dict:
+    """Every SchemaService call (a fresh schema to register; the others may be refused by the operation)."""
+    from agentstate.v1 import schemas_pb2 as spb  # noqa: PLC0415
+    S = "agentstate.v1.SchemaService/"
+    return {
+        S + "RegisterSchema": spb.RegisterSchemaRequest(namespace=NS, schema=spb.Schema(
+            name=u("schema"), versions=[spb.SchemaVersion(version=1)])),
+        S + "GetSchema": spb.GetSchemaRequest(namespace=NS, name="none"),
+        S + "ListSchemas": spb.ListSchemasRequest(namespace=NS),
+        S + "MigrateThread": spb.MigrateThreadRequest(namespace=NS, thread_id=w.thread, schema="none"),
+        S + "MigrateNamespace": spb.MigrateNamespaceRequest(namespace=NS, schema="none"),
     }
 
 

@@ -259,6 +259,9 @@ def _table() -> dict[str, Rule]:
             "SweepExpiredMemoryItems": Rule(WRITE, lambda r: [("namespace", r.namespace)] if r.namespace else [],
                                             access_of=lambda r: WRITE if r.namespace else ADMIN),
         },
+        "SchemaService": {
+            "RegisterSchema": w, "GetSchema": r, "ListSchemas": r, "MigrateThread": w, "MigrateNamespace": w,
+        },
     }
     return {f"agentstate.v1.{s}/{m}": rule for s, methods in services.items() for m, rule in methods.items()}
 

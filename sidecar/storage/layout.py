@@ -64,6 +64,10 @@ cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its Th
               -> tkey (the sweeper's order)
 ``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
 
+Schemas (sidecar/state/schemas.py, docs/lifecycle.md "Schema versions and migrations"):
+
+``schemas``   ns NUL schema name -> SchemaRec (versions with their migration steps, window, policy)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -95,7 +99,8 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace",
             "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
-            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib")
+            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
+            "schemas")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -128,6 +133,7 @@ class Manifest(msgspec.Struct, array_like=True):
     extra: bytes | None  # node id of the checkpoint's extra value, if any
     schema_version: int
     run_id: str | None  # metadata["run_id"] when it is a string (indexed in runidx)
+    schema: str = ""  # the registered schema the values follow (manifests written before it read as "")
 
     @property
     def parent_id(self) -> str:
@@ -760,9 +766,11 @@ def unpack_id(packed: str | bytes) -> str:
 
 
 def checkpoint_etag(checkpoint_id: str, parent_id: str, metadata: bytes, roots: list[tuple[str, bytes]],
-                    extra: bytes | None, schema_version: int) -> str:
-    """Content hash of a checkpoint (hex): ids, parent, metadata, (channel, root hash) pairs, extra hash."""
-    core = _enc.encode((checkpoint_id, parent_id, msgspec.Raw(metadata), roots, extra, schema_version))
+                    extra: bytes | None, schema_version: int, schema: str = "") -> str:
+    """Content hash of a checkpoint (hex): ids, parent, metadata, (channel, root hash) pairs, extra hash
+    (and the schema name when there is one, so etags of checkpoints without one are as they were)."""
+    fields = (checkpoint_id, parent_id, msgspec.Raw(metadata), roots, extra, schema_version)
+    core = _enc.encode(fields + (schema,) if schema else fields)
     return blake3(b"agentstate.v1 checkpoint" + core).hexdigest()
 
 
@@ -779,3 +787,40 @@ def prefix_end(prefix: bytes) -> bytes | None:
         return None
     p[-1] += 1
     return bytes(p)
+
+
+# ----------------------------------------------------------------- schemas
+
+class StepRec(msgspec.Struct, array_like=True):
+    """One declared migration step (state/schemas.py): ``kind`` is rename, drop, add, nest, unnest, convert
+    or map_items; ``default`` the canonical encoding of an add's value; ``steps`` a map_items' inner steps."""
+    kind: str
+    path: list[str]
+    to: str = ""  # rename: the new name; nest: the map moved into; unnest: the map moved out of
+    fields: list[str] = []
+    default: bytes | None = None
+    type: int = 0  # convert: a ValueType
+    steps: list["StepRec"] = []
+
+
+class SchemaVersionRec(msgspec.Struct, array_like=True):
+    version: int
+    steps: list[StepRec]
+    description: str = ""
+
+
+class SchemaRec(msgspec.Struct, array_like=True):
+    fmt: int
+    versions: list[SchemaVersionRec]
+    min_readable: int
+    policy: int  # FailurePolicy
+    created_us: int
+    updated_us: int
+    revision: int
+
+
+schema_decoder = msgspec.msgpack.Decoder(SchemaRec)
+
+
+def schema_key(ns: str, name: str) -> bytes:
+    return ns.encode() + SEP + name.encode()
