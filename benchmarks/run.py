@@ -34,6 +34,10 @@ conversations
     benchmarks/bench_conversations.py: sessions of 10², 10⁴ and 10⁵ items (quick: 10², 10³), get_items(20)
     through SidecarSession and GetContext(8000) next to an echo floor of the same bytes, batched add_items,
     bytes per item, the SDK's SQLiteSession on the same stream, compaction-due to a watching worker.
+schemas
+    benchmarks/bench_schemas.py: GetCheckpoint read latency of a value migrated on read (stored at version 1 of a
+    three-version schema, read at 3) next to an unmigrated one (stored at 3), 20 and 200 messages (quick: 20),
+    repeated reads and first reads of distinct checkpoints, as side-by-side ratios (target <= 1.2 x).
 
 Targets are checked and printed as met/MISSED with the measured figure (never a pass/fail exit: a run
 always exits 0 unless a workload broke). ``--json PATH`` writes every number, for comparing commits.
@@ -59,7 +63,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations")
+WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations",
+             "schemas")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -493,6 +498,11 @@ def _conversations(base: Path, quick: bool, log) -> dict:
     return bench_conversations.conversations(base, quick, log)
 
 
+def _schemas(base: Path, quick: bool, log) -> dict:
+    import bench_schemas
+    return bench_schemas.schemas(base, quick, log)
+
+
 def checks(res: dict) -> list[tuple[str, bool, str]]:
     out = []
     d = res.get("direct-lmdb")
@@ -537,6 +547,10 @@ def checks(res: dict) -> list[tuple[str, bool, str]]:
     if cv:
         import bench_conversations
         out += bench_conversations.checks(cv)
+    sc = res.get("schemas")
+    if sc:
+        import bench_schemas
+        out += bench_schemas.checks(sc)
     return out
 
 
@@ -582,6 +596,11 @@ def report(res: dict) -> str:
         import bench_conversations
         lines += ["", "conversations (Agents SDK items; SidecarSession and GetContext side by side with SQLiteSession)",
                   bench_conversations.table(cv)]
+    sc = res.get("schemas")
+    if sc:
+        import bench_schemas
+        lines += ["", "schemas (read latency of a value migrated on read next to an unmigrated one)",
+                  bench_schemas.table(sc)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -615,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
-                  "memory": memory, "conversations": _conversations}.get(name)
+                  "memory": memory, "conversations": _conversations, "schemas": _schemas}.get(name)
             res[name] = fleet(base, opts.quick, log, opts.agents) if name == "fleet" else fn(base, opts.quick, log)
             res["seconds"][name] = round(time.monotonic() - t, 1)
     finally:

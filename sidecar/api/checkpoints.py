@@ -275,8 +275,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
         out.unmigratable_checkpoint_id = outcome.unmigratable_id
         out.schema_version = outcome.version
         if outcome.channels is not None:
-            roots = api_schemas.migrated_roots(outcome.channels, fetch)
-            migrated = dict(outcome.channels)
+            roots, migrated = api_schemas.migrated_roots(outcome.channels, fetch)
     for name, root, root_id in roots:
         if channels and name not in channels:
             continue
@@ -285,7 +284,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             cv.root = root
             continue
         if root_id is None:  # a value migrated on read (api_schemas.migrated_roots)
-            api_schemas.fill_migrated(cv, root, migrated[name][1], known_roots.get(name) if known_roots else None)
+            api_schemas.fill_migrated(cv, root, migrated[name], known_roots.get(name) if known_roots else None)
             continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
                      known_lists)

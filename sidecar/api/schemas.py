@@ -6,10 +6,9 @@ state/schemas.py, the batched in-place rewrite of MigrateThread / MigrateNamespa
 """
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
 from agentstate.v1 import schemas_pb2 as pb
-from agentstate.v1 import values_pb2
 
 from .. import limits
 from ..errors import ApiError, invalid, thread_not_found
@@ -212,40 +211,42 @@ async def list_(ctx: context.Ctx, req: pb.ListSchemasRequest) -> pb.ListSchemasR
 
 # ----------------------------------------------------------------- migrate on read (api/checkpoints.py)
 
-def migrated_roots(channels, fetch) -> list[tuple[str, bytes, bytes | None]]:
-    """(name, root hash, root node id) of migrated channels; a value migrated on read has no node (None) and
-    the root hash of the tree an eager migration would store for it."""
+def migrated_roots(channels, fetch) -> tuple[list[tuple[str, bytes, bytes | None]], dict]:
+    """(name, root hash, root node id) of migrated channels, and {name: (shape, payload)} of those migrated
+    on read (state/schemas.parts): such a value has no node (None) and the root hash of the tree an eager
+    migration would store for it."""
     out = []
+    prepared = {}
     for name, (kind, ref) in channels:
         if kind == "stored":
             out.append((name, nodes.record(fetch, ref)[:hp.HASH_SIZE], ref))
         else:
-            out.append((name, schemas.tree(ref, []), None))
-    return out
+            shape, payload, root = ref
+            prepared[name] = (shape, payload)
+            out.append((name, root, None))
+    return out, prepared
 
 
-def fill_migrated(cv, root: bytes, value: Any, known: bytes | None) -> None:
+def fill_migrated(cv, root: bytes, prepared: tuple, known: bytes | None) -> None:
     """One ChannelValue of a value migrated on read (shaped as a stored one reads: lists item by item, maps
     entry by entry); nothing but the root when the client has that root."""
     cv.root = root
     if known == root:
         return
-    set_python(cv.value, value)
-
-
-def set_python(out: values_pb2.Value, value: Any) -> None:
-    if isinstance(value, list):
+    shape, payload = prepared
+    out = cv.value
+    if shape == hp.KIND_LIST:
         out.list.SetInParent()
         items = out.list.items
-        for item in value:
-            wire.set_value(items.add(), schemas.encode(item))
-    elif isinstance(value, dict):
+        for enc in payload:
+            wire.set_value(items.add(), enc)
+    elif shape == hp.KIND_MAP:
         out.map.SetInParent()
         entries = out.map.entries
-        for k, v in value.items():
-            wire.set_value(entries[k], schemas.encode(v))
+        for k, enc in payload:
+            wire.set_value(entries[k], enc)
     else:
-        wire.set_value(out, schemas.encode(value))
+        wire.set_value(out, payload)
 
 
 # ----------------------------------------------------------------- eager migrations

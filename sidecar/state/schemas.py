@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
+from agentstate.codec import bigint_payload
+from blake3 import blake3
 
 from ..errors import ApiError
 from ..storage import hotpath as hp
@@ -41,6 +43,7 @@ EXT_OPAQUE = 6
 
 _decoder = msgspec.msgpack.Decoder(ext_hook=msgspec.msgpack.Ext)
 _encoder = msgspec.msgpack.Encoder()
+_sorted = msgspec.msgpack.Encoder(order="sorted")
 _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
@@ -80,19 +83,38 @@ def decode(encoding: bytes) -> Any:
 
 
 def encode(value: Any) -> bytes:
-    """The canonical encoding of a migrated value (map keys sorted, as every stored value)."""
-    return hp.canonicalize(_encoder.encode(value))
+    """The canonical encoding of a (migrated) value. Values decoded from canonical encodings and changed by
+    the steps are canonical once encoded with sorted map keys: msgspec writes the shortest ints, every
+    float as float64, extension values as they were (tests/test_schemas.py checks it against canonicalize)."""
+    try:
+        return _sorted.encode(value)
+    except (OverflowError, TypeError):  # e.g. a non-string map key: let the canonical encoder say
+        return hp.canonicalize(_encoder.encode(value))
 
 
-def tree(value: Any, nodes: list) -> bytes:
-    """Build ``value`` as a channel value tree (a list item by item, a map key by key, as a put stores it);
-    return its root hash. ``nodes`` gets the canonical nodes."""
-    shape, payload = hp.decompose(encode(value))
+def parts(value: Any) -> tuple[int, Any]:
+    """(KIND_LIST, [item encodings]), (KIND_MAP, [(key, encoding)] sorted) or (KIND_SCALAR, encoding): what a
+    tree of ``value`` is built from and what a read sends (lists item by item, maps entry by entry)."""
+    t = type(value)
+    if t is list:
+        return hp.KIND_LIST, [encode(x) for x in value]
+    if t is dict and all(type(k) is str for k in value):
+        return hp.KIND_MAP, [(k, encode(value[k])) for k in sorted(value)]
+    return hp.KIND_SCALAR, encode(value)
+
+
+def tree_of(shape: int, payload: Any, nodes: list) -> bytes:
+    """Build a channel value tree from :func:`parts`; return its root hash (``nodes`` gets the nodes)."""
     if shape == hp.KIND_LIST:
         return hp.build_list(payload, nodes)
     if shape == hp.KIND_MAP:
         return hp.build_map(payload, nodes)
     return hp.value_node(payload, nodes)
+
+
+def tree(value: Any, nodes: list) -> bytes:
+    """Build ``value`` as a channel value tree, as a put stores it; return its root hash."""
+    return tree_of(*parts(value), nodes)
 
 
 def is_opaque(value: Any) -> bool:
@@ -105,21 +127,39 @@ def apply(doc: dict, versions: Iterable[SchemaVersionRec]) -> dict:
     """Apply the steps of ``versions`` (in order) to ``doc`` in place and return it; MigrationError when a
     step does not fit the value."""
     for v in versions:
-        for i, step in enumerate(v.steps):
-            _step(doc, step, v.version, i, [])
+        for op in compiled(v):
+            op(doc, ())
     return doc
+
+
+_COMPILED: dict[bytes, list] = {}
+
+
+def compiled(v: SchemaVersionRec) -> list:
+    """The steps of one version as functions ``op(map, where)`` (cached by the version's encoding)."""
+    key = _encoder.encode(v)
+    ops = _COMPILED.get(key)
+    if ops is None:
+        if len(_COMPILED) >= 1024:
+            _COMPILED.clear()
+        ops = _COMPILED[key] = [_compile(step, v.version, i) for i, step in enumerate(v.steps)]
+    return ops
+
+
+def _where(prefix) -> list[str]:
+    """The path a ``where`` chain stands for: () or (outer chain, path, item index)."""
+    out: list[str] = []
+    while prefix:
+        prefix, path, n = prefix
+        out[:0] = [*path, str(n)]
+    return out
 
 
 def _resolve(container: dict, key: str) -> Any:
     value = container[key]
-    if isinstance(value, Unread):
+    if type(value) is Unread:
         value = container[key] = value.load()
     return value
-
-
-def _fail(ctx: tuple, path: list, message: str) -> MigrationError:
-    version, index, prefix = ctx
-    return MigrationError(version, index, prefix + list(path), message)
 
 
 def _kind(value: Any) -> str:
@@ -133,102 +173,124 @@ def _kind(value: Any) -> str:
             dict: "a map"}.get(type(value), type(value).__name__)
 
 
-def _map_at(doc: dict, path: list[str], ctx: tuple) -> dict | None:
-    """The map at ``path`` (None when a key on the way is absent); fails when something else is there."""
-    cur: Any = doc
-    for i, key in enumerate(path):
-        if key not in cur:
-            return None
-        cur = _resolve(cur, key)
-        if not isinstance(cur, dict):
-            raise _fail(ctx, path[:i + 1], f"expected a map, found {_kind(cur)}")
-    return cur
-
-
-def _step(doc: dict, step: StepRec, version: int, index: int, prefix: list[str]) -> None:
-    ctx = (version, index, prefix)
-    kind, path = step.kind, step.path
+def _compile(step: StepRec, version: int, index: int):
+    kind, path = step.kind, list(step.path)
     parent_path, last = (path[:-1], path[-1]) if path else ([], None)
+    to, fields = step.to, list(step.fields)
+
+    def fail(where, at: list, message: str) -> MigrationError:
+        return MigrationError(version, index, _where(where) + list(at), message)
+
+    def map_at(doc: dict, at: list, where) -> dict | None:
+        """The map at ``at`` (None when a key on the way is absent); fails when something else is there."""
+        cur: Any = doc
+        for i, key in enumerate(at):
+            if key not in cur:
+                return None
+            cur = _resolve(cur, key)
+            if type(cur) is not dict:
+                raise fail(where, at[:i + 1], f"expected a map, found {_kind(cur)}")
+        return cur
+
     if kind == "rename":
-        parent = _map_at(doc, parent_path, ctx)
-        if parent is None or last not in parent:
-            return
-        if step.to in parent:
-            raise _fail(ctx, path, f"cannot rename to {step.to!r}: that field exists")
-        parent[step.to] = parent.pop(last)
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None or last not in parent:
+                return
+            if to in parent:
+                raise fail(where, path, f"cannot rename to {to!r}: that field exists")
+            parent[to] = parent.pop(last)
     elif kind == "drop":
-        parent = _map_at(doc, parent_path, ctx)
-        if parent is not None:
-            parent.pop(last, None)
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is not None:
+                parent.pop(last, None)
     elif kind == "add":
-        parent = _map_at(doc, parent_path, ctx)
-        if parent is None:
-            raise _fail(ctx, parent_path, "the map to add the field to is absent")
-        if last not in parent:
-            parent[last] = decode(step.default) if step.default is not None else None
+        default = step.default
+
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None:
+                raise fail(where, parent_path, "the map to add the field to is absent")
+            if last not in parent:
+                parent[last] = decode(default) if default is not None else None
     elif kind == "nest":
-        holder = _map_at(doc, path, ctx)
-        if holder is None:
-            return
-        moved = {f: holder.pop(f) for f in step.fields if f in holder}
-        if not moved:
-            return
-        if step.to in holder:
-            into = _resolve(holder, step.to)
-            if not isinstance(into, dict):
-                raise _fail(ctx, path + [step.to], f"cannot nest into {_kind(into)}")
-            clash = next((f for f in moved if f in into), None)
-            if clash is not None:
-                raise _fail(ctx, path + [step.to, clash], "cannot nest: that field exists")
-        else:
-            into = holder[step.to] = {}
-        for f, value in moved.items():
-            into[f] = value.load() if isinstance(value, Unread) else value
+        def op(doc, where):
+            holder = map_at(doc, path, where)
+            if holder is None:
+                return
+            moved = {f: holder.pop(f) for f in fields if f in holder}
+            if not moved:
+                return
+            if to in holder:
+                into = _resolve(holder, to)
+                if type(into) is not dict:
+                    raise fail(where, path + [to], f"cannot nest into {_kind(into)}")
+                clash = next((f for f in moved if f in into), None)
+                if clash is not None:
+                    raise fail(where, path + [to, clash], "cannot nest: that field exists")
+            else:
+                into = holder[to] = {}
+            for f, value in moved.items():
+                into[f] = value.load() if type(value) is Unread else value
     elif kind == "unnest":
-        holder = _map_at(doc, path, ctx)
-        if holder is None or step.to not in holder:
-            return
-        inner = _resolve(holder, step.to)
-        if not isinstance(inner, dict):
-            raise _fail(ctx, path + [step.to], f"expected a map, found {_kind(inner)}")
-        names = list(step.fields) if step.fields else list(inner)
-        for f in names:
-            if f in inner and f in holder:
-                raise _fail(ctx, path + [f], "cannot unnest: that field exists")
-        for f in names:
-            if f in inner:
-                holder[f] = inner.pop(f)
-        if not inner:
-            del holder[step.to]
+        def op(doc, where):
+            holder = map_at(doc, path, where)
+            if holder is None or to not in holder:
+                return
+            inner = _resolve(holder, to)
+            if type(inner) is not dict:
+                raise fail(where, path + [to], f"expected a map, found {_kind(inner)}")
+            names = fields or list(inner)
+            for f in names:
+                if f in inner and f in holder:
+                    raise fail(where, path + [f], "cannot unnest: that field exists")
+            for f in names:
+                if f in inner:
+                    holder[f] = inner.pop(f)
+            if not inner:
+                del holder[to]
     elif kind == "convert":
-        parent = _map_at(doc, parent_path, ctx)
-        if parent is None or last not in parent:
-            return
-        parent[last] = _convert(_resolve(parent, last), step.type, ctx, path)
+        target = step.type
+
+        def convert(value, where):
+            return _convert(value, target, lambda message: fail(where, path, message))
+
+        if not path:  # only inside map_items: the item itself
+            return convert
+
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None or last not in parent:
+                return
+            parent[last] = convert(_resolve(parent, last), where)
     elif kind == "map_items":
-        parent = _map_at(doc, parent_path, ctx)
-        if parent is None or last not in parent:
-            return
-        items = _resolve(parent, last)
-        if not isinstance(items, list):
-            raise _fail(ctx, path, f"expected a list, found {_kind(items)}")
-        for n, item in enumerate(items):
-            where = prefix + path + [str(n)]
-            for j, inner in enumerate(step.steps):
-                if inner.path and not isinstance(item, dict):
-                    raise MigrationError(version, index, where, f"expected a map item, found {_kind(item)}")
-                if inner.path:
-                    _step(item, inner, version, index, where)
-                else:  # a step on the item itself (a convert with an empty path)
-                    box = {"": item}
-                    _step(box, StepRec(inner.kind, [""], inner.to, inner.fields, inner.default, inner.type,
-                                       inner.steps), version, index, where)
-                    item = items[n] = box[""]
+        inner = [(_compile(x, version, index), bool(x.path)) for x in step.steps]
+
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None or last not in parent:
+                return
+            items = _resolve(parent, last)
+            if type(items) is not list:
+                raise fail(where, path, f"expected a list, found {_kind(items)}")
+            for n, item in enumerate(items):
+                at = (where, path, n)
+                for fn, on_fields in inner:
+                    if on_fields:
+                        if type(item) is not dict:
+                            raise MigrationError(version, index, _where(at),
+                                                 f"expected a map item, found {_kind(item)}")
+                        fn(item, at)
+                    else:
+                        item = items[n] = fn(item, at)
     else:  # validated on registration
-        raise _fail(ctx, path, f"unknown step kind {kind!r}")
+        def op(doc, where):
+            raise fail(where, path, f"unknown step kind {kind!r}")
+    return op
 
 
-def _convert(value: Any, to: int, ctx: tuple, path: list) -> Any:
+def _convert(value: Any, to: int, fail) -> Any:
     if value is None:
         return None
     t = type(value)
@@ -249,9 +311,9 @@ def _convert(value: Any, to: int, ctx: tuple, path: list) -> Any:
         if t is bool:
             return int(value)
         if t is float and math.isfinite(value) and value.is_integer():
-            return int(value)
+            return _int(int(value))
         if t is str and _INT.fullmatch(value):
-            return int(value)
+            return _int(int(value))
     elif to == TYPE_FLOAT:
         if t is float:
             return value
@@ -267,7 +329,14 @@ def _convert(value: Any, to: int, ctx: tuple, path: list) -> Any:
         if t is str and value in ("true", "false"):
             return value == "true"
     shown = repr(value) if t in (int, float, str) and len(repr(value)) <= 64 else _kind(value)
-    raise _fail(ctx, path, f"cannot convert {shown} to {TYPE_NAMES.get(to, to)}")
+    raise fail(f"cannot convert {shown} to {TYPE_NAMES.get(to, to)}")
+
+
+def _int(value: int) -> Any:
+    """An int as the canonical encoding holds it: beyond 64 bits, the big-int extension."""
+    if -2 ** 63 <= value < 2 ** 64:
+        return value
+    return msgspec.msgpack.Ext(1, bigint_payload(value))
 
 
 # ----------------------------------------------------------------- window and policy
@@ -393,7 +462,8 @@ def list_from(txn, store, ns: str, after: str | None) -> Iterator[tuple[str, Sch
 @dataclass
 class Outcome:
     """What a read returns for one checkpoint: ``channels`` None means the values as stored; otherwise
-    (name, ref) pairs in name order where ref is ("stored", root node id) or ("value", Python value)."""
+    (name, ref) pairs in name order where ref is ("stored", root node id) or ("parts", (shape, payload,
+    root hash)) of a value migrated on read (:func:`parts`, :func:`tree_of`)."""
 
     status: int
     version: int  # the version of the values returned
@@ -405,16 +475,63 @@ class Outcome:
 MAX_FALLBACK = 10_000  # ancestors a NEW_RUN read looks at
 
 
+class _Cache:
+    """Migrations on read by their input: the schema versions applied and the stored channels' (name, root
+    hash). Stored values never change (content addressing), so an entry is exact; it holds no node ids
+    (those are the store's), only which stored channel an output is and the encodings of migrated values."""
+
+    MAX_BYTES = 64 << 20
+
+    def __init__(self) -> None:
+        from collections import OrderedDict  # noqa: PLC0415
+        self.entries: OrderedDict[bytes, tuple[list, int]] = OrderedDict()
+        self.size = 0
+
+    def get(self, key: bytes):
+        hit = self.entries.get(key)
+        if hit is not None:
+            self.entries.move_to_end(key)
+            return hit[0]
+        return None
+
+    def put(self, key: bytes, value: list, size: int) -> None:
+        if size > self.MAX_BYTES // 8:
+            return
+        self.entries[key] = (value, size)
+        self.size += size
+        while self.size > self.MAX_BYTES:
+            _, (_, n) = self.entries.popitem(last=False)
+            self.size -= n
+
+
+_cache = _Cache()
+
+
 def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]], stored: int, read: int,
                    fetch) -> list[tuple[str, tuple[str, Any]]]:
-    """The channels of a manifest migrated from ``stored`` to ``read`` (Unreadable, MigrationError,
-    SCHEMA_NOT_FOUND as :func:`plan` and :func:`apply`)."""
+    """The channels of a manifest migrated from ``stored`` to ``read``: (name, ("stored", node id)) for a
+    stored value the steps only moved, (name, ("parts", (shape, payload, root hash))) for a migrated one
+    (Unreadable, MigrationError, SCHEMA_NOT_FOUND as :func:`plan` and :func:`apply`)."""
     versions = plan(rec, name, stored, read)
-    doc: dict = {}
-    for ch, node_id in channels:
-        doc[ch] = Unread(node_id, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
-    apply(doc, versions)
-    return [(ch, ("stored", v.ref) if isinstance(v, Unread) else ("value", v)) for ch, v in sorted(doc.items())]
+    ids = dict(channels)
+    hashes = [(ch, nodes.record(fetch, node_id)[:hp.HASH_SIZE]) for ch, node_id in channels]
+    key = blake3(_encoder.encode((versions, stored, read, hashes))).digest()
+    out = _cache.get(key)
+    if out is None:
+        doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
+                     for ch, node_id in channels}
+        apply(doc, versions)
+        out, size = [], 0
+        for ch, v in sorted(doc.items()):
+            if type(v) is Unread:
+                out.append((ch, ("from", v.ref)))
+            else:
+                shape, payload = parts(v)
+                size += len(payload) if shape == hp.KIND_SCALAR else sum(
+                    len(x) if shape == hp.KIND_LIST else len(x[1]) + len(x[0]) for x in payload)
+                out.append((ch, ("parts", (shape, payload, tree_of(shape, payload, [])))))
+        _cache.put(key, out, size + 64 * len(out))
+    return [(ch, ("stored", ids[ref[1]]) if ref[0] == "from" else ref) for ch, ref in out]
 
 
 def _outcome(rec: SchemaRec, m, read: int, fetch) -> Outcome:
