@@ -204,6 +204,13 @@ var Rules = map[string]Rule{
 	"MemoryService.SearchMemoryItems":       ruleRead,
 	"MemoryService.GetMemoryItemHistory":    ruleRead,
 	"MemoryService.SweepExpiredMemoryItems": {Kind: Idempotent},
+	"SchemaService.RegisterSchema": {Kind: ByKey, When: func(m proto.Message) bool {
+		return m.(*pb.RegisterSchemaRequest).GetEtag() == ""
+	}},
+	"SchemaService.GetSchema":        ruleRead,
+	"SchemaService.ListSchemas":      ruleRead,
+	"SchemaService.MigrateThread":    ruleStream,
+	"SchemaService.MigrateNamespace": ruleStream,
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

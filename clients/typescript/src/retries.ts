@@ -127,6 +127,11 @@ export const RULES: Record<string, Rule> = {
   "MemoryService.SearchMemoryItems": READ,
   "MemoryService.GetMemoryItemHistory": READ,
   "MemoryService.SweepExpiredMemoryItems": { kind: "idempotent" },
+  "SchemaService.RegisterSchema": { kind: "by key", when: (r) => r.etag === "" },
+  "SchemaService.GetSchema": READ,
+  "SchemaService.ListSchemas": READ,
+  "SchemaService.MigrateThread": STREAM,
+  "SchemaService.MigrateNamespace": STREAM,
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */

@@ -25,10 +25,11 @@ import { ArtifactService } from "../src/gen/agentstate/v1/artifacts_pb.js";
 import { EffectService, EffectState } from "../src/gen/agentstate/v1/effects_pb.js";
 import { ConversationService } from "../src/gen/agentstate/v1/conversations_pb.js";
 import { MemoryService } from "../src/gen/agentstate/v1/memory_pb.js";
+import { SchemaService } from "../src/gen/agentstate/v1/schemas_pb.js";
 import { REPO, Sidecar } from "./sidecar.js";
 
 const SERVICES = [ThreadService, AdminService, RunService, EventService, ArtifactService, EffectService,
-  ConversationService, MemoryService] as unknown as DescService[];
+  ConversationService, MemoryService, SchemaService] as unknown as DescService[];
 const method = (service: DescService, name: string) => service.methods.find((m) => m.name === name)!;
 
 /** The rows of docs/clients.md "Which calls are retried": RPC -> rule. */
