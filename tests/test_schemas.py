@@ -437,3 +437,28 @@ def test_constants_equal_the_protos():
             engine.STATUS_NEW_RUN, engine.STATUS_UNREGISTERED) == (
         spb.MIGRATION_STATUS_UNSPECIFIED, spb.MIGRATION_STATUS_CURRENT, spb.MIGRATION_STATUS_MIGRATED,
         spb.MIGRATION_STATUS_DEGRADED, spb.MIGRATION_STATUS_NEW_RUN, spb.MIGRATION_STATUS_UNREGISTERED)
+
+
+# ---------------------------------------------------------------- migrated values are encoded canonically
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_scalars = (st.none() | st.booleans() | st.integers(min_value=-2 ** 70, max_value=2 ** 70)
+            | st.floats(allow_nan=True) | st.text(max_size=8) | st.binary(max_size=8))
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_values)
+def test_encode_of_decoded_values_is_canonical(value):
+    from agentstate import codec
+    from sidecar.storage import hotpath as hp
+    canonical = codec.encode(value)
+    again = engine.encode(engine.decode(canonical))
+    assert again == canonical and hp.canonicalize(again) == again
+    # a converted big int is stored as the canonical encoder stores it
+    big = engine.apply({"v": "123456789012345678901234567890"},
+                       [SchemaVersionRec(2, _recs([s.convert("v", "int")]))])
+    assert engine.encode(big) == codec.encode({"v": 123456789012345678901234567890})

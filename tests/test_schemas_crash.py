@@ -3,6 +3,9 @@ restart every checkpoint is whole at its old version or at the new one (never ha
 the new version give the same values either way, and calling the migration again finishes the rest."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from conftest import SidecarProcess
 from test_schemas import V2, V3, state_v1, state_v3, values_of
 
@@ -62,3 +65,7 @@ def test_sigkill_during_migrate_namespace_then_resume(tmp_path):
             assert report.checked_checkpoints == total
     finally:
         proc.stop()
+    # the offline check reads the schema record and every rewritten checkpoint too
+    done = subprocess.run([sys.executable, "-m", "sidecar", "verify", "--data-dir", str(tmp_path / "data"), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

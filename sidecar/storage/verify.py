@@ -40,6 +40,7 @@ _DECODERS = {
     "steps": layout.step_decoder, "events": layout.event_decoder, "artifacts": layout.artifact_decoder,
     "artnames": layout.artname_decoder, "uploads": layout.upload_decoder, "effects": layout.effect_decoder,
     "branches": layout.branch_decoder,
+    "schemas": layout.schema_decoder,
 }
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
