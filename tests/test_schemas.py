@@ -462,3 +462,26 @@ def test_encode_of_decoded_values_is_canonical(value):
     big = engine.apply({"v": "123456789012345678901234567890"},
                        [SchemaVersionRec(2, _recs([s.convert("v", "int")]))])
     assert engine.encode(big) == codec.encode({"v": 123456789012345678901234567890})
+
+
+# ---------------------------------------------------------------- memory items carry (schema, version) too
+
+def test_memory_items_migrate_on_read(nsclient):
+    from agentstate import from_value
+    c = nsclient
+    c.schemas.register("profile", [[], [s.rename("nick", "handle"), s.convert("age", "int")],
+                                   [s.nest(["handle", "age"], "about")]], failure_policy="degrade")
+    c.memory.put(["users"], "u1", {"nick": "ada", "age": "36"}, schema="profile", schema_version=1)
+    as_stored = c.memory.get(["users"], "u1")
+    assert (as_stored.schema, as_stored.schema_version, as_stored.migration) == ("profile", 1, s.NOT_ASKED)
+    item = c.memory.get(["users"], "u1", read_schema_version=3)
+    assert from_value(item.value) == {"about": {"handle": "ada", "age": 36}}
+    assert (item.schema_version, item.stored_schema_version, item.migration) == (3, 1, s.MIGRATED)
+    assert item.etag == as_stored.etag and from_value(c.memory.get(["users"], "u1").value) == {"nick": "ada",
+                                                                                                "age": "36"}
+    c.memory.put(["users"], "u2", {"nick": "bob", "age": "old"}, schema="profile", schema_version=1)
+    bad = c.memory.get(["users"], "u2", read_schema_version=2)
+    assert bad.migration == s.DEGRADED and "old" in bad.migration_error
+    assert from_value(bad.value) == {"nick": "bob", "age": "old"} and bad.schema_version == 1
+    with expect_error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", "schema_version"):
+        c.memory.put(["users"], "u3", {"a": 1}, schema="profile")

@@ -576,3 +576,30 @@ def on_read(txn, store, ns: str, tkey: int, cns: str, checkpoint_id: str, m, fet
     if isinstance(failure, Unreadable):
         raise unreadable_error(m.schema, failure)
     raise failed_error(m.schema, m.schema_version, read, failure)
+
+
+def value_on_read(txn, store, ns: str, name: str, stored: int, read: int, encoding: bytes) -> Outcome:
+    """A single stored map value (a memory item's) read by a reader of version ``read``: the Outcome's
+    ``channels`` is the migrated map's canonical encoding, or None for the value as stored. The policy as
+    :func:`on_read`, NEW_RUN behaving as FAIL."""
+    if not read or not name:
+        return Outcome(STATUS_NONE, stored)
+    rec = get(txn, store, ns, name)
+    if rec is None:
+        return Outcome(STATUS_UNREGISTERED, stored)
+    if stored == read:
+        return Outcome(STATUS_CURRENT, read)
+    try:
+        versions = plan(rec, name, stored, read)
+        value = decode(encoding)
+        if type(value) is not dict:
+            raise MigrationError(read, 0, [], f"expected a map, found {_kind(value)}")
+        return Outcome(STATUS_MIGRATED, read, encode(apply(value, versions)))
+    except (Unreadable, MigrationError) as e:
+        failure = e
+    if policy(rec) == POLICY_DEGRADE:
+        return Outcome(STATUS_DEGRADED, stored, None, str(failure))
+    if isinstance(failure, Unreadable):
+        raise unreadable_error(name, failure)
+    raise failed_error(name, stored, read, failure)
+

@@ -324,6 +324,8 @@ class MemItemRec(msgspec.Struct, array_like=True):
     expires_us: int  # 0: never
     space: str  # vector space of its vectors ("" when none)
     vector_fields: list[str]  # sorted
+    schema: str = ""  # the registered schema the value follows (records written before it read as "", 0)
+    schema_version: int = 0
 
 
 class MemRevRec(msgspec.Struct, array_like=True):
