@@ -48,7 +48,6 @@ DEGRADED = spb.MIGRATION_STATUS_DEGRADED
 NEW_RUN = spb.MIGRATION_STATUS_NEW_RUN
 UNREGISTERED = spb.MIGRATION_STATUS_UNREGISTERED
 
-Path = "str | Sequence[str]"
 
 
 def _path(path) -> list[str]:

@@ -36,3 +36,4 @@ export * as effectsPb from "./gen/agentstate/v1/effects_pb.js";
 export * as artifactsPb from "./gen/agentstate/v1/artifacts_pb.js";
 export * as conversationsPb from "./gen/agentstate/v1/conversations_pb.js";
 export * as memoryPb from "./gen/agentstate/v1/memory_pb.js";
+export * as schemasPb from "./gen/agentstate/v1/schemas_pb.js";
