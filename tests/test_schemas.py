@@ -485,3 +485,14 @@ def test_memory_items_migrate_on_read(nsclient):
     assert from_value(bad.value) == {"nick": "bob", "age": "old"} and bad.schema_version == 1
     with expect_error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", "schema_version"):
         c.memory.put(["users"], "u3", {"a": 1}, schema="profile")
+
+
+def test_the_migration_cache_stays_within_its_bound():
+    cache = engine._Cache()
+    cache.MAX_BYTES = 1000
+    for i in range(50):
+        cache.put(bytes([i]), [("c", ("parts", (0, b"x", b"h")))], 100)
+        assert cache.size <= 1000 and cache.size == sum(n for _, n in cache.entries.values())
+    assert cache.get(bytes([49])) is not None and cache.get(bytes([0])) is None
+    cache.put(b"big", [], 1000 // 8 + 1)  # too big for the cache: not kept
+    assert cache.get(b"big") is None

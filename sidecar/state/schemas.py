@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -486,22 +487,28 @@ class _Cache:
         from collections import OrderedDict  # noqa: PLC0415
         self.entries: OrderedDict[bytes, tuple[list, int]] = OrderedDict()
         self.size = 0
+        self.lock = threading.Lock()  # reads run on the event loop and in executor threads (ListCheckpoints)
 
     def get(self, key: bytes):
-        hit = self.entries.get(key)
-        if hit is not None:
-            self.entries.move_to_end(key)
-            return hit[0]
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None:
+                self.entries.move_to_end(key)
+                return hit[0]
         return None
 
     def put(self, key: bytes, value: list, size: int) -> None:
         if size > self.MAX_BYTES // 8:
             return
-        self.entries[key] = (value, size)
-        self.size += size
-        while self.size > self.MAX_BYTES:
-            _, (_, n) = self.entries.popitem(last=False)
-            self.size -= n
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            self.entries[key] = (value, size)
+            self.size += size
+            while self.size > self.MAX_BYTES and self.entries:
+                _, (_, n) = self.entries.popitem(last=False)
+                self.size -= n
 
 
 _cache = _Cache()
