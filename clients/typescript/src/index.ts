@@ -6,6 +6,7 @@ export * from "./client.js";
 export * from "./runs.js";
 export * from "./conversations.js";
 export * from "./memory.js";
+export * from "./schemas.js";
 export { RULES, ruleOf, ruleLabel, safeAsSent, type Rule, type RuleKind } from "./retries.js";
 export { newId } from "./ids.js";
 export {
