@@ -496,3 +496,31 @@ def test_the_migration_cache_stays_within_its_bound():
     assert cache.get(bytes([49])) is not None and cache.get(bytes([0])) is None
     cache.put(b"big", [], 1000 // 8 + 1)  # too big for the cache: not kept
     assert cache.get(b"big") is None
+
+
+def test_resume_starts_a_linked_run_under_new_run(nsclient, tid):
+    from agentstate import from_value
+    c = nsclient
+    register_three(c, "agent", failure_policy="new_run")
+    _bad_chain(c, tid, "agent")
+    cp, created = c.schemas.resume(tid, 3)
+    assert cp.checkpoint_id == "c1" and created is not None and created.lease.lease_id
+    run = created.run
+    assert run.start_checkpoint_id == "c1"
+    meta = {k: from_value(v) for k, v in run.metadata.items()}
+    assert meta["new_run_from"] == "c2" and meta["schema"] == "agent" and meta["schema_version"] == 3
+    assert "thirty-six" in meta["reason"]
+    # the run's put goes on from c1 (a fork next to the chain that does not migrate)
+    c.threads.PutCheckpoint(_run_put(c, tid, run.run_id, created.lease.lease_id), timeout=10)
+    again, none = c.schemas.resume(tid, 3)
+    assert (again.checkpoint_id, again.migration, none) == ("c3", s.CURRENT, None)
+    assert values_of(again) == state_v3(5)
+
+
+def _run_put(c, tid, run_id, lease_id):
+    from agentstate import _requests as rq
+    req = rq.put_checkpoint_request(c.namespace, tid, state_v3(5), checkpoint_id="c3", parent_id="c1", base_id="",
+                                    checkpoint_ns="", metadata=None, extra=None, expected_head_etag=None,
+                                    schema_version=3, require_thread=False, request_id="")
+    req.schema, req.run_id, req.lease_id = "agent", run_id, lease_id
+    return req

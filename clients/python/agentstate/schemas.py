@@ -147,6 +147,24 @@ class Schemas(SchemaCalls, SyncFacet):
                                           target_version=target_version, batch_size=batch_size)
         yield from self._stream(self.stub.MigrateNamespace, req, timeout)
 
+    def resume(self, thread_id: str, read_schema_version: int, *, checkpoint_ns: str = "", claim: bool = True,
+               timeout: float | None = None, **run_options):
+        """The latest checkpoint of a thread read at ``read_schema_version``, and, when the schema's NEW_RUN
+        policy fell back to an older checkpoint (``migration == NEW_RUN``), a new run started from it and
+        linked to the old chain (its metadata: ``new_run_from`` the checkpoint that did not migrate,
+        ``schema``, ``schema_version``, ``reason``); ``(checkpoint, CreateRunResponse or None)``.
+        ``run_options`` go to ``client.runs.create``."""
+        cp = self.client.get_checkpoint(thread_id, checkpoint_ns=checkpoint_ns, read_schema_version=read_schema_version,
+                                        timeout=timeout)
+        if cp.migration != NEW_RUN:
+            return cp, None
+        metadata = {"new_run_from": cp.unmigratable_checkpoint_id, "schema": cp.schema,
+                    "schema_version": cp.schema_version, "reason": cp.migration_error,
+                    **run_options.pop("metadata", {})}
+        run = self.client.runs.create(thread_id, checkpoint_ns=checkpoint_ns, start_checkpoint_id=cp.checkpoint_id,
+                                      claim=claim, metadata=metadata, timeout=timeout, **run_options)
+        return cp, run
+
     def _stream(self, method, req, timeout):
         from .errors import from_rpc_error  # noqa: PLC0415
         import grpc  # noqa: PLC0415
