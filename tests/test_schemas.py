@@ -16,7 +16,7 @@ from agentstate.schemas import Migrations, MigrationError
 from agentstate.v1 import schemas_pb2 as spb
 
 from sidecar.state import schemas as engine
-from sidecar.storage.layout import SchemaVersionRec, StepRec
+from sidecar.storage.layout import SchemaVersionRec, MigrationStepRec
 
 FP = grpc.StatusCode.FAILED_PRECONDITION
 BLOB = Opaque("framework/serde", b"\x00\x01 not readable by the sidecar")
@@ -397,7 +397,7 @@ def test_step_records_round_trip_through_msgpack():
     raw = msgspec.msgpack.encode(layout.SchemaRec(1, [SchemaVersionRec(1, []), SchemaVersionRec(2, recs)], 1, 0,
                                                   1, 1, 1))
     assert layout.schema_decoder.decode(raw).versions[1].steps == recs
-    assert all(isinstance(r, StepRec) for r in recs)
+    assert all(isinstance(r, MigrationStepRec) for r in recs)
 
 
 # ---------------------------------------------------------------- client-side migrations
@@ -524,3 +524,9 @@ def _run_put(c, tid, run_id, lease_id):
                                     schema_version=3, require_thread=False, request_id="")
     req.schema, req.run_id, req.lease_id = "agent", run_id, lease_id
     return req
+
+
+def test_the_migration_step_record_leaves_the_run_step_record_alone():
+    from sidecar.storage import layout
+    assert layout.StepRec is not layout.MigrationStepRec
+    assert layout.step_decoder.type is layout.StepRec and "name" in layout.StepRec.__struct_fields__

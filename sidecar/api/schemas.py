@@ -1,6 +1,6 @@
 """schemas: SchemaService calls (the registry, eager migrations) and the wire side of migrate-on-read.
 
-Migration steps arrive as MigrationStep messages and are validated into layout.StepRec records (errors name
+Migration steps arrive as MigrationStep messages and are validated into layout.MigrationStepRec records (errors name
 the field, e.g. ``schema.versions[1].steps[0].rename.to``); the engine and the window/policy rules are in
 state/schemas.py, the batched in-place rewrite of MigrateThread / MigrateNamespace in ops/schemas.py.
 """
@@ -16,7 +16,7 @@ from ..ops import schemas as schema_ops
 from ..state import schemas
 from ..storage import hotpath as hp
 from ..storage import nodes, records
-from ..storage.layout import SchemaRec, SchemaVersionRec, StepRec
+from ..storage.layout import SchemaRec, SchemaVersionRec, MigrationStepRec
 from ..storage.store import Store, now_us
 from . import context, idempotency, validate, wire
 
@@ -43,8 +43,8 @@ def _names(values, field: str) -> list[str]:
     return [validate.name(v, f"{field}[{i}]") for i, v in enumerate(values)]
 
 
-def step_input(s: pb.MigrationStep, field: str, depth: int = 0, count: list | None = None) -> StepRec:
-    """A validated MigrationStep as a StepRec."""
+def step_input(s: pb.MigrationStep, field: str, depth: int = 0, count: list | None = None) -> MigrationStepRec:
+    """A validated MigrationStep as a MigrationStepRec."""
     count = count if count is not None else [0]
     count[0] += 1
     if count[0] > schemas.MAX_STEPS:
@@ -55,26 +55,26 @@ def step_input(s: pb.MigrationStep, field: str, depth: int = 0, count: list | No
     f = f"{field}.{op}"
     o = getattr(s, op)
     if op == "rename":
-        return StepRec("rename", _path(o.path, f + ".path", required=True), to=validate.name(o.to, f + ".to"))
+        return MigrationStepRec("rename", _path(o.path, f + ".path", required=True), to=validate.name(o.to, f + ".to"))
     if op == "drop":
-        return StepRec("drop", _path(o.path, f + ".path", required=True))
+        return MigrationStepRec("drop", _path(o.path, f + ".path", required=True))
     if op == "add":
         if not o.HasField("default"):
             raise invalid(f + ".default", "is required")
-        return StepRec("add", _path(o.path, f + ".path", required=True),
+        return MigrationStepRec("add", _path(o.path, f + ".path", required=True),
                        default=wire.value_encoding(o.default, f + ".default"))
     if op == "nest":
         if not o.fields:
             raise invalid(f + ".fields", "must name at least one field")
-        return StepRec("nest", _path(o.path, f + ".path", required=False), to=validate.name(o.into, f + ".into"),
+        return MigrationStepRec("nest", _path(o.path, f + ".path", required=False), to=validate.name(o.into, f + ".into"),
                        fields=_names(o.fields, f + ".fields"))
     if op == "unnest":
-        return StepRec("unnest", _path(o.path, f + ".path", required=False),
+        return MigrationStepRec("unnest", _path(o.path, f + ".path", required=False),
                        to=validate.name(getattr(o, "from"), f + ".from"), fields=_names(o.fields, f + ".fields"))
     if op == "convert":
         if o.to not in TYPES:
             raise invalid(f + ".to", "a ValueType is required")
-        return StepRec("convert", _path(o.path, f + ".path", required=False), type=o.to)
+        return MigrationStepRec("convert", _path(o.path, f + ".path", required=False), type=o.to)
     # map_items
     if depth >= schemas.MAX_DEPTH:
         raise invalid(f, f"map_items nested deeper than {schemas.MAX_DEPTH}")
@@ -85,15 +85,15 @@ def step_input(s: pb.MigrationStep, field: str, depth: int = 0, count: list | No
         if not x.path and x.kind != "convert":
             raise invalid(f"{f}.steps[{i}].{x.kind}.path", "must name at least one key (only a convert may "
                           "apply to the item itself)")
-    return StepRec("map_items", _path(o.path, f + ".path", required=True), steps=inner)
+    return MigrationStepRec("map_items", _path(o.path, f + ".path", required=True), steps=inner)
 
 
-def _top_convert_path(rec: StepRec, field: str) -> None:
+def _top_convert_path(rec: MigrationStepRec, field: str) -> None:
     if rec.kind == "convert" and not rec.path:
         raise invalid(field + ".convert.path", "must name at least one key")
 
 
-def step_to_proto(rec: StepRec, out: pb.MigrationStep) -> None:
+def step_to_proto(rec: MigrationStepRec, out: pb.MigrationStep) -> None:
     if rec.kind == "rename":
         out.rename.path.extend(rec.path)
         out.rename.to = rec.to

@@ -1,6 +1,6 @@
 """schemas: a namespace's schema registry and the migration engine (docs/lifecycle.md).
 
-A schema has versions 1..N; version k > 1 holds the declared steps (layout.StepRec) that turn a value of
+A schema has versions 1..N; version k > 1 holds the declared steps (layout.MigrationStepRec) that turn a value of
 version k-1 into one of version k. The engine applies them to a *document*: a map from names to plain Python
 values as the canonical decoder gives them (None, bool, int, float, str, bytes, list, dict, and
 ``msgspec.msgpack.Ext`` for the extension types: datetimes, UUIDs, decimals, sets, big ints, opaque values).
@@ -26,7 +26,7 @@ from blake3 import blake3
 from ..errors import ApiError
 from ..storage import hotpath as hp
 from ..storage import layout, nodes, records
-from ..storage.layout import SchemaRec, SchemaVersionRec, StepRec
+from ..storage.layout import SchemaRec, SchemaVersionRec, MigrationStepRec
 
 # FailurePolicy (schemas.proto); 0 behaves as FAIL
 POLICY_UNSPECIFIED, POLICY_FAIL, POLICY_DEGRADE, POLICY_NEW_RUN = 0, 1, 2, 3
@@ -174,7 +174,7 @@ def _kind(value: Any) -> str:
             dict: "a map"}.get(type(value), type(value).__name__)
 
 
-def _compile(step: StepRec, version: int, index: int):
+def _compile(step: MigrationStepRec, version: int, index: int):
     kind, path = step.kind, list(step.path)
     parent_path, last = (path[:-1], path[-1]) if path else ([], None)
     to, fields = step.to, list(step.fields)

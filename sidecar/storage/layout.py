@@ -793,7 +793,7 @@ def prefix_end(prefix: bytes) -> bytes | None:
 
 # ----------------------------------------------------------------- schemas
 
-class StepRec(msgspec.Struct, array_like=True):
+class MigrationStepRec(msgspec.Struct, array_like=True):
     """One declared migration step (state/schemas.py): ``kind`` is rename, drop, add, nest, unnest, convert
     or map_items; ``default`` the canonical encoding of an add's value; ``steps`` a map_items' inner steps."""
     kind: str
@@ -802,12 +802,12 @@ class StepRec(msgspec.Struct, array_like=True):
     fields: list[str] = []
     default: bytes | None = None
     type: int = 0  # convert: a ValueType
-    steps: list["StepRec"] = []
+    steps: list["MigrationStepRec"] = []
 
 
 class SchemaVersionRec(msgspec.Struct, array_like=True):
     version: int
-    steps: list[StepRec]
+    steps: list[MigrationStepRec]
     description: str = ""
 
 
