@@ -38,6 +38,10 @@ backup
     benchmarks/bench_backup.py: BackupStore of a store of N checkpoints (quick: 4,000; full: 60,000), idle and
     under ``--agents`` writer processes (16); the writers' puts/s and ack p50/p99 in quiet windows next to
     the windows while backups run, and their ratio.
+schemas
+    benchmarks/bench_schemas.py: GetCheckpoint read latency of a value migrated on read (stored at version 1 of a
+    three-version schema, read at 3) next to an unmigrated one (stored at 3), 20 and 200 messages (quick: 20),
+    repeated reads and first reads of distinct checkpoints, as side-by-side ratios (target <= 1.2 x).
 
 Targets are checked and printed as met/MISSED with the measured figure (never a pass/fail exit: a run
 always exits 0 unless a workload broke). ``--json PATH`` writes every number, for comparing commits.
@@ -63,7 +67,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations", "backup")
+WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations", "backup",
+             "schemas")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -497,6 +502,11 @@ def _conversations(base: Path, quick: bool, log) -> dict:
     return bench_conversations.conversations(base, quick, log)
 
 
+def _schemas(base: Path, quick: bool, log) -> dict:
+    import bench_schemas
+    return bench_schemas.schemas(base, quick, log)
+
+
 def checks(res: dict) -> list[tuple[str, bool, str]]:
     out = []
     d = res.get("direct-lmdb")
@@ -541,6 +551,10 @@ def checks(res: dict) -> list[tuple[str, bool, str]]:
     if cv:
         import bench_conversations
         out += bench_conversations.checks(cv)
+    sc = res.get("schemas")
+    if sc:
+        import bench_schemas
+        out += bench_schemas.checks(sc)
     return out
 
 
@@ -591,6 +605,11 @@ def report(res: dict) -> str:
         import bench_backup
         lines += ["", f"backup ({bk['checkpoints']:,} checkpoints, {bk['agents']} writer processes, {bk['rounds']} rounds "
                   f"of {bk['window_s']:.0f} s quiet + {bk['window_s']:.0f} s backing up)", bench_backup.table(bk)]
+    sc = res.get("schemas")
+    if sc:
+        import bench_schemas
+        lines += ["", "schemas (read latency of a value migrated on read next to an unmigrated one)",
+                  bench_schemas.table(sc)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -624,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
-                  "memory": memory, "conversations": _conversations}.get(name)
+                  "memory": memory, "conversations": _conversations, "schemas": _schemas}.get(name)
             if name == "fleet":
                 res[name] = fleet(base, opts.quick, log, opts.agents)
             elif name == "backup":

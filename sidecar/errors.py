@@ -77,6 +77,11 @@ REASONS: dict[str, grpc.StatusCode] = {
     # 65-69: retention (api/retention.py, docs/lifecycle.md "Retention")
     "RETENTION_LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "RETENTION_POLICY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    # 60-64: schema versions and migrations (api/schemas.py)
+    "SCHEMA_MIGRATION_FAILED": grpc.StatusCode.FAILED_PRECONDITION,
+    "SCHEMA_VERSION_UNREADABLE": grpc.StatusCode.FAILED_PRECONDITION,
+    "SCHEMA_CONFLICT": grpc.StatusCode.FAILED_PRECONDITION,
+    "SCHEMA_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -31,6 +31,7 @@ from grpc_reflection.v1alpha import reflection
 from agentstate.v1 import retention_pb2
 from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2,
                            threads_pb2)
+from agentstate.v1 import schemas_pb2
 
 from . import __version__, limits
 from .api import auth, context, memory, service
@@ -57,6 +58,7 @@ SERVICES = (
     (memory_pb2, "MemoryService"),
     (conversations_pb2, "ConversationService"),
     (retention_pb2, "RetentionService"),
+    (schemas_pb2, "SchemaService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -237,6 +239,7 @@ class Sidecar:
             "MemoryService": service.MemoryService(self.memory, self.collector.soon),
             "ConversationService": service.ConversationService(self.ctx),
             "RetentionService": service.RetentionService(self.ctx),
+            "SchemaService": service.SchemaService(self.ctx),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,

@@ -275,6 +275,7 @@ def build_requests(w) -> dict:
         M + "SweepExpiredMemoryItems": mpb.SweepExpiredMemoryItemsRequest(namespace=NS),
         **conversation_requests(u),
         **retention_requests(w),
+        **schema_requests(u, w),
     }
 
 
@@ -288,6 +289,21 @@ def retention_requests(w) -> dict:
         X + "GetRetentionPolicy": tpb.GetRetentionPolicyRequest(namespace=NS),
         X + "ApplyRetention": tpb.ApplyRetentionRequest(namespace=NS, thread_id=w.thread),
         X + "GetUsage": tpb.GetUsageRequest(namespace=NS, thread_id=w.thread),
+    }
+
+
+
+def schema_requests(u, w) -> dict:
+    """Every SchemaService call (a fresh schema to register; the others may be refused by the operation)."""
+    from agentstate.v1 import schemas_pb2 as spb  # noqa: PLC0415
+    S = "agentstate.v1.SchemaService/"
+    return {
+        S + "RegisterSchema": spb.RegisterSchemaRequest(namespace=NS, schema=spb.Schema(
+            name=u("schema"), versions=[spb.SchemaVersion(version=1)])),
+        S + "GetSchema": spb.GetSchemaRequest(namespace=NS, name="none"),
+        S + "ListSchemas": spb.ListSchemasRequest(namespace=NS),
+        S + "MigrateThread": spb.MigrateThreadRequest(namespace=NS, thread_id=w.thread, schema="none"),
+        S + "MigrateNamespace": spb.MigrateNamespaceRequest(namespace=NS, schema="none"),
     }
 
 

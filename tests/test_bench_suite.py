@@ -25,12 +25,14 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = proc.stdout
     print(text)
-    for title in ("direct-lmdb (", "put-latency (", "fleet (", "memory (", "langgraph (", "conversations (", "backup (",
+    for title in ("direct-lmdb (", "put-latency (", "fleet (", "memory (", "langgraph (", "conversations (", "backup (", "schemas (",
                   "targets"):
         assert title in text, title
     res = json.loads(out.read_text())
     assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "memory", "langgraph",
-                                                         "conversations", "backup"]
+                                                         "conversations", "backup", "schemas"]
+    sc = res["schemas"]["messages_20"]
+    assert sc["ratio_p50"] > 0 and sc["ratio_first_p50"] > 0 and "migrated / unmigrated p50" in text
     for group in (1, 16, 64):
         assert res["direct-lmdb"][f"group_{group}"]["checkpoints_per_s"] > 0
     variants = ["echo unary", "echo stream", "sidecar sync unary", "sidecar sync stream", "sidecar process unary",

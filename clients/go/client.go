@@ -62,7 +62,8 @@ type Client struct {
 	Artifacts pb.ArtifactServiceClient
 	// Conversations is the ConversationService stub (conversations.go has typed helpers).
 	Conversations pb.ConversationServiceClient
-	Memory        *Memory // MemoryService: the stub and its helpers (memory.go)
+	Memory        *Memory  // MemoryService: the stub and its helpers (memory.go)
+	Schemas       *Schemas // SchemaService: the stub and its helpers (schemas.go)
 	Namespace     string
 	Retry         RetryPolicy
 	autoRID       bool
@@ -124,6 +125,7 @@ func Dial(address string, opts *Options) (*Client, error) {
 		Effects: pb.NewEffectServiceClient(conn), Artifacts: pb.NewArtifactServiceClient(conn),
 		Conversations: pb.NewConversationServiceClient(conn),
 		Memory:        &Memory{MemoryServiceClient: pb.NewMemoryServiceClient(conn), namespace: ns},
+		Schemas:       &Schemas{SchemaServiceClient: pb.NewSchemaServiceClient(conn), namespace: ns},
 		Namespace:     ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 

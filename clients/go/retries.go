@@ -208,6 +208,13 @@ var Rules = map[string]Rule{
 	"RetentionService.GetRetentionPolicy":   ruleRead,
 	"RetentionService.ApplyRetention":       {Kind: Idempotent},
 	"RetentionService.GetUsage":             ruleRead,
+	"SchemaService.RegisterSchema": {Kind: ByKey, When: func(m proto.Message) bool {
+		return m.(*pb.RegisterSchemaRequest).GetEtag() == ""
+	}},
+	"SchemaService.GetSchema":        ruleRead,
+	"SchemaService.ListSchemas":      ruleRead,
+	"SchemaService.MigrateThread":    ruleStream,
+	"SchemaService.MigrateNamespace": ruleStream,
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

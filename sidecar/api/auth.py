@@ -264,6 +264,9 @@ def _table() -> dict[str, Rule]:
             # a dry run only reads
             "ApplyRetention": Rule(WRITE, _field, access_of=lambda req: READ if req.dry_run else WRITE),
         },
+        "SchemaService": {
+            "RegisterSchema": w, "GetSchema": r, "ListSchemas": r, "MigrateThread": w, "MigrateNamespace": w,
+        },
     }
     return {f"agentstate.v1.{s}/{m}": rule for s, methods in services.items() for m, rule in methods.items()}
 

@@ -18,7 +18,7 @@ from ..errors import ApiError, invalid, limit
 from ..ops import checkpoints as checkpoint_ops
 from ..ops import puts
 from ..ops.puts import RunRecords
-from ..state import checkpoints, runstate
+from ..state import checkpoints, runstate, schemas
 from ..state.checkpoints import ChannelOp, PutInput, PutPlan, WritesPlan
 from ..storage import hotpath as hp
 from ..storage import layout, nodes, records
@@ -26,6 +26,7 @@ from ..storage.layout import Manifest
 from ..storage.metadata import encode as encode_metadata
 from ..storage.store import RetryJob, Store
 from . import context, effects, events, idempotency, runs, validate, wire
+from . import schemas as api_schemas
 
 LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
 MAX_PREPARE_ATTEMPTS = 5
@@ -84,9 +85,12 @@ def put_input(req: pb.PutCheckpointRequest) -> PutInput:
     extra = None
     if req.HasField("extra"):
         extra = hp.value_node(wire.value_encoding(req.extra, "extra"), built)
+    schema = validate.ident(req.schema, "schema", required=False)
+    if schema and req.schema_version < 1:
+        raise invalid("schema_version", "must be at least 1 with a schema")
     return PutInput(ns, thread_id, cns, checkpoint_id, parent_id, base_id, base_field, metadata_enc, run_id,
                     req.schema_version, ops, built, extra, req.require_thread,
-                    req.expected_head_etag if req.HasField("expected_head_etag") else None)
+                    req.expected_head_etag if req.HasField("expected_head_etag") else None, schema)
 
 
 def _delta_op(name: str, f: str, delta) -> ChannelOp:
@@ -138,7 +142,8 @@ def _put_response(plan: PutPlan, created_us: int, created: bool) -> pb.PutCheckp
     c = resp.checkpoint
     c.namespace, c.thread_id, c.checkpoint_ns, c.checkpoint_id = plan.ns, plan.thread_id, plan.cns, plan.checkpoint_id
     c.parent_checkpoint_id = plan.parent_id
-    c.schema_version = plan.schema_version
+    c.schema_version = c.stored_schema_version = plan.schema_version
+    c.schema = plan.schema
     c.etag = plan.etag
     wire.set_timestamp(c.create_time, created_us)
     for name, root in plan.roots.items():
@@ -253,22 +258,33 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
 def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: str, tkey: int, cns: str,
                     checkpoint_id: str, m: Manifest, fetch, *, values: bool, channels=None,
                     known_roots=None, pending_writes: bool = False, known_lists: dict | None = None,
-                    extra: bool | None = None) -> None:
-    """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in."""
+                    extra: bool | None = None, outcome: schemas.Outcome | None = None) -> None:
+    """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in;
+    ``outcome`` (state/schemas.on_read) is the migration a reader's read_schema_version asked for."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
-    out.schema_version = m.schema_version
+    out.schema_version = out.stored_schema_version = m.schema_version
+    out.schema = m.schema
     roots, extra_hash = records.root_hashes(m, fetch)
     out.etag = layout.checkpoint_etag(checkpoint_id, m.parent_id, m.metadata, [(n, h) for n, h, _ in roots],
-                                      extra_hash, m.schema_version)
+                                      extra_hash, m.schema_version, m.schema)
     wire.set_timestamp(out.create_time, m.created_us)
     wire.fill_metadata(out.metadata, m.metadata)
+    if outcome is not None:
+        out.migration, out.migration_error = outcome.status, outcome.error
+        out.unmigratable_checkpoint_id = outcome.unmigratable_id
+        out.schema_version = outcome.version
+        if outcome.channels is not None:
+            roots, migrated = api_schemas.migrated_roots(outcome.channels, fetch)
     for name, root, root_id in roots:
         if channels and name not in channels:
             continue
         cv = out.channels[name]
         if not values:
             cv.root = root
+            continue
+        if root_id is None:  # a value migrated on read (api_schemas.migrated_roots)
+            api_schemas.fill_migrated(cv, root, migrated[name], known_roots.get(name) if known_roots else None)
             continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
                      known_lists)
@@ -304,12 +320,18 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
     checkpoint_id = validate.ident(req.checkpoint_id, "checkpoint_id", required=False)
     channels = {validate.name(c, f"channels[{i}]") for i, c in enumerate(req.channels)}
     resp = pb.GetCheckpointResponse()
+    read = req.read_schema_version
     with store.read() as txn:
-        rec, checkpoint_id, m = checkpoints.resolve(txn, store, ns, thread_id, cns, checkpoint_id)
-        fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, checkpoint_id, m,
-                        nodes.fetcher(txn, store), values=not req.omit_values, channels=channels,
+        rec, resolved_id, m = checkpoints.resolve(txn, store, ns, thread_id, cns, checkpoint_id)
+        fetch = nodes.fetcher(txn, store)
+        outcome = None
+        if read:
+            resolved_id, m, outcome = schemas.on_read(txn, store, ns, rec.tkey, cns, resolved_id, m, fetch, read,
+                                                      fallback=not checkpoint_id)
+        fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, resolved_id, m,
+                        fetch, values=not req.omit_values, channels=channels,
                         known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes,
-                        extra=True)
+                        extra=True, outcome=outcome)
     return resp
 
 
@@ -350,9 +372,13 @@ def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, e
                 if remaining is None or page < remaining:
                     out.next_page_token = wire.make_token(fp, (emitted + page, *last))
                 return
+            outcome = None
+            if req.read_schema_version and req.include_values:
+                cid, m, outcome = schemas.on_read(txn, store, ns, rec.tkey, c_ns, cid, m, fetch,
+                                                  req.read_schema_version)
             fill_checkpoint(out.checkpoints.add(), txn, store, ns, tid, rec.tkey, c_ns, cid, m, fetch,
                             values=req.include_values, pending_writes=req.include_pending_writes,
-                            known_roots=known_roots, known_lists=known_lists)
+                            known_roots=known_roots, known_lists=known_lists, outcome=outcome)
             last = (tid, cid, c_ns)
 
 

@@ -23,6 +23,7 @@ from .. import limits
 from ..errors import ApiError, invalid, limit
 from ..state import memory as mem
 from ..state import memory_filters as mf
+from ..state import schemas
 from ..storage import layout
 from ..storage.layout import MemItemRec
 from . import idempotency, validate, wire
@@ -166,7 +167,15 @@ def put_input(req: pb.PutMemoryItemRequest, field: str = "") -> mem.PutInput:
         ttl_ms=ttl_ms(req.ttl, f + "ttl") if req.HasField("ttl") else None,
         provenance=provenance(req.provenance, f + "provenance"),
         origin=_enum(req.origin, (1, 2), f + "origin", 0), actor=_actor(req.actor, f + "actor"),
-        etag=validate.text(req.etag, f + "etag", 128), must_not_exist=req.must_not_exist)
+        etag=validate.text(req.etag, f + "etag", 128), must_not_exist=req.must_not_exist,
+        **_schema_of(req, f))
+
+
+def _schema_of(req: pb.PutMemoryItemRequest, f: str) -> dict:
+    schema = validate.ident(req.schema, f + "schema", required=False)
+    if schema and req.schema_version < 1:
+        raise invalid(f + "schema_version", "must be at least 1 with a schema")
+    return {"schema": schema, "schema_version": req.schema_version}
 
 
 def delete_input(req: pb.DeleteMemoryItemRequest, field: str = "") -> mem.DeleteInput:
@@ -356,6 +365,8 @@ def fill_item(out: pb.MemoryItem, ns: str, found: mem.Found, *, value: bool = Tr
         wire.set_timestamp(out.expire_time, rec.expires_us)
     out.vector_space = rec.space
     out.vector_fields.extend(rec.vector_fields)
+    out.schema, out.schema_version = rec.schema, rec.schema_version
+    out.stored_schema_version = rec.schema_version
     if found.vectors:
         for name, data in found.vectors.items():
             out.vectors[name].values.extend(array("f", data))
@@ -397,7 +408,16 @@ def _get(m: Memory, txn, ns: str, req: pb.GetMemoryItemRequest, path, key, now: 
         if not req.allow_missing:
             raise mem.not_found(path, key)
         return out
+    outcome = None
+    if req.read_schema_version and found.value is not None:
+        outcome = schemas.value_on_read(txn, m.store, ns, found.rec.schema, found.rec.schema_version,
+                                        req.read_schema_version, found.value)
+        if outcome.channels is not None:
+            found.value = outcome.channels  # the migrated map's canonical encoding
     fill_item(out.item, ns, found)
+    if outcome is not None:
+        out.item.migration, out.item.migration_error = outcome.status, outcome.error
+        out.item.schema_version = outcome.version
     return out
 
 

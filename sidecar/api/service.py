@@ -16,12 +16,14 @@ from google.protobuf import message_factory
 
 from agentstate.v1 import (admin_pb2, admin_pb2_grpc, artifacts_pb2_grpc, conversations_pb2_grpc, effects_pb2_grpc,
                            events_pb2_grpc, memory_pb2, memory_pb2_grpc, runs_pb2_grpc, threads_pb2_grpc)
+from agentstate.v1 import schemas_pb2_grpc
 
 from ..errors import ApiError
 from ..storage import backup, gc, hotpath, layout
 from ..storage.store import Store
 from . import (admin, artifacts, assembly, auth, batch, checkpoints, compactions, context, conversations, effects, events,
                history, memory, runs, stream, threads, validate)
+from . import schemas
 
 from agentstate.v1 import retention_pb2_grpc  # noqa: E402 - retention (issue 14)
 from . import retention as retention_api  # noqa: E402
@@ -566,6 +568,33 @@ class RetentionService(retention_pb2_grpc.RetentionServiceServicer):
     @handler
     async def GetUsage(self, request, context):
         return await retention_api.usage(self.ctx, request)
+
+
+class SchemaService(schemas_pb2_grpc.SchemaServiceServicer):
+    def __init__(self, ctx: context.Ctx) -> None:
+        self.ctx = ctx
+
+    @handler
+    async def RegisterSchema(self, request, context):
+        return await schemas.register(self.ctx, request)
+
+    @handler
+    async def GetSchema(self, request, context):
+        return await schemas.get(self.ctx, request)
+
+    @handler
+    async def ListSchemas(self, request, context):
+        return await schemas.list_(self.ctx, request)
+
+    @server_streaming
+    async def MigrateThread(self, request, context):
+        async for item in schemas.migrate_thread(self.ctx, request):
+            yield item
+
+    @server_streaming
+    async def MigrateNamespace(self, request, context):
+        async for item in schemas.migrate_namespace(self.ctx, request):
+            yield item
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

@@ -142,7 +142,7 @@ def promote(tx: Tx, ns: str, thread_id: str, branch_id: str, expected_head_etag:
     meta["promoted_from"] = runstate.encode_obj(branch_id)
     m = layout.Manifest(layout.FORMAT_VERSION, layout.pack_id(bid), tx.now,
                         msgspec.Raw(metadata.encode(meta, "metadata")), list(bm.channels), bm.extra,
-                        bm.schema_version, bm.run_id)
+                        bm.schema_version, bm.run_id, bm.schema)
     records.put_manifest(txn, store, ns, trec.tkey, cns, new_id, m)
     branches.mark_promoted(txn, store, bkey, branch, tx.now)
     tx.append_event(ns, thread_id, trec.tkey, layout.EventRec(

@@ -73,6 +73,7 @@ class PutInput:
     extra: bytes | None  # hash of the extra value (its node in ``built``)
     require_thread: bool = False
     expected_head_etag: str | None = None
+    schema: str = ""  # the registered schema the values follow (state/schemas.py)
 
 
 @dataclass
@@ -95,11 +96,12 @@ class PutPlan:
     known: dict = field(default_factory=dict)  # hash -> node id of stored nodes the new ones refer to
     require_thread: bool = False
     expected_head_etag: str | None = None
+    schema: str = ""
 
     def manifest(self, ids: dict[bytes, bytes]) -> Manifest:
         return Manifest(layout.FORMAT_VERSION, layout.pack_id(self.parent_id), self.created_us,
                         msgspec.Raw(self.metadata), [(name, ids[h]) for name, h in sorted(self.roots.items())],
-                        ids[self.extra] if self.extra else None, self.schema_version, self.run_id)
+                        ids[self.extra] if self.extra else None, self.schema_version, self.run_id, self.schema)
 
 
 def run_id_of(items: dict[str, bytes]) -> str | None:
@@ -155,10 +157,11 @@ def plan_put(store: Store, put: PutInput, txn=None) -> PutPlan:
             root = reader.hash_of(root_id)
             roots[op.name] = root if op.kind == "keep" else apply_delta(op, root, root_id, reader, built)
     etag = layout.checkpoint_etag(put.checkpoint_id, put.parent_id, put.metadata, sorted(roots.items()), put.extra,
-                                  put.schema_version)
+                                  put.schema_version, put.schema)
     return PutPlan(put.ns, put.thread_id, put.cns, put.checkpoint_id, put.parent_id, now_us(), put.metadata, roots,
                    put.extra, put.schema_version, put.run_id, etag, built, put.base_id, base_roots,
-                   reader.known if reader is not None else {}, put.require_thread, put.expected_head_etag)
+                   reader.known if reader is not None else {}, put.require_thread, put.expected_head_etag,
+                   put.schema)
 
 
 def apply_delta(op: ChannelOp, root: bytes, root_id: bytes, reader: nodes.CanonicalReader, built: list) -> bytes:

@@ -61,6 +61,8 @@ class PutInput:
     actor: str = ""
     etag: str = ""
     must_not_exist: bool = False
+    schema: str = ""  # state/schemas.py
+    schema_version: int = 0
 
 
 @dataclass
@@ -326,7 +328,8 @@ class Memory:
         value_id = self._store_value(txn, p.value)
         expires = 0 if p.ttl_ms is None else now + p.ttl_ms * 1000
         rec = MemItemRec(layout.FORMAT_VERSION, item_id, ins_seq, created_us, now, version, value_id, p.origin,
-                         p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields)
+                         p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields, p.schema,
+                         p.schema_version)
         txn.put(layout.mem_item_key(path_id, p.key), layout.encode(rec), db=self.db["memitems"])
         txn.put(layout.mem_upd_key(ns, now, item_id), b"", db=self.db["memupd"])
         self._index_fields(txn, ns, item_id, p.value, add=True)

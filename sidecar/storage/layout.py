@@ -68,6 +68,10 @@ Retention (sidecar/state/retention.py, docs/lifecycle.md "Retention"):
 
 ``retpol``    ns NUL thread_id (empty: the namespace's own) -> RetentionRec
 
+Schemas (sidecar/state/schemas.py, docs/lifecycle.md "Schema versions and migrations"):
+
+``schemas``   ns NUL schema name -> SchemaRec (versions with their migration steps, window, policy)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -100,7 +104,7 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
             "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
-            "retpol")
+            "retpol", "schemas")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -133,6 +137,7 @@ class Manifest(msgspec.Struct, array_like=True):
     extra: bytes | None  # node id of the checkpoint's extra value, if any
     schema_version: int
     run_id: str | None  # metadata["run_id"] when it is a string (indexed in runidx)
+    schema: str = ""  # the registered schema the values follow (manifests written before it read as "")
 
     @property
     def parent_id(self) -> str:
@@ -323,6 +328,8 @@ class MemItemRec(msgspec.Struct, array_like=True):
     expires_us: int  # 0: never
     space: str  # vector space of its vectors ("" when none)
     vector_fields: list[str]  # sorted
+    schema: str = ""  # the registered schema the value follows (records written before it read as "", 0)
+    schema_version: int = 0
 
 
 class MemRevRec(msgspec.Struct, array_like=True):
@@ -765,9 +772,11 @@ def unpack_id(packed: str | bytes) -> str:
 
 
 def checkpoint_etag(checkpoint_id: str, parent_id: str, metadata: bytes, roots: list[tuple[str, bytes]],
-                    extra: bytes | None, schema_version: int) -> str:
-    """Content hash of a checkpoint (hex): ids, parent, metadata, (channel, root hash) pairs, extra hash."""
-    core = _enc.encode((checkpoint_id, parent_id, msgspec.Raw(metadata), roots, extra, schema_version))
+                    extra: bytes | None, schema_version: int, schema: str = "") -> str:
+    """Content hash of a checkpoint (hex): ids, parent, metadata, (channel, root hash) pairs, extra hash
+    (and the schema name when there is one, so etags of checkpoints without one are as they were)."""
+    fields = (checkpoint_id, parent_id, msgspec.Raw(metadata), roots, extra, schema_version)
+    core = _enc.encode(fields + (schema,) if schema else fields)
     return blake3(b"agentstate.v1 checkpoint" + core).hexdigest()
 
 
@@ -812,6 +821,46 @@ def retention_key(ns: str, thread_id: str = "") -> bytes:
     return ns.encode() + SEP + thread_id.encode()
 
 
+# ----------------------------------------------------------------- schemas
+
+class MigrationStepRec(msgspec.Struct, array_like=True):
+    """One declared migration step (state/schemas.py): ``kind`` is rename, drop, add, nest, unnest, convert
+    or map_items; ``default`` the canonical encoding of an add's value; ``steps`` a map_items' inner steps."""
+    kind: str
+    path: list[str]
+    to: str = ""  # rename: the new name; nest: the map moved into; unnest: the map moved out of
+    fields: list[str] = []
+    default: bytes | None = None
+    type: int = 0  # convert: a ValueType
+    steps: list["MigrationStepRec"] = []
+
+
+class SchemaVersionRec(msgspec.Struct, array_like=True):
+    version: int
+    steps: list[MigrationStepRec]
+    description: str = ""
+
+
+class SchemaRec(msgspec.Struct, array_like=True):
+    fmt: int
+    versions: list[SchemaVersionRec]
+    min_readable: int
+    policy: int  # FailurePolicy
+    created_us: int
+    updated_us: int
+    revision: int
+
+
+schema_decoder = msgspec.msgpack.Decoder(SchemaRec)
+
+
+def schema_key(ns: str, name: str) -> bytes:
+    return ns.encode() + SEP + name.encode()
+
+
+encode = _enc.encode
+
+
 # The record decoder of each table whose values are records (what storage/verify.py decodes: a byte flipped
 # in any of them that breaks the record is found there). Every other table of DB_NAMES holds raw ids, seqs,
 # keys or empty values and is in RAW_TABLES; tests/test_verify.py checks that the two cover DB_NAMES.
@@ -825,12 +874,11 @@ RECORD_DECODERS = {
     "citems": item_decoder, "cstate": convstate_decoder, "nsconf": nsconf_decoder, "tconf": tconf_decoder,
     "csums": summary_decoder, "ccomps": compaction_decoder, "cpyr": pyramid_decoder,
     "nspins": pin_decoder, "tpins": pin_decoder, "ccalib": calib_decoder,
-    "retpol": retention_decoder,
+    "retpol": retention_decoder, "schemas": schema_decoder,
 }
 RAW_TABLES = frozenset(("meta", "nodes", "hashes", "runidx", "reqtime", "thruns", "timers", "evids", "effthr",
                         "memids", "memupd", "memexp", "memfld", "memfldx", "cids", "ccalls", "ctimers", "reclaim",
                         "cqueue"))
-encode = _enc.encode
 
 # The node references of each table whose records point into the node store: (table, record -> node ids).
 # One place: the collector (storage/gc.py) marks from these, storage/verify.py checks that each resolves.

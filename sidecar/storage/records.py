@@ -194,7 +194,7 @@ def root_hashes(m: Manifest, fetch) -> tuple[list[tuple[str, bytes, bytes]], byt
 def etag_of(checkpoint_id: str, m: Manifest, fetch) -> str:
     roots, extra = root_hashes(m, fetch)
     return layout.checkpoint_etag(checkpoint_id, m.parent_id, m.metadata, [(n, h) for n, h, _ in roots], extra,
-                                  m.schema_version)
+                                  m.schema_version, m.schema)
 
 
 def write_rows(txn, store: Store, tkey: int, cns: str, checkpoint_id: str):

@@ -58,6 +58,8 @@ class AsyncClient:
         self.events = events.AsyncEvents(self)
         self.artifacts = artifacts.AsyncArtifacts(self)
         self.effects = effects.AsyncEffects(self)
+        from . import schemas  # the SchemaService facet
+        self.schemas = schemas.AsyncSchemas(self)
         self.memory = memory.AsyncMemory(self)
         self.conversations = conversations.AsyncConversations(self)
         from . import retention  # noqa: PLC0415

@@ -93,6 +93,8 @@ class Client:
         self.conversations = conversations.Conversations(self)
         from . import retention  # noqa: PLC0415
         self.retention = retention.Retention(self)
+        from . import schemas  # the SchemaService facet
+        self.schemas = schemas.Schemas(self)
 
     def close(self) -> None:
         if self._own_channel:
@@ -180,14 +182,16 @@ class Client:
                        metadata: Mapping[str, Any] | None = None, extra: Any = None,
                        expected_head_etag: str | None = None, schema_version: int = 0,
                        require_thread: bool = False, request_id: str = "", durability: str | None = None,
-                       timeout: float | None = None) -> pb.PutCheckpointResponse:
-        """Store a checkpoint. Channel values are Python values or Append / SetKeys / Keep deltas."""
+                       timeout: float | None = None, schema: str = "") -> pb.PutCheckpointResponse:
+        """Store a checkpoint. Channel values are Python values or Append / SetKeys / Keep deltas.
+        ``schema`` names a registered schema (agentstate.schemas) the values follow at ``schema_version``."""
         req = rq.put_checkpoint_request(self.namespace, thread_id, channels, checkpoint_id=checkpoint_id,
                                         parent_id=parent_id, base_id=base_id, checkpoint_ns=checkpoint_ns,
                                         metadata=metadata, extra=extra, expected_head_etag=expected_head_etag,
                                         schema_version=schema_version, require_thread=require_thread,
                                         request_id=request_id)
         req.durability = rq.durability(durability)
+        req.schema = schema
         return self._call(self.threads.PutCheckpoint, req, timeout)
 
     def put_writes(self, thread_id: str, checkpoint_id: str, writes: Iterable[tuple], *, checkpoint_ns: str = "",
@@ -200,27 +204,31 @@ class Client:
     def get_checkpoint(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
                        channels: Iterable[str] = (), omit_values: bool = False,
                        known_roots: Mapping[str, bytes] | None = None, include_pending_writes: bool = False,
-                       timeout: float | None = None) -> pb.Checkpoint:
+                       timeout: float | None = None, read_schema_version: int = 0) -> pb.Checkpoint:
+        """One checkpoint (the latest by default). ``read_schema_version``: the schema version this code
+        understands; a checkpoint stored at an older one comes back migrated (``.migration`` says how)."""
         req = rq.get_checkpoint_request(self.namespace, thread_id, checkpoint_id, checkpoint_ns, channels,
                                         omit_values, known_roots, include_pending_writes)
+        req.read_schema_version = read_schema_version
         return self._call(self.threads.GetCheckpoint, req, timeout).checkpoint
 
     def get_values(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
-                   timeout: float | None = None) -> dict[str, Any]:
+                   timeout: float | None = None, read_schema_version: int = 0) -> dict[str, Any]:
         """The decoded channel values of a checkpoint (the latest by default)."""
         return checkpoint_values(self.get_checkpoint(thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns,
-                                                     timeout=timeout))
+                                                     timeout=timeout, read_schema_version=read_schema_version))
 
     def list_checkpoints(self, thread_id: str = "", *, checkpoint_ns: str | None = None,
                          metadata_filter: Mapping[str, Any] | None = None, before: str = "", limit: int = 0,
                          page_size: int = 0, include_values: bool = False, include_pending_writes: bool = False,
                          known_roots: Mapping[str, bytes] | None = None,
-                         timeout: float | None = None) -> Iterator[pb.Checkpoint]:
+                         timeout: float | None = None, read_schema_version: int = 0) -> Iterator[pb.Checkpoint]:
         token = ""
         while True:
             req = rq.list_checkpoints_request(self.namespace, thread_id, checkpoint_ns, metadata_filter, before,
                                               limit, page_size, token, include_values, include_pending_writes,
                                               known_roots)
+            req.read_schema_version = read_schema_version
             resp = self._call(self.threads.ListCheckpoints, req, timeout)
             yield from resp.checkpoints
             token = resp.next_page_token

@@ -48,10 +48,10 @@ def put_request(namespace: str, path: Sequence[str], key: str, val: Mapping, *,
                 vectors: Mapping[str, Sequence[float]] | None = None, vector_space: str = "",
                 merge_vectors: bool = False, ttl_minutes: float | None = None, provenance: Mapping | None = None,
                 origin: str | None = None, actor: str = "", etag: str = "", must_not_exist: bool = False,
-                request_id: str = "") -> mpb.PutMemoryItemRequest:
+                request_id: str = "", schema: str = "", schema_version: int = 0) -> mpb.PutMemoryItemRequest:
     req = mpb.PutMemoryItemRequest(namespace=namespace, path=list(path), key=key, vector_space=vector_space,
                                    origin=ORIGINS[origin], actor=actor, etag=etag, must_not_exist=must_not_exist,
-                                   request_id=request_id)
+                                   request_id=request_id, schema=schema, schema_version=schema_version)
     encode_into(val, req.value, "value")
     for name, vec in (vectors or {}).items():
         req.vectors[name].values.extend(vec)
@@ -114,16 +114,17 @@ class MemoryCalls:
     def put(self, path: Sequence[str], key: str, val: Mapping, *, timeout: float | None = None,
             **options) -> mpb.PutMemoryItemResponse:
         """Create or replace an item (options: vectors, vector_space, merge_vectors, ttl_minutes, provenance,
-        origin ("explicit"/"inferred"), actor, etag, must_not_exist, request_id)."""
+        origin ("explicit"/"inferred"), actor, etag, must_not_exist, request_id, schema and schema_version: a
+        registered schema the value follows, agentstate.schemas)."""
         req = put_request(self.client.namespace, path, key, val, **options)
         return (yield Call(self.stub.PutMemoryItem, req, timeout))
 
     @unary
     def get(self, path: Sequence[str], key: str, *, refresh_ttl: bool | None = None, include_vectors: bool = False,
-            timeout: float | None = None) -> mpb.MemoryItem | None:
-        """The live item, or None."""
+            timeout: float | None = None, read_schema_version: int = 0) -> mpb.MemoryItem | None:
+        """The live item, or None (``read_schema_version``: the value migrated to that version of its schema)."""
         req = mpb.GetMemoryItemRequest(namespace=self.client.namespace, path=list(path), key=key, allow_missing=True,
-                                       include_vectors=include_vectors)
+                                       include_vectors=include_vectors, read_schema_version=read_schema_version)
         if refresh_ttl is not None:
             req.refresh_ttl = refresh_ttl
         resp = yield Call(self.stub.GetMemoryItem, req, timeout)

@@ -45,6 +45,7 @@ import grpc
 from .errors import AgentStateError
 from .v1 import admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2, threads_pb2
 from .v1 import retention_pb2
+from .v1 import schemas_pb2
 
 READ_ONLY = "read-only"
 IDEMPOTENT_KIND = "idempotent"
@@ -232,13 +233,20 @@ RULES: dict[str, Rule] = {
     "RetentionService.ApplyRetention": Rule(
         IDEMPOTENT_KIND, "a repeat removes only what the policies name at that moment"),
     "RetentionService.GetUsage": Rule(READ_ONLY, _READ),
+    # SchemaService
+    "SchemaService.RegisterSchema": Rule(
+        BY_KEY, "registering the same schema again (same versions, window and policy) changes nothing; with an etag a repeat fails SCHEMA_CONFLICT once the first one changed the schema", lambda r: not r.etag),
+    "SchemaService.GetSchema": Rule(READ_ONLY, _READ),
+    "SchemaService.ListSchemas": Rule(READ_ONLY, _READ),
+    "SchemaService.MigrateThread": Rule(STREAM, "not retried as a call; calling it again resumes the migration (what is migrated is skipped)"),
+    "SchemaService.MigrateNamespace": Rule(STREAM, "not retried as a call; calling it again resumes the migration (what is migrated is skipped)"),
 }
 
 SERVICES = tuple(module.DESCRIPTOR.services_by_name[name] for module, name in (
     (threads_pb2, "ThreadService"), (admin_pb2, "AdminService"), (runs_pb2, "RunService"),
     (events_pb2, "EventService"), (artifacts_pb2, "ArtifactService"), (effects_pb2, "EffectService"),
     (conversations_pb2, "ConversationService"), (memory_pb2, "MemoryService"),
-    (retention_pb2, "RetentionService")))
+    (retention_pb2, "RetentionService"), (schemas_pb2, "SchemaService")))
 
 #: The rule of each RPC by its request message's full name (one request message per RPC).
 _BY_REQUEST: dict[str, Rule] = {m.input_type.full_name: RULES[f"{s.name}.{m.name}"]

@@ -30,6 +30,8 @@ import { HeldRun } from "./runs.js";
 import { Conversations } from "./conversations.js";
 import { Memory } from "./memory.js";
 import { MemoryService } from "./gen/agentstate/v1/memory_pb.js";
+import { Schemas } from "./schemas.js";
+import { SchemaService } from "./gen/agentstate/v1/schemas_pb.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
 import { newId } from "./ids.js";
 import {
@@ -171,6 +173,8 @@ export class Client {
   readonly conversations: Conversations;
   /** MemoryService calls (memory.ts): put, get, delete, search, batch, listNamespaces, history, sweep. */
   readonly memory: Memory;
+  /** SchemaService calls (schemas.ts): register, get, list, migrateThread, migrateNamespace. */
+  readonly schemas: Schemas;
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
   private readonly waitForReady?: boolean;
@@ -192,6 +196,7 @@ export class Client {
     this.artifacts = this.stub(ArtifactService);
     this.conversations = new Conversations(this);
     this.memory = new Memory(this.stub(MemoryService), this.namespace);
+    this.schemas = new Schemas(this.stub(SchemaService), this.namespace);
   }
 
   /** A typed stub of any generated service on this client's channel (client-streaming methods are left out). */

@@ -7,6 +7,7 @@ export * from "./runs.js";
 export * from "./conversations.js";
 export * from "./memory.js";
 export * from "./compaction-worker.js";
+export * from "./schemas.js";
 export { RULES, ruleOf, ruleLabel, safeAsSent, type Rule, type RuleKind } from "./retries.js";
 export { newId } from "./ids.js";
 export {
@@ -37,3 +38,4 @@ export * as effectsPb from "./gen/agentstate/v1/effects_pb.js";
 export * as artifactsPb from "./gen/agentstate/v1/artifacts_pb.js";
 export * as conversationsPb from "./gen/agentstate/v1/conversations_pb.js";
 export * as memoryPb from "./gen/agentstate/v1/memory_pb.js";
+export * as schemasPb from "./gen/agentstate/v1/schemas_pb.js";

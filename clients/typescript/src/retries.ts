@@ -131,6 +131,11 @@ export const RULES: Record<string, Rule> = {
   "RetentionService.GetRetentionPolicy": READ,
   "RetentionService.ApplyRetention": { kind: "idempotent" },
   "RetentionService.GetUsage": READ,
+  "SchemaService.RegisterSchema": { kind: "by key", when: (r) => r.etag === "" },
+  "SchemaService.GetSchema": READ,
+  "SchemaService.ListSchemas": READ,
+  "SchemaService.MigrateThread": STREAM,
+  "SchemaService.MigrateNamespace": STREAM,
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */

@@ -26,10 +26,11 @@ import { EffectService, EffectState } from "../src/gen/agentstate/v1/effects_pb.
 import { ConversationService } from "../src/gen/agentstate/v1/conversations_pb.js";
 import { MemoryService } from "../src/gen/agentstate/v1/memory_pb.js";
 import { RetentionService } from "../src/gen/agentstate/v1/retention_pb.js";
+import { SchemaService } from "../src/gen/agentstate/v1/schemas_pb.js";
 import { REPO, Sidecar } from "./sidecar.js";
 
 const SERVICES = [ThreadService, AdminService, RunService, EventService, ArtifactService, EffectService,
-  ConversationService, MemoryService, RetentionService] as unknown as DescService[];
+  ConversationService, MemoryService, RetentionService, SchemaService] as unknown as DescService[];
 const method = (service: DescService, name: string) => service.methods.find((m) => m.name === name)!;
 
 /** The rows of docs/clients.md "Which calls are retried": RPC -> rule. */

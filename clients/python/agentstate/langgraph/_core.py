@@ -104,6 +104,8 @@ class Known:
     roots: dict[str, bytes]  # channel -> root hash (b"" until the put is stored) of every channel it holds
     lists: dict[str, list[Rec]] = field(default_factory=dict)  # channel -> item records of list channels
     covered: set[str] | None = None  # when set, roots are known only for these channels (not cached)
+    # (schema, version) the checkpoint is stored at, when read from the sidecar (None: put by this saver)
+    schema: tuple[str, int] | None = None
 
 
 @dataclass
@@ -137,10 +139,16 @@ class PendingPut:
 class Core:
     """Encoding, decoding and the what-the-sidecar-has cache of one saver (thread-safe)."""
 
-    def __init__(self, serde, namespace: str, cache_size: int) -> None:
+    def __init__(self, serde, namespace: str, cache_size: int, schema: str = "", schema_version: int = 0,
+                 migrations=None) -> None:
+        if schema and schema_version < 1:
+            raise ValueError("schema_version must be at least 1 with a schema")
+        if migrations is not None and (not schema or migrations.schema != schema):
+            raise ValueError(f"migrations of schema {migrations.schema!r} given for schema {schema!r}")
         self.serde = serde
         self.namespace = namespace
         self.cache_size = cache_size
+        self.schema, self.schema_version, self.migrations = schema, schema_version, migrations
         self._cache: OrderedDict[tuple[str, str, str], Known] = OrderedDict()
         self._latest: dict[tuple[str, str], str] = {}
         self._seeds: OrderedDict[tuple[str, str, str], tuple[bytes, list]] = OrderedDict()
@@ -304,8 +312,11 @@ class Core:
         channels: dict[str, Any] = {}
         lists: dict[str, list[Rec]] = {}
         unknown: list[str] = []
+        # a parent stored at another schema version holds values in the old shape: keep none of them
+        stale = bool(self.schema) and base is not None and base.schema is not None and \
+            base.schema != (self.schema, self.schema_version)
         for ch, ver in plan.versions.items():
-            if ch not in plan.new and plan.parent_id:
+            if ch not in plan.new and plan.parent_id and not stale:
                 if base is None:
                     unknown.append(ch)  # only the parent can tell whether it holds this version
                     continue
@@ -324,7 +335,9 @@ class Core:
         req = put_checkpoint_request(
             self.namespace, plan.thread_id, channels, checkpoint_id=plan.checkpoint_id, parent_id=plan.parent_id,
             base_id="", checkpoint_ns=plan.ns, metadata=plan.metadata, extra=plan.extra, expected_head_etag=None,
-            schema_version=SCHEMA_VERSION, require_thread=False, request_id="")
+            schema_version=self.schema_version if self.schema else SCHEMA_VERSION, require_thread=False,
+            request_id="")
+        req.schema = self.schema
         roots = {ch: (base.roots.get(ch, b"") if type(w) is Keep else b"") for ch, w in channels.items()}
         key = (plan.thread_id, plan.ns, plan.checkpoint_id)
         return req, PendingPut(key, Known(dict(plan.versions), roots, lists), plan), []
@@ -385,7 +398,7 @@ class Core:
         """What a parent fetched for ``channels`` (parent_request) tells about them."""
         extra = self.from_structured(from_value(cp.extra)) if cp.HasField("extra") else {}
         return Known(dict(extra.get("channel_versions") or {}), {n: cv.root for n, cv in cp.channels.items()},
-                     covered=set(channels))
+                     covered=set(channels), schema=(cp.schema, cp.stored_schema_version or cp.schema_version))
 
     # ------------------------------------------------------------ writes
 
@@ -441,6 +454,10 @@ class Core:
             lists[ch] = recs
             values[ch] = self._python(recs)
         extra = self.from_structured(from_value(cp.extra)) if cp.HasField("extra") else {}
+        stored = (cp.schema, cp.stored_schema_version or cp.schema_version)
+        if self.migrations is not None and cp.schema == self.schema and stored[1] != self.schema_version:
+            # client-side migrations (agentstate.schemas.Migrations): MigrationError when they cannot
+            values = self.migrations.upgrade(values, stored[1], self.schema_version)
         checkpoint = {**extra, "id": cp.checkpoint_id, "channel_values": values}
         checkpoint.setdefault("channel_versions", {})
         checkpoint.setdefault("versions_seen", {})
@@ -452,7 +469,7 @@ class Core:
                   if cp.parent_checkpoint_id else None)
         return (CheckpointTuple({"configurable": {**conf, "checkpoint_id": cp.checkpoint_id}}, checkpoint,
                                 metadata, parent, pending),
-                Known(dict(checkpoint["channel_versions"]), roots, lists))
+                Known(dict(checkpoint["channel_versions"]), roots, lists, schema=stored))
 
     def _relative(self, cv: pb.ChannelValue, held: list[Rec] | None, ch: str) -> list[Rec]:
         """The records of a list that came back relative to ``held`` (unchanged, or as a delta)."""

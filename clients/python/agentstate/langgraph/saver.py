@@ -106,7 +106,8 @@ class _SaverBase(BaseCheckpointSaver[str]):
     """What both savers share: serializer, core (mapping and cache), outbox, and the sync methods."""
 
     def __init__(self, *, namespace: str, serde, allowed_modules, strict, cache_size: int, timeout: float,
-                 retry_for: float, write_behind: bool) -> None:
+                 retry_for: float, write_behind: bool, schema: str = "", schema_version: int = 0,
+                 migrations=None) -> None:
         if serde is not None:
             check_serde(serde)
         super().__init__(serde=serde or SafeSerializer(allowed_modules=allowed_modules, strict=strict))
@@ -114,7 +115,8 @@ class _SaverBase(BaseCheckpointSaver[str]):
         self.timeout = timeout
         self.retry_for = retry_for
         self.write_behind = write_behind
-        self._core = Core(self.serde, namespace, cache_size)
+        self._schema = (schema, schema_version, migrations)
+        self._core = Core(self.serde, namespace, cache_size, *self._schema)
         self._writer = Writer(self._blocking, namespace, retry_for)
         self._pipelined: dict[int, Any] = {}  # id(runtime) -> runtime of graph runs whose writes are pipelined
 
@@ -124,7 +126,7 @@ class _SaverBase(BaseCheckpointSaver[str]):
     def with_allowlist(self, extra_allowlist):
         clone = super().with_allowlist(extra_allowlist)
         if clone is not self:  # a copy with a stricter/looser serializer: its own core, the same outbox
-            clone._core = Core(clone.serde, self.namespace, self._core.cache_size)
+            clone._core = Core(clone.serde, self.namespace, self._core.cache_size, *self._schema)
         return clone
 
     def get_next_version(self, current: int | str | None, channel: None = None) -> int | str:
@@ -355,12 +357,18 @@ class SidecarSaver(_SaverBase):
     retried while the sidecar is unreachable. ``write_behind=False`` makes
     every put wait for the sidecar, whatever the durability mode. ``token``
     and ``tls`` go to the client the saver makes (see :class:`agentstate.Client`).
+
+    ``schema`` and ``schema_version`` name the application's state schema and the version this code writes
+    (stored with every checkpoint); ``migrations`` (an :class:`agentstate.schemas.Migrations` of that schema)
+    turns the channel values of a checkpoint stored at an older version into this version's when it is
+    loaded, so a graph whose state changed resumes old threads (docs/lifecycle.md "Hot upgrade").
     """
 
     def __init__(self, target: str | Client = "unix:sidecar-data/sidecar.sock", *, namespace: str | None = None,
                  serde=None, allowed_modules=(), strict: bool | None = None, cache_size: int = 512,
                  timeout: float = 30.0, retry_for: float = 120.0, write_behind: bool = False,
-                 token: str | None = None, tls=None) -> None:
+                 token: str | None = None, tls=None, schema: str = "", schema_version: int = 0,
+                 migrations=None) -> None:
         if isinstance(target, Client):
             self.client, self._own = target, False
         else:
@@ -369,7 +377,8 @@ class SidecarSaver(_SaverBase):
             self._own = True
         super().__init__(namespace=namespace or self.client.namespace, serde=serde,
                          allowed_modules=allowed_modules, strict=strict, cache_size=cache_size, timeout=timeout,
-                         retry_for=retry_for, write_behind=write_behind)
+                         retry_for=retry_for, write_behind=write_behind, schema=schema,
+                         schema_version=schema_version, migrations=migrations)
 
     def _blocking(self) -> Client:
         return self.client
@@ -437,7 +446,8 @@ class AsyncSidecarSaver(_SaverBase):
     def __init__(self, target: str | AsyncClient | Client = "unix:sidecar-data/sidecar.sock", *,
                  namespace: str | None = None, serde=None, allowed_modules=(), strict: bool | None = None,
                  cache_size: int = 512, timeout: float = 30.0, retry_for: float = 120.0,
-                 write_behind: bool = False, token: str | None = None, tls=None) -> None:
+                 write_behind: bool = False, token: str | None = None, tls=None, schema: str = "",
+                 schema_version: int = 0, migrations=None) -> None:
         self._token, self._tls = token, tls
         self._given_async = target if isinstance(target, AsyncClient) else None
         self._given_sync = target if isinstance(target, Client) else None
@@ -448,7 +458,8 @@ class AsyncSidecarSaver(_SaverBase):
         self._sclient: Client | None = self._given_sync
         super().__init__(namespace=namespace or (given.namespace if given is not None else "default"),
                          serde=serde, allowed_modules=allowed_modules, strict=strict, cache_size=cache_size,
-                         timeout=timeout, retry_for=retry_for, write_behind=write_behind)
+                         timeout=timeout, retry_for=retry_for, write_behind=write_behind, schema=schema,
+                         schema_version=schema_version, migrations=migrations)
 
     # A grpc.aio channel belongs to the event loop it was made in: one per loop, made on first use.
     def _async_client(self) -> AsyncClient:

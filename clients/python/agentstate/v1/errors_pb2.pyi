@@ -61,6 +61,10 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     IMPORT_CONFLICT: _ClassVar[ErrorReason]
     RETENTION_LIMIT_EXCEEDED: _ClassVar[ErrorReason]
     RETENTION_POLICY_NOT_FOUND: _ClassVar[ErrorReason]
+    SCHEMA_MIGRATION_FAILED: _ClassVar[ErrorReason]
+    SCHEMA_VERSION_UNREADABLE: _ClassVar[ErrorReason]
+    SCHEMA_CONFLICT: _ClassVar[ErrorReason]
+    SCHEMA_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -116,3 +120,7 @@ IMPORT_THREAD_EXISTS: ErrorReason
 IMPORT_CONFLICT: ErrorReason
 RETENTION_LIMIT_EXCEEDED: ErrorReason
 RETENTION_POLICY_NOT_FOUND: ErrorReason
+SCHEMA_MIGRATION_FAILED: ErrorReason
+SCHEMA_VERSION_UNREADABLE: ErrorReason
+SCHEMA_CONFLICT: ErrorReason
+SCHEMA_NOT_FOUND: ErrorReason

@@ -2,6 +2,7 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from agentstate.v1 import schemas_pb2 as _schemas_pb2
 from agentstate.v1 import threads_pb2 as _threads_pb2
 from agentstate.v1 import values_pb2 as _values_pb2
 from google.protobuf.internal import containers as _containers
@@ -159,7 +160,7 @@ class Vector(_message.Message):
     def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class MemoryItem(_message.Message):
-    __slots__ = ("namespace", "path", "key", "value", "create_time", "update_time", "etag", "version", "provenance", "origin", "actor", "ttl", "expire_time", "vector_space", "vector_fields", "vectors")
+    __slots__ = ("namespace", "path", "key", "value", "create_time", "update_time", "etag", "version", "provenance", "origin", "actor", "ttl", "expire_time", "vector_space", "vector_fields", "vectors", "schema", "schema_version", "stored_schema_version", "migration", "migration_error")
     class VectorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +184,11 @@ class MemoryItem(_message.Message):
     VECTOR_SPACE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELDS_FIELD_NUMBER: _ClassVar[int]
     VECTORS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     path: _containers.RepeatedScalarFieldContainer[str]
     key: str
@@ -199,10 +205,15 @@ class MemoryItem(_message.Message):
     vector_space: str
     vector_fields: _containers.RepeatedScalarFieldContainer[str]
     vectors: _containers.MessageMap[str, Vector]
-    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., version: _Optional[int] = ..., provenance: _Optional[_Union[MemoryProvenance, _Mapping]] = ..., origin: _Optional[_Union[MemoryOrigin, str]] = ..., actor: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., vector_space: _Optional[str] = ..., vector_fields: _Optional[_Iterable[str]] = ..., vectors: _Optional[_Mapping[str, Vector]] = ...) -> None: ...
+    schema: str
+    schema_version: int
+    stored_schema_version: int
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., version: _Optional[int] = ..., provenance: _Optional[_Union[MemoryProvenance, _Mapping]] = ..., origin: _Optional[_Union[MemoryOrigin, str]] = ..., actor: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., vector_space: _Optional[str] = ..., vector_fields: _Optional[_Iterable[str]] = ..., vectors: _Optional[_Mapping[str, Vector]] = ..., schema: _Optional[str] = ..., schema_version: _Optional[int] = ..., stored_schema_version: _Optional[int] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ...) -> None: ...
 
 class PutMemoryItemRequest(_message.Message):
-    __slots__ = ("namespace", "path", "key", "value", "vectors", "vector_space", "vector_update", "ttl", "provenance", "origin", "actor", "etag", "must_not_exist", "request_id", "durability")
+    __slots__ = ("namespace", "path", "key", "value", "vectors", "vector_space", "vector_update", "ttl", "provenance", "origin", "actor", "etag", "must_not_exist", "request_id", "durability", "schema", "schema_version")
     class VectorsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -225,6 +236,8 @@ class PutMemoryItemRequest(_message.Message):
     MUST_NOT_EXIST_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DURABILITY_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     path: _containers.RepeatedScalarFieldContainer[str]
     key: str
@@ -240,7 +253,9 @@ class PutMemoryItemRequest(_message.Message):
     must_not_exist: bool
     request_id: str
     durability: _threads_pb2.Durability
-    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., vectors: _Optional[_Mapping[str, Vector]] = ..., vector_space: _Optional[str] = ..., vector_update: _Optional[_Union[VectorUpdate, str]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., provenance: _Optional[_Union[MemoryProvenance, _Mapping]] = ..., origin: _Optional[_Union[MemoryOrigin, str]] = ..., actor: _Optional[str] = ..., etag: _Optional[str] = ..., must_not_exist: _Optional[bool] = ..., request_id: _Optional[str] = ..., durability: _Optional[_Union[_threads_pb2.Durability, str]] = ...) -> None: ...
+    schema: str
+    schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., vectors: _Optional[_Mapping[str, Vector]] = ..., vector_space: _Optional[str] = ..., vector_update: _Optional[_Union[VectorUpdate, str]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., provenance: _Optional[_Union[MemoryProvenance, _Mapping]] = ..., origin: _Optional[_Union[MemoryOrigin, str]] = ..., actor: _Optional[str] = ..., etag: _Optional[str] = ..., must_not_exist: _Optional[bool] = ..., request_id: _Optional[str] = ..., durability: _Optional[_Union[_threads_pb2.Durability, str]] = ..., schema: _Optional[str] = ..., schema_version: _Optional[int] = ...) -> None: ...
 
 class PutMemoryItemResponse(_message.Message):
     __slots__ = ("item", "created")
@@ -251,20 +266,22 @@ class PutMemoryItemResponse(_message.Message):
     def __init__(self, item: _Optional[_Union[MemoryItem, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class GetMemoryItemRequest(_message.Message):
-    __slots__ = ("namespace", "path", "key", "refresh_ttl", "include_vectors", "allow_missing")
+    __slots__ = ("namespace", "path", "key", "refresh_ttl", "include_vectors", "allow_missing", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     REFRESH_TTL_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_MISSING_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     path: _containers.RepeatedScalarFieldContainer[str]
     key: str
     refresh_ttl: bool
     include_vectors: bool
     allow_missing: bool
-    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., refresh_ttl: _Optional[bool] = ..., include_vectors: _Optional[bool] = ..., allow_missing: _Optional[bool] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., refresh_ttl: _Optional[bool] = ..., include_vectors: _Optional[bool] = ..., allow_missing: _Optional[bool] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class GetMemoryItemResponse(_message.Message):
     __slots__ = ("item",)

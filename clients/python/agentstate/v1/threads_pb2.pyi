@@ -4,6 +4,7 @@ from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from agentstate.v1 import effects_pb2 as _effects_pb2
 from agentstate.v1 import events_pb2 as _events_pb2
 from agentstate.v1 import runs_pb2 as _runs_pb2
+from agentstate.v1 import schemas_pb2 as _schemas_pb2
 from agentstate.v1 import values_pb2 as _values_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -276,7 +277,7 @@ class ChannelValue(_message.Message):
     def __init__(self, root: _Optional[bytes] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., delta: _Optional[_Union[_values_pb2.ValueDelta, _Mapping]] = ...) -> None: ...
 
 class Checkpoint(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "metadata", "channels", "extra", "create_time", "etag", "pending_writes", "schema_version")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "metadata", "channels", "extra", "create_time", "etag", "pending_writes", "schema_version", "schema", "stored_schema_version", "migration", "migration_error", "unmigratable_checkpoint_id")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -303,6 +304,11 @@ class Checkpoint(_message.Message):
     ETAG_FIELD_NUMBER: _ClassVar[int]
     PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    STORED_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    UNMIGRATABLE_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -315,10 +321,15 @@ class Checkpoint(_message.Message):
     etag: str
     pending_writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
     schema_version: int
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelValue]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., schema_version: _Optional[int] = ...) -> None: ...
+    schema: str
+    stored_schema_version: int
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    unmigratable_checkpoint_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelValue]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., etag: _Optional[str] = ..., pending_writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., schema_version: _Optional[int] = ..., schema: _Optional[str] = ..., stored_schema_version: _Optional[int] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ..., unmigratable_checkpoint_id: _Optional[str] = ...) -> None: ...
 
 class PutCheckpointRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id", "run_id", "lease_id", "steps", "events", "effects", "durability")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "base_checkpoint_id", "metadata", "channels", "extra", "expected_head_etag", "schema_version", "require_thread", "request_id", "run_id", "lease_id", "steps", "events", "effects", "durability", "schema")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -352,6 +363,7 @@ class PutCheckpointRequest(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     EFFECTS_FIELD_NUMBER: _ClassVar[int]
     DURABILITY_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -371,7 +383,8 @@ class PutCheckpointRequest(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[_events_pb2.EventInput]
     effects: _containers.RepeatedCompositeFieldContainer[_effects_pb2.EffectCompletion]
     durability: Durability
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.StepRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.EventInput, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.EffectCompletion, _Mapping]]] = ..., durability: _Optional[_Union[Durability, str]] = ...) -> None: ...
+    schema: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., parent_checkpoint_id: _Optional[str] = ..., base_checkpoint_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., channels: _Optional[_Mapping[str, ChannelWrite]] = ..., extra: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., expected_head_etag: _Optional[str] = ..., schema_version: _Optional[int] = ..., require_thread: _Optional[bool] = ..., request_id: _Optional[str] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[_runs_pb2.StepRecord, _Mapping]]] = ..., events: _Optional[_Iterable[_Union[_events_pb2.EventInput, _Mapping]]] = ..., effects: _Optional[_Iterable[_Union[_effects_pb2.EffectCompletion, _Mapping]]] = ..., durability: _Optional[_Union[Durability, str]] = ..., schema: _Optional[str] = ...) -> None: ...
 
 class PutCheckpointResponse(_message.Message):
     __slots__ = ("checkpoint", "created", "steps", "events", "effects", "lease_expire_time")
@@ -420,7 +433,7 @@ class PutWritesResponse(_message.Message):
     def __init__(self, stored: _Optional[int] = ..., kept: _Optional[int] = ...) -> None: ...
 
 class GetCheckpointRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "omit_values", "known_roots", "include_pending_writes")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "omit_values", "known_roots", "include_pending_writes", "read_schema_version")
     class KnownRootsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -436,6 +449,7 @@ class GetCheckpointRequest(_message.Message):
     OMIT_VALUES_FIELD_NUMBER: _ClassVar[int]
     KNOWN_ROOTS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -444,7 +458,8 @@ class GetCheckpointRequest(_message.Message):
     omit_values: bool
     known_roots: _containers.ScalarMap[str, bytes]
     include_pending_writes: bool
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[str]] = ..., omit_values: _Optional[bool] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ..., include_pending_writes: _Optional[bool] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[str]] = ..., omit_values: _Optional[bool] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ..., include_pending_writes: _Optional[bool] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class GetCheckpointResponse(_message.Message):
     __slots__ = ("checkpoint",)
@@ -453,7 +468,7 @@ class GetCheckpointResponse(_message.Message):
     def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ...) -> None: ...
 
 class ListCheckpointsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "metadata_filter", "before_checkpoint_id", "limit", "page_size", "page_token", "include_values", "include_pending_writes", "known_roots")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "metadata_filter", "before_checkpoint_id", "limit", "page_size", "page_token", "include_values", "include_pending_writes", "known_roots", "read_schema_version")
     class MetadataFilterEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -479,6 +494,7 @@ class ListCheckpointsRequest(_message.Message):
     INCLUDE_VALUES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
     KNOWN_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -490,7 +506,8 @@ class ListCheckpointsRequest(_message.Message):
     include_values: bool
     include_pending_writes: bool
     known_roots: _containers.ScalarMap[str, bytes]
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, _values_pb2.Value]] = ..., before_checkpoint_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_values: _Optional[bool] = ..., include_pending_writes: _Optional[bool] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., metadata_filter: _Optional[_Mapping[str, _values_pb2.Value]] = ..., before_checkpoint_id: _Optional[str] = ..., limit: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., include_values: _Optional[bool] = ..., include_pending_writes: _Optional[bool] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class ListCheckpointsResponse(_message.Message):
     __slots__ = ("checkpoints", "next_page_token")

@@ -212,6 +212,25 @@ const (
 	// RETENTION_POLICY_NOT_FOUND (NOT_FOUND): GetRetentionPolicy of a scope
 	// with no policy in effect ("namespace", "thread_id").
 	ErrorReason_RETENTION_POLICY_NOT_FOUND ErrorReason = 66
+	// Numbers 60-64: schema versions and migrations (schemas.proto,
+	// docs/lifecycle.md "Schema versions and migrations").
+	// SCHEMA_MIGRATION_FAILED (FAILED_PRECONDITION): a declared migration step
+	// could not be applied to a stored value (a missing map, a conversion that
+	// does not fit, an opaque value in the way) and the schema's failure policy
+	// is FAIL ("schema", "stored_version", "read_version", "step", "path").
+	ErrorReason_SCHEMA_MIGRATION_FAILED ErrorReason = 60
+	// SCHEMA_VERSION_UNREADABLE (FAILED_PRECONDITION): a stored value's version
+	// is older than the schema's compatibility window or newer than the
+	// version the reader understands, and the policy is FAIL ("schema",
+	// "stored_version", "read_version", "min_readable_version").
+	ErrorReason_SCHEMA_VERSION_UNREADABLE ErrorReason = 61
+	// SCHEMA_CONFLICT (FAILED_PRECONDITION): RegisterSchema would change or
+	// remove a version that is registered already (versions are append-only),
+	// or its etag is stale ("schema", "version").
+	ErrorReason_SCHEMA_CONFLICT ErrorReason = 62
+	// SCHEMA_NOT_FOUND (NOT_FOUND): no schema of that name in the namespace,
+	// or a version it does not have ("schema", "version").
+	ErrorReason_SCHEMA_NOT_FOUND ErrorReason = 63
 )
 
 // Enum value maps for ErrorReason.
@@ -272,6 +291,10 @@ var (
 		58: "IMPORT_CONFLICT",
 		65: "RETENTION_LIMIT_EXCEEDED",
 		66: "RETENTION_POLICY_NOT_FOUND",
+		60: "SCHEMA_MIGRATION_FAILED",
+		61: "SCHEMA_VERSION_UNREADABLE",
+		62: "SCHEMA_CONFLICT",
+		63: "SCHEMA_NOT_FOUND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -329,6 +352,10 @@ var (
 		"IMPORT_CONFLICT":            58,
 		"RETENTION_LIMIT_EXCEEDED":   65,
 		"RETENTION_POLICY_NOT_FOUND": 66,
+		"SCHEMA_MIGRATION_FAILED":    60,
+		"SCHEMA_VERSION_UNREADABLE":  61,
+		"SCHEMA_CONFLICT":            62,
+		"SCHEMA_NOT_FOUND":           63,
 	}
 )
 
@@ -363,7 +390,8 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xe9\t\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xd0\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -423,7 +451,11 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x14IMPORT_THREAD_EXISTS\x109\x12\x13\n" +
 	"\x0fIMPORT_CONFLICT\x10:\x12\x1c\n" +
 	"\x18RETENTION_LIMIT_EXCEEDED\x10A\x12\x1e\n" +
-	"\x1aRETENTION_POLICY_NOT_FOUND\x10BB^\n" +
+	"\x1aRETENTION_POLICY_NOT_FOUND\x10B\x12\x1b\n" +
+	"\x17SCHEMA_MIGRATION_FAILED\x10<\x12\x1d\n" +
+	"\x19SCHEMA_VERSION_UNREADABLE\x10=\x12\x13\n" +
+	"\x0fSCHEMA_CONFLICT\x10>\x12\x14\n" +
+	"\x10SCHEMA_NOT_FOUND\x10?B^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (

@@ -781,9 +781,19 @@ type MemoryItem struct {
 	VectorSpace  string   `protobuf:"bytes,14,opt,name=vector_space,json=vectorSpace,proto3" json:"vector_space,omitempty"`
 	VectorFields []string `protobuf:"bytes,15,rep,name=vector_fields,json=vectorFields,proto3" json:"vector_fields,omitempty"`
 	// vectors are the stored vectors, when the read asked for include_vectors.
-	Vectors       map[string]*Vector `protobuf:"bytes,16,rep,name=vectors,proto3" json:"vectors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Vectors map[string]*Vector `protobuf:"bytes,16,rep,name=vectors,proto3" json:"vectors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// schema and schema_version name the registered schema the value follows
+	// (schemas.proto), as put; when a GetMemoryItem asked for
+	// read_schema_version and the value was migrated, schema_version is the
+	// version returned and stored_schema_version the stored one.
+	Schema              string `protobuf:"bytes,17,opt,name=schema,proto3" json:"schema,omitempty"`
+	SchemaVersion       uint32 `protobuf:"varint,18,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	StoredSchemaVersion uint32 `protobuf:"varint,19,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`
+	// migration and migration_error as in threads.proto Checkpoint.
+	Migration      MigrationStatus `protobuf:"varint,20,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError string          `protobuf:"bytes,21,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MemoryItem) Reset() {
@@ -928,6 +938,41 @@ func (x *MemoryItem) GetVectors() map[string]*Vector {
 	return nil
 }
 
+func (x *MemoryItem) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *MemoryItem) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *MemoryItem) GetStoredSchemaVersion() uint32 {
+	if x != nil {
+		return x.StoredSchemaVersion
+	}
+	return 0
+}
+
+func (x *MemoryItem) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *MemoryItem) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
+	}
+	return ""
+}
+
 type PutMemoryItemRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -953,9 +998,13 @@ type PutMemoryItemRequest struct {
 	// none: any etag fails).
 	Etag string `protobuf:"bytes,12,opt,name=etag,proto3" json:"etag,omitempty"`
 	// must_not_exist makes the put fail when a live item has this key.
-	MustNotExist  bool       `protobuf:"varint,13,opt,name=must_not_exist,json=mustNotExist,proto3" json:"must_not_exist,omitempty"`
-	RequestId     string     `protobuf:"bytes,14,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Durability    Durability `protobuf:"varint,15,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
+	MustNotExist bool       `protobuf:"varint,13,opt,name=must_not_exist,json=mustNotExist,proto3" json:"must_not_exist,omitempty"`
+	RequestId    string     `protobuf:"bytes,14,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Durability   Durability `protobuf:"varint,15,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
+	// schema names a registered schema (schemas.proto) the value follows at
+	// schema_version (at least 1 with a schema); stored with the item.
+	Schema        string `protobuf:"bytes,16,opt,name=schema,proto3" json:"schema,omitempty"`
+	SchemaVersion uint32 `protobuf:"varint,17,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1095,6 +1144,20 @@ func (x *PutMemoryItemRequest) GetDurability() Durability {
 	return Durability_DURABILITY_UNSPECIFIED
 }
 
+func (x *PutMemoryItemRequest) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *PutMemoryItemRequest) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
 type PutMemoryItemResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// item is the stored item, without its value and vectors.
@@ -1158,9 +1221,15 @@ type GetMemoryItemRequest struct {
 	RefreshTtl     *bool `protobuf:"varint,4,opt,name=refresh_ttl,json=refreshTtl,proto3,oneof" json:"refresh_ttl,omitempty"`
 	IncludeVectors bool  `protobuf:"varint,5,opt,name=include_vectors,json=includeVectors,proto3" json:"include_vectors,omitempty"`
 	// allow_missing returns an empty response for a missing or expired item.
-	AllowMissing  bool `protobuf:"varint,6,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AllowMissing bool `protobuf:"varint,6,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
+	// read_schema_version is the schema version the reader understands: a
+	// value stored under a registered schema at an older version comes back
+	// migrated (the value is the migrated map; schemas.proto; the stored item
+	// is left as it is). FAILURE_POLICY_NEW_RUN behaves as FAIL here. 0 means
+	// as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,7,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetMemoryItemRequest) Reset() {
@@ -1233,6 +1302,13 @@ func (x *GetMemoryItemRequest) GetAllowMissing() bool {
 		return x.AllowMissing
 	}
 	return false
+}
+
+func (x *GetMemoryItemRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 type GetMemoryItemResponse struct {
@@ -3283,7 +3359,7 @@ var File_agentstate_v1_memory_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/memory.proto\x12\ragentstate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/threads.proto\x1a\x1aagentstate/v1/values.proto\"\xc9\x01\n" +
+	"\x1aagentstate/v1/memory.proto\x12\ragentstate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/schemas.proto\x1a\x1bagentstate/v1/threads.proto\x1a\x1aagentstate/v1/values.proto\"\xc9\x01\n" +
 	"\x10MemoryProvenance\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12.\n" +
@@ -3292,7 +3368,7 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\rcheckpoint_id\x18\x05 \x01(\tR\fcheckpointIdB\x13\n" +
 	"\x11_conversation_seq\" \n" +
 	"\x06Vector\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x02R\x06values\"\xf7\x05\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values\"\xd1\a\n" +
 	"\n" +
 	"MemoryItem\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
@@ -3316,10 +3392,15 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"expireTime\x12!\n" +
 	"\fvector_space\x18\x0e \x01(\tR\vvectorSpace\x12#\n" +
 	"\rvector_fields\x18\x0f \x03(\tR\fvectorFields\x12@\n" +
-	"\avectors\x18\x10 \x03(\v2&.agentstate.v1.MemoryItem.VectorsEntryR\avectors\x1aQ\n" +
+	"\avectors\x18\x10 \x03(\v2&.agentstate.v1.MemoryItem.VectorsEntryR\avectors\x12\x16\n" +
+	"\x06schema\x18\x11 \x01(\tR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x12 \x01(\rR\rschemaVersion\x122\n" +
+	"\x15stored_schema_version\x18\x13 \x01(\rR\x13storedSchemaVersion\x12<\n" +
+	"\tmigration\x18\x14 \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x15 \x01(\tR\x0emigrationError\x1aQ\n" +
 	"\fVectorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
-	"\x05value\x18\x02 \x01(\v2\x15.agentstate.v1.VectorR\x05value:\x028\x01\"\xd7\x05\n" +
+	"\x05value\x18\x02 \x01(\v2\x15.agentstate.v1.VectorR\x05value:\x028\x01\"\x96\x06\n" +
 	"\x14PutMemoryItemRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04path\x18\x02 \x03(\tR\x04path\x12\x10\n" +
@@ -3341,13 +3422,15 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"request_id\x18\x0e \x01(\tR\trequestId\x129\n" +
 	"\n" +
 	"durability\x18\x0f \x01(\x0e2\x19.agentstate.v1.DurabilityR\n" +
-	"durability\x1aQ\n" +
+	"durability\x12\x16\n" +
+	"\x06schema\x18\x10 \x01(\tR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x11 \x01(\rR\rschemaVersion\x1aQ\n" +
 	"\fVectorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
 	"\x05value\x18\x02 \x01(\v2\x15.agentstate.v1.VectorR\x05value:\x028\x01\"`\n" +
 	"\x15PutMemoryItemResponse\x12-\n" +
 	"\x04item\x18\x01 \x01(\v2\x19.agentstate.v1.MemoryItemR\x04item\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"\xde\x01\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x8e\x02\n" +
 	"\x14GetMemoryItemRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04path\x18\x02 \x03(\tR\x04path\x12\x10\n" +
@@ -3355,7 +3438,8 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\vrefresh_ttl\x18\x04 \x01(\bH\x00R\n" +
 	"refreshTtl\x88\x01\x01\x12'\n" +
 	"\x0finclude_vectors\x18\x05 \x01(\bR\x0eincludeVectors\x12#\n" +
-	"\rallow_missing\x18\x06 \x01(\bR\fallowMissingB\x0e\n" +
+	"\rallow_missing\x18\x06 \x01(\bR\fallowMissing\x12.\n" +
+	"\x13read_schema_version\x18\a \x01(\rR\x11readSchemaVersionB\x0e\n" +
 	"\f_refresh_ttl\"F\n" +
 	"\x15GetMemoryItemResponse\x12-\n" +
 	"\x04item\x18\x01 \x01(\v2\x19.agentstate.v1.MemoryItemR\x04item\"\xdd\x02\n" +
@@ -3652,7 +3736,8 @@ var file_agentstate_v1_memory_proto_goTypes = []any{
 	(*Value)(nil),                           // 43: agentstate.v1.Value
 	(*timestamppb.Timestamp)(nil),           // 44: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),             // 45: google.protobuf.Duration
-	(Durability)(0),                         // 46: agentstate.v1.Durability
+	(MigrationStatus)(0),                    // 46: agentstate.v1.MigrationStatus
+	(Durability)(0),                         // 47: agentstate.v1.Durability
 }
 var file_agentstate_v1_memory_proto_depIdxs = []int32{
 	43, // 0: agentstate.v1.MemoryItem.value:type_name -> agentstate.v1.Value
@@ -3663,85 +3748,86 @@ var file_agentstate_v1_memory_proto_depIdxs = []int32{
 	45, // 5: agentstate.v1.MemoryItem.ttl:type_name -> google.protobuf.Duration
 	44, // 6: agentstate.v1.MemoryItem.expire_time:type_name -> google.protobuf.Timestamp
 	41, // 7: agentstate.v1.MemoryItem.vectors:type_name -> agentstate.v1.MemoryItem.VectorsEntry
-	43, // 8: agentstate.v1.PutMemoryItemRequest.value:type_name -> agentstate.v1.Value
-	42, // 9: agentstate.v1.PutMemoryItemRequest.vectors:type_name -> agentstate.v1.PutMemoryItemRequest.VectorsEntry
-	1,  // 10: agentstate.v1.PutMemoryItemRequest.vector_update:type_name -> agentstate.v1.VectorUpdate
-	45, // 11: agentstate.v1.PutMemoryItemRequest.ttl:type_name -> google.protobuf.Duration
-	9,  // 12: agentstate.v1.PutMemoryItemRequest.provenance:type_name -> agentstate.v1.MemoryProvenance
-	0,  // 13: agentstate.v1.PutMemoryItemRequest.origin:type_name -> agentstate.v1.MemoryOrigin
-	46, // 14: agentstate.v1.PutMemoryItemRequest.durability:type_name -> agentstate.v1.Durability
-	11, // 15: agentstate.v1.PutMemoryItemResponse.item:type_name -> agentstate.v1.MemoryItem
-	11, // 16: agentstate.v1.GetMemoryItemResponse.item:type_name -> agentstate.v1.MemoryItem
-	9,  // 17: agentstate.v1.DeleteMemoryItemRequest.provenance:type_name -> agentstate.v1.MemoryProvenance
-	46, // 18: agentstate.v1.DeleteMemoryItemRequest.durability:type_name -> agentstate.v1.Durability
-	18, // 19: agentstate.v1.ListMemoryNamespacesRequest.prefix:type_name -> agentstate.v1.PathSegment
-	18, // 20: agentstate.v1.ListMemoryNamespacesRequest.suffix:type_name -> agentstate.v1.PathSegment
-	20, // 21: agentstate.v1.ListMemoryNamespacesResponse.namespaces:type_name -> agentstate.v1.MemoryNamespace
-	23, // 22: agentstate.v1.FieldPath.segments:type_name -> agentstate.v1.FieldPathSegment
-	22, // 23: agentstate.v1.FieldCondition.path:type_name -> agentstate.v1.FieldPath
-	2,  // 24: agentstate.v1.FieldCondition.op:type_name -> agentstate.v1.FilterOperator
-	43, // 25: agentstate.v1.FieldCondition.value:type_name -> agentstate.v1.Value
-	4,  // 26: agentstate.v1.FieldCondition.mode:type_name -> agentstate.v1.ComparisonMode
-	26, // 27: agentstate.v1.MemoryFilterList.filters:type_name -> agentstate.v1.MemoryFilter
-	25, // 28: agentstate.v1.MemoryFilter.all:type_name -> agentstate.v1.MemoryFilterList
-	25, // 29: agentstate.v1.MemoryFilter.any:type_name -> agentstate.v1.MemoryFilterList
-	26, // 30: agentstate.v1.MemoryFilter.negate:type_name -> agentstate.v1.MemoryFilter
-	24, // 31: agentstate.v1.MemoryFilter.field:type_name -> agentstate.v1.FieldCondition
-	43, // 32: agentstate.v1.MemoryFilter.expression:type_name -> agentstate.v1.Value
-	10, // 33: agentstate.v1.VectorQuery.vector:type_name -> agentstate.v1.Vector
-	6,  // 34: agentstate.v1.VectorQuery.unscored:type_name -> agentstate.v1.Unscored
-	26, // 35: agentstate.v1.SearchMemoryItemsRequest.filter:type_name -> agentstate.v1.MemoryFilter
-	27, // 36: agentstate.v1.SearchMemoryItemsRequest.vector:type_name -> agentstate.v1.VectorQuery
-	5,  // 37: agentstate.v1.SearchMemoryItemsRequest.order:type_name -> agentstate.v1.MemoryOrder
-	11, // 38: agentstate.v1.ScoredMemoryItem.item:type_name -> agentstate.v1.MemoryItem
-	29, // 39: agentstate.v1.SearchMemoryItemsResponse.items:type_name -> agentstate.v1.ScoredMemoryItem
-	26, // 40: agentstate.v1.MemoryQuery.filter:type_name -> agentstate.v1.MemoryFilter
-	27, // 41: agentstate.v1.MemoryQuery.vector:type_name -> agentstate.v1.VectorQuery
-	5,  // 42: agentstate.v1.MemoryQuery.order:type_name -> agentstate.v1.MemoryOrder
-	7,  // 43: agentstate.v1.MemoryItemRevision.kind:type_name -> agentstate.v1.RevisionKind
-	44, // 44: agentstate.v1.MemoryItemRevision.time:type_name -> google.protobuf.Timestamp
-	9,  // 45: agentstate.v1.MemoryItemRevision.provenance:type_name -> agentstate.v1.MemoryProvenance
-	0,  // 46: agentstate.v1.MemoryItemRevision.origin:type_name -> agentstate.v1.MemoryOrigin
-	43, // 47: agentstate.v1.MemoryItemRevision.value:type_name -> agentstate.v1.Value
-	45, // 48: agentstate.v1.MemoryItemRevision.ttl:type_name -> google.protobuf.Duration
-	32, // 49: agentstate.v1.GetMemoryItemHistoryResponse.revisions:type_name -> agentstate.v1.MemoryItemRevision
-	12, // 50: agentstate.v1.MemoryOp.put:type_name -> agentstate.v1.PutMemoryItemRequest
-	14, // 51: agentstate.v1.MemoryOp.get:type_name -> agentstate.v1.GetMemoryItemRequest
-	16, // 52: agentstate.v1.MemoryOp.delete:type_name -> agentstate.v1.DeleteMemoryItemRequest
-	28, // 53: agentstate.v1.MemoryOp.search:type_name -> agentstate.v1.SearchMemoryItemsRequest
-	19, // 54: agentstate.v1.MemoryOp.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesRequest
-	13, // 55: agentstate.v1.MemoryOpResult.put:type_name -> agentstate.v1.PutMemoryItemResponse
-	15, // 56: agentstate.v1.MemoryOpResult.get:type_name -> agentstate.v1.GetMemoryItemResponse
-	17, // 57: agentstate.v1.MemoryOpResult.delete:type_name -> agentstate.v1.DeleteMemoryItemResponse
-	30, // 58: agentstate.v1.MemoryOpResult.search:type_name -> agentstate.v1.SearchMemoryItemsResponse
-	21, // 59: agentstate.v1.MemoryOpResult.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesResponse
-	37, // 60: agentstate.v1.BatchMemoryRequest.ops:type_name -> agentstate.v1.MemoryOp
-	8,  // 61: agentstate.v1.BatchMemoryRequest.semantics:type_name -> agentstate.v1.BatchSemantics
-	46, // 62: agentstate.v1.BatchMemoryRequest.durability:type_name -> agentstate.v1.Durability
-	38, // 63: agentstate.v1.BatchMemoryResponse.results:type_name -> agentstate.v1.MemoryOpResult
-	10, // 64: agentstate.v1.MemoryItem.VectorsEntry.value:type_name -> agentstate.v1.Vector
-	10, // 65: agentstate.v1.PutMemoryItemRequest.VectorsEntry.value:type_name -> agentstate.v1.Vector
-	12, // 66: agentstate.v1.MemoryService.PutMemoryItem:input_type -> agentstate.v1.PutMemoryItemRequest
-	14, // 67: agentstate.v1.MemoryService.GetMemoryItem:input_type -> agentstate.v1.GetMemoryItemRequest
-	16, // 68: agentstate.v1.MemoryService.DeleteMemoryItem:input_type -> agentstate.v1.DeleteMemoryItemRequest
-	39, // 69: agentstate.v1.MemoryService.BatchMemory:input_type -> agentstate.v1.BatchMemoryRequest
-	19, // 70: agentstate.v1.MemoryService.ListMemoryNamespaces:input_type -> agentstate.v1.ListMemoryNamespacesRequest
-	28, // 71: agentstate.v1.MemoryService.SearchMemoryItems:input_type -> agentstate.v1.SearchMemoryItemsRequest
-	33, // 72: agentstate.v1.MemoryService.GetMemoryItemHistory:input_type -> agentstate.v1.GetMemoryItemHistoryRequest
-	35, // 73: agentstate.v1.MemoryService.SweepExpiredMemoryItems:input_type -> agentstate.v1.SweepExpiredMemoryItemsRequest
-	13, // 74: agentstate.v1.MemoryService.PutMemoryItem:output_type -> agentstate.v1.PutMemoryItemResponse
-	15, // 75: agentstate.v1.MemoryService.GetMemoryItem:output_type -> agentstate.v1.GetMemoryItemResponse
-	17, // 76: agentstate.v1.MemoryService.DeleteMemoryItem:output_type -> agentstate.v1.DeleteMemoryItemResponse
-	40, // 77: agentstate.v1.MemoryService.BatchMemory:output_type -> agentstate.v1.BatchMemoryResponse
-	21, // 78: agentstate.v1.MemoryService.ListMemoryNamespaces:output_type -> agentstate.v1.ListMemoryNamespacesResponse
-	30, // 79: agentstate.v1.MemoryService.SearchMemoryItems:output_type -> agentstate.v1.SearchMemoryItemsResponse
-	34, // 80: agentstate.v1.MemoryService.GetMemoryItemHistory:output_type -> agentstate.v1.GetMemoryItemHistoryResponse
-	36, // 81: agentstate.v1.MemoryService.SweepExpiredMemoryItems:output_type -> agentstate.v1.SweepExpiredMemoryItemsResponse
-	74, // [74:82] is the sub-list for method output_type
-	66, // [66:74] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	46, // 8: agentstate.v1.MemoryItem.migration:type_name -> agentstate.v1.MigrationStatus
+	43, // 9: agentstate.v1.PutMemoryItemRequest.value:type_name -> agentstate.v1.Value
+	42, // 10: agentstate.v1.PutMemoryItemRequest.vectors:type_name -> agentstate.v1.PutMemoryItemRequest.VectorsEntry
+	1,  // 11: agentstate.v1.PutMemoryItemRequest.vector_update:type_name -> agentstate.v1.VectorUpdate
+	45, // 12: agentstate.v1.PutMemoryItemRequest.ttl:type_name -> google.protobuf.Duration
+	9,  // 13: agentstate.v1.PutMemoryItemRequest.provenance:type_name -> agentstate.v1.MemoryProvenance
+	0,  // 14: agentstate.v1.PutMemoryItemRequest.origin:type_name -> agentstate.v1.MemoryOrigin
+	47, // 15: agentstate.v1.PutMemoryItemRequest.durability:type_name -> agentstate.v1.Durability
+	11, // 16: agentstate.v1.PutMemoryItemResponse.item:type_name -> agentstate.v1.MemoryItem
+	11, // 17: agentstate.v1.GetMemoryItemResponse.item:type_name -> agentstate.v1.MemoryItem
+	9,  // 18: agentstate.v1.DeleteMemoryItemRequest.provenance:type_name -> agentstate.v1.MemoryProvenance
+	47, // 19: agentstate.v1.DeleteMemoryItemRequest.durability:type_name -> agentstate.v1.Durability
+	18, // 20: agentstate.v1.ListMemoryNamespacesRequest.prefix:type_name -> agentstate.v1.PathSegment
+	18, // 21: agentstate.v1.ListMemoryNamespacesRequest.suffix:type_name -> agentstate.v1.PathSegment
+	20, // 22: agentstate.v1.ListMemoryNamespacesResponse.namespaces:type_name -> agentstate.v1.MemoryNamespace
+	23, // 23: agentstate.v1.FieldPath.segments:type_name -> agentstate.v1.FieldPathSegment
+	22, // 24: agentstate.v1.FieldCondition.path:type_name -> agentstate.v1.FieldPath
+	2,  // 25: agentstate.v1.FieldCondition.op:type_name -> agentstate.v1.FilterOperator
+	43, // 26: agentstate.v1.FieldCondition.value:type_name -> agentstate.v1.Value
+	4,  // 27: agentstate.v1.FieldCondition.mode:type_name -> agentstate.v1.ComparisonMode
+	26, // 28: agentstate.v1.MemoryFilterList.filters:type_name -> agentstate.v1.MemoryFilter
+	25, // 29: agentstate.v1.MemoryFilter.all:type_name -> agentstate.v1.MemoryFilterList
+	25, // 30: agentstate.v1.MemoryFilter.any:type_name -> agentstate.v1.MemoryFilterList
+	26, // 31: agentstate.v1.MemoryFilter.negate:type_name -> agentstate.v1.MemoryFilter
+	24, // 32: agentstate.v1.MemoryFilter.field:type_name -> agentstate.v1.FieldCondition
+	43, // 33: agentstate.v1.MemoryFilter.expression:type_name -> agentstate.v1.Value
+	10, // 34: agentstate.v1.VectorQuery.vector:type_name -> agentstate.v1.Vector
+	6,  // 35: agentstate.v1.VectorQuery.unscored:type_name -> agentstate.v1.Unscored
+	26, // 36: agentstate.v1.SearchMemoryItemsRequest.filter:type_name -> agentstate.v1.MemoryFilter
+	27, // 37: agentstate.v1.SearchMemoryItemsRequest.vector:type_name -> agentstate.v1.VectorQuery
+	5,  // 38: agentstate.v1.SearchMemoryItemsRequest.order:type_name -> agentstate.v1.MemoryOrder
+	11, // 39: agentstate.v1.ScoredMemoryItem.item:type_name -> agentstate.v1.MemoryItem
+	29, // 40: agentstate.v1.SearchMemoryItemsResponse.items:type_name -> agentstate.v1.ScoredMemoryItem
+	26, // 41: agentstate.v1.MemoryQuery.filter:type_name -> agentstate.v1.MemoryFilter
+	27, // 42: agentstate.v1.MemoryQuery.vector:type_name -> agentstate.v1.VectorQuery
+	5,  // 43: agentstate.v1.MemoryQuery.order:type_name -> agentstate.v1.MemoryOrder
+	7,  // 44: agentstate.v1.MemoryItemRevision.kind:type_name -> agentstate.v1.RevisionKind
+	44, // 45: agentstate.v1.MemoryItemRevision.time:type_name -> google.protobuf.Timestamp
+	9,  // 46: agentstate.v1.MemoryItemRevision.provenance:type_name -> agentstate.v1.MemoryProvenance
+	0,  // 47: agentstate.v1.MemoryItemRevision.origin:type_name -> agentstate.v1.MemoryOrigin
+	43, // 48: agentstate.v1.MemoryItemRevision.value:type_name -> agentstate.v1.Value
+	45, // 49: agentstate.v1.MemoryItemRevision.ttl:type_name -> google.protobuf.Duration
+	32, // 50: agentstate.v1.GetMemoryItemHistoryResponse.revisions:type_name -> agentstate.v1.MemoryItemRevision
+	12, // 51: agentstate.v1.MemoryOp.put:type_name -> agentstate.v1.PutMemoryItemRequest
+	14, // 52: agentstate.v1.MemoryOp.get:type_name -> agentstate.v1.GetMemoryItemRequest
+	16, // 53: agentstate.v1.MemoryOp.delete:type_name -> agentstate.v1.DeleteMemoryItemRequest
+	28, // 54: agentstate.v1.MemoryOp.search:type_name -> agentstate.v1.SearchMemoryItemsRequest
+	19, // 55: agentstate.v1.MemoryOp.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesRequest
+	13, // 56: agentstate.v1.MemoryOpResult.put:type_name -> agentstate.v1.PutMemoryItemResponse
+	15, // 57: agentstate.v1.MemoryOpResult.get:type_name -> agentstate.v1.GetMemoryItemResponse
+	17, // 58: agentstate.v1.MemoryOpResult.delete:type_name -> agentstate.v1.DeleteMemoryItemResponse
+	30, // 59: agentstate.v1.MemoryOpResult.search:type_name -> agentstate.v1.SearchMemoryItemsResponse
+	21, // 60: agentstate.v1.MemoryOpResult.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesResponse
+	37, // 61: agentstate.v1.BatchMemoryRequest.ops:type_name -> agentstate.v1.MemoryOp
+	8,  // 62: agentstate.v1.BatchMemoryRequest.semantics:type_name -> agentstate.v1.BatchSemantics
+	47, // 63: agentstate.v1.BatchMemoryRequest.durability:type_name -> agentstate.v1.Durability
+	38, // 64: agentstate.v1.BatchMemoryResponse.results:type_name -> agentstate.v1.MemoryOpResult
+	10, // 65: agentstate.v1.MemoryItem.VectorsEntry.value:type_name -> agentstate.v1.Vector
+	10, // 66: agentstate.v1.PutMemoryItemRequest.VectorsEntry.value:type_name -> agentstate.v1.Vector
+	12, // 67: agentstate.v1.MemoryService.PutMemoryItem:input_type -> agentstate.v1.PutMemoryItemRequest
+	14, // 68: agentstate.v1.MemoryService.GetMemoryItem:input_type -> agentstate.v1.GetMemoryItemRequest
+	16, // 69: agentstate.v1.MemoryService.DeleteMemoryItem:input_type -> agentstate.v1.DeleteMemoryItemRequest
+	39, // 70: agentstate.v1.MemoryService.BatchMemory:input_type -> agentstate.v1.BatchMemoryRequest
+	19, // 71: agentstate.v1.MemoryService.ListMemoryNamespaces:input_type -> agentstate.v1.ListMemoryNamespacesRequest
+	28, // 72: agentstate.v1.MemoryService.SearchMemoryItems:input_type -> agentstate.v1.SearchMemoryItemsRequest
+	33, // 73: agentstate.v1.MemoryService.GetMemoryItemHistory:input_type -> agentstate.v1.GetMemoryItemHistoryRequest
+	35, // 74: agentstate.v1.MemoryService.SweepExpiredMemoryItems:input_type -> agentstate.v1.SweepExpiredMemoryItemsRequest
+	13, // 75: agentstate.v1.MemoryService.PutMemoryItem:output_type -> agentstate.v1.PutMemoryItemResponse
+	15, // 76: agentstate.v1.MemoryService.GetMemoryItem:output_type -> agentstate.v1.GetMemoryItemResponse
+	17, // 77: agentstate.v1.MemoryService.DeleteMemoryItem:output_type -> agentstate.v1.DeleteMemoryItemResponse
+	40, // 78: agentstate.v1.MemoryService.BatchMemory:output_type -> agentstate.v1.BatchMemoryResponse
+	21, // 79: agentstate.v1.MemoryService.ListMemoryNamespaces:output_type -> agentstate.v1.ListMemoryNamespacesResponse
+	30, // 80: agentstate.v1.MemoryService.SearchMemoryItems:output_type -> agentstate.v1.SearchMemoryItemsResponse
+	34, // 81: agentstate.v1.MemoryService.GetMemoryItemHistory:output_type -> agentstate.v1.GetMemoryItemHistoryResponse
+	36, // 82: agentstate.v1.MemoryService.SweepExpiredMemoryItems:output_type -> agentstate.v1.SweepExpiredMemoryItemsResponse
+	75, // [75:83] is the sub-list for method output_type
+	67, // [67:75] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_memory_proto_init() }
@@ -3749,6 +3835,7 @@ func file_agentstate_v1_memory_proto_init() {
 	if File_agentstate_v1_memory_proto != nil {
 		return
 	}
+	file_agentstate_v1_schemas_proto_init()
 	file_agentstate_v1_threads_proto_init()
 	file_agentstate_v1_values_proto_init()
 	file_agentstate_v1_memory_proto_msgTypes[0].OneofWrappers = []any{}

@@ -1427,10 +1427,26 @@ type Checkpoint struct {
 	// expect.
 	Etag          string          `protobuf:"bytes,10,opt,name=etag,proto3" json:"etag,omitempty"`
 	PendingWrites []*PendingWrite `protobuf:"bytes,11,rep,name=pending_writes,json=pendingWrites,proto3" json:"pending_writes,omitempty"`
-	// schema_version is the client's schema version, stored as given.
+	// schema_version is the client's schema version, stored as given; when a
+	// read asked for read_schema_version and the values were migrated
+	// (migration MIGRATED or NEW_RUN), the version of the values returned.
 	SchemaVersion uint32 `protobuf:"varint,12,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// schema names the registered schema of the values (schemas.proto), as
+	// given with the put; empty for none.
+	Schema string `protobuf:"bytes,13,opt,name=schema,proto3" json:"schema,omitempty"`
+	// stored_schema_version is the version the checkpoint is stored at.
+	StoredSchemaVersion uint32 `protobuf:"varint,14,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`
+	// migration says how the values relate to the stored version when the
+	// read asked for read_schema_version (schemas.proto MigrationStatus).
+	Migration MigrationStatus `protobuf:"varint,15,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	// migration_error says why the values could not be migrated (DEGRADED,
+	// and NEW_RUN: why the latest checkpoint could not).
+	MigrationError string `protobuf:"bytes,16,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	// unmigratable_checkpoint_id, with NEW_RUN, is the latest checkpoint, the
+	// one that could not be migrated.
+	UnmigratableCheckpointId string `protobuf:"bytes,17,opt,name=unmigratable_checkpoint_id,json=unmigratableCheckpointId,proto3" json:"unmigratable_checkpoint_id,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Checkpoint) Reset() {
@@ -1547,6 +1563,41 @@ func (x *Checkpoint) GetSchemaVersion() uint32 {
 	return 0
 }
 
+func (x *Checkpoint) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetStoredSchemaVersion() uint32 {
+	if x != nil {
+		return x.StoredSchemaVersion
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *Checkpoint) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
+	}
+	return ""
+}
+
+func (x *Checkpoint) GetUnmigratableCheckpointId() string {
+	if x != nil {
+		return x.UnmigratableCheckpointId
+	}
+	return ""
+}
+
 type PutCheckpointRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Namespace    string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1583,7 +1634,10 @@ type PutCheckpointRequest struct {
 	Events  []*EventInput       `protobuf:"bytes,17,rep,name=events,proto3" json:"events,omitempty"`
 	Effects []*EffectCompletion `protobuf:"bytes,18,rep,name=effects,proto3" json:"effects,omitempty"`
 	// durability asks for a stronger acknowledgement than the server's mode.
-	Durability    Durability `protobuf:"varint,19,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
+	Durability Durability `protobuf:"varint,19,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
+	// schema names the registered schema (schemas.proto) the values follow,
+	// at schema_version; empty for none. Stored with the checkpoint.
+	Schema        string `protobuf:"bytes,20,opt,name=schema,proto3" json:"schema,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1749,6 +1803,13 @@ func (x *PutCheckpointRequest) GetDurability() Durability {
 		return x.Durability
 	}
 	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *PutCheckpointRequest) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
 }
 
 type PutCheckpointResponse struct {
@@ -2018,8 +2079,13 @@ type GetCheckpointRequest struct {
 	// come back without content, grown lists as a delta.
 	KnownRoots           map[string][]byte `protobuf:"bytes,7,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	IncludePendingWrites bool              `protobuf:"varint,8,opt,name=include_pending_writes,json=includePendingWrites,proto3" json:"include_pending_writes,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// read_schema_version is the schema version the reader understands: a
+	// checkpoint stored under a registered schema at an older version comes
+	// back migrated to it (schemas.proto; the stored checkpoint is left as it
+	// is). 0 means as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,9,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetCheckpointRequest) Reset() {
@@ -2108,6 +2174,13 @@ func (x *GetCheckpointRequest) GetIncludePendingWrites() bool {
 	return false
 }
 
+func (x *GetCheckpointRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
+}
+
 type GetCheckpointResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Checkpoint    *Checkpoint            `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
@@ -2175,9 +2248,12 @@ type ListCheckpointsRequest struct {
 	// has, as in GetCheckpointRequest: every listed checkpoint's channel comes
 	// back without content when equal, as a delta when one list is a prefix of
 	// the other.
-	KnownRoots    map[string][]byte `protobuf:"bytes,11,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KnownRoots map[string][]byte `protobuf:"bytes,11,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// read_schema_version, with include_values, as in GetCheckpointRequest
+	// (FAILURE_POLICY_NEW_RUN behaves as FAILURE_POLICY_FAIL here).
+	ReadSchemaVersion uint32 `protobuf:"varint,12,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ListCheckpointsRequest) Reset() {
@@ -2285,6 +2361,13 @@ func (x *ListCheckpointsRequest) GetKnownRoots() map[string][]byte {
 		return x.KnownRoots
 	}
 	return nil
+}
+
+func (x *ListCheckpointsRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 type ListCheckpointsResponse struct {
@@ -3750,7 +3833,7 @@ var File_agentstate_v1_threads_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagentstate/v1/threads.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/effects.proto\x1a\x1aagentstate/v1/events.proto\x1a\x18agentstate/v1/runs.proto\x1a\x1aagentstate/v1/values.proto\"\xe0\x03\n" +
+	"\x1bagentstate/v1/threads.proto\x12\ragentstate.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bagentstate/v1/effects.proto\x1a\x1aagentstate/v1/events.proto\x1a\x18agentstate/v1/runs.proto\x1a\x1bagentstate/v1/schemas.proto\x1a\x1aagentstate/v1/values.proto\"\xe0\x03\n" +
 	"\x06Thread\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12?\n" +
@@ -3849,7 +3932,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x04root\x18\x01 \x01(\fR\x04root\x12,\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueH\x00R\x05value\x121\n" +
 	"\x05delta\x18\x03 \x01(\v2\x19.agentstate.v1.ValueDeltaH\x00R\x05deltaB\t\n" +
-	"\acontent\"\xe2\x05\n" +
+	"\acontent\"\xd3\a\n" +
 	"\n" +
 	"Checkpoint\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
@@ -3865,13 +3948,18 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x04etag\x18\n" +
 	" \x01(\tR\x04etag\x12B\n" +
 	"\x0epending_writes\x18\v \x03(\v2\x1b.agentstate.v1.PendingWriteR\rpendingWrites\x12%\n" +
-	"\x0eschema_version\x18\f \x01(\rR\rschemaVersion\x1aQ\n" +
+	"\x0eschema_version\x18\f \x01(\rR\rschemaVersion\x12\x16\n" +
+	"\x06schema\x18\r \x01(\tR\x06schema\x122\n" +
+	"\x15stored_schema_version\x18\x0e \x01(\rR\x13storedSchemaVersion\x12<\n" +
+	"\tmigration\x18\x0f \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x10 \x01(\tR\x0emigrationError\x12<\n" +
+	"\x1aunmigratable_checkpoint_id\x18\x11 \x01(\tR\x18unmigratableCheckpointId\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1aX\n" +
 	"\rChannelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x121\n" +
-	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x05value:\x028\x01\"\xb5\b\n" +
+	"\x05value\x18\x02 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x05value:\x028\x01\"\xcd\b\n" +
 	"\x14PutCheckpointRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -3895,7 +3983,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\aeffects\x18\x12 \x03(\v2\x1f.agentstate.v1.EffectCompletionR\aeffects\x129\n" +
 	"\n" +
 	"durability\x18\x13 \x01(\x0e2\x19.agentstate.v1.DurabilityR\n" +
-	"durability\x1aQ\n" +
+	"durability\x12\x16\n" +
+	"\x06schema\x18\x14 \x01(\tR\x06schema\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1aX\n" +
@@ -3927,7 +4016,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"durability\"?\n" +
 	"\x11PutWritesResponse\x12\x16\n" +
 	"\x06stored\x18\x01 \x01(\rR\x06stored\x12\x12\n" +
-	"\x04kept\x18\x02 \x01(\rR\x04kept\"\xa3\x03\n" +
+	"\x04kept\x18\x02 \x01(\rR\x04kept\"\xd3\x03\n" +
 	"\x14GetCheckpointRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -3938,14 +4027,15 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"omitValues\x12T\n" +
 	"\vknown_roots\x18\a \x03(\v23.agentstate.v1.GetCheckpointRequest.KnownRootsEntryR\n" +
 	"knownRoots\x124\n" +
-	"\x16include_pending_writes\x18\b \x01(\bR\x14includePendingWrites\x1a=\n" +
+	"\x16include_pending_writes\x18\b \x01(\bR\x14includePendingWrites\x12.\n" +
+	"\x13read_schema_version\x18\t \x01(\rR\x11readSchemaVersion\x1a=\n" +
 	"\x0fKnownRootsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"R\n" +
 	"\x15GetCheckpointResponse\x129\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\v2\x19.agentstate.v1.CheckpointR\n" +
-	"checkpoint\"\xc4\x05\n" +
+	"checkpoint\"\xf4\x05\n" +
 	"\x16ListCheckpointsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12(\n" +
@@ -3960,7 +4050,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x16include_pending_writes\x18\n" +
 	" \x01(\bR\x14includePendingWrites\x12V\n" +
 	"\vknown_roots\x18\v \x03(\v25.agentstate.v1.ListCheckpointsRequest.KnownRootsEntryR\n" +
-	"knownRoots\x1aW\n" +
+	"knownRoots\x12.\n" +
+	"\x13read_schema_version\x18\f \x01(\rR\x11readSchemaVersion\x1aW\n" +
 	"\x13MetadataFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\x1a=\n" +
@@ -4205,12 +4296,13 @@ var file_agentstate_v1_threads_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),            // 62: google.protobuf.Timestamp
 	(*Value)(nil),                            // 63: agentstate.v1.Value
 	(*ValueDelta)(nil),                       // 64: agentstate.v1.ValueDelta
-	(*StepRecord)(nil),                       // 65: agentstate.v1.StepRecord
-	(*EventInput)(nil),                       // 66: agentstate.v1.EventInput
-	(*EffectCompletion)(nil),                 // 67: agentstate.v1.EffectCompletion
-	(*Step)(nil),                             // 68: agentstate.v1.Step
-	(*Event)(nil),                            // 69: agentstate.v1.Event
-	(*Effect)(nil),                           // 70: agentstate.v1.Effect
+	(MigrationStatus)(0),                     // 65: agentstate.v1.MigrationStatus
+	(*StepRecord)(nil),                       // 66: agentstate.v1.StepRecord
+	(*EventInput)(nil),                       // 67: agentstate.v1.EventInput
+	(*EffectCompletion)(nil),                 // 68: agentstate.v1.EffectCompletion
+	(*Step)(nil),                             // 69: agentstate.v1.Step
+	(*Event)(nil),                            // 70: agentstate.v1.Event
+	(*Effect)(nil),                           // 71: agentstate.v1.Effect
 }
 var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	48, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
@@ -4238,94 +4330,95 @@ var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	63, // 22: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
 	62, // 23: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	18, // 24: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
-	55, // 25: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
-	56, // 26: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	63, // 27: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
-	65, // 28: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
-	66, // 29: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
-	67, // 30: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
-	0,  // 31: agentstate.v1.PutCheckpointRequest.durability:type_name -> agentstate.v1.Durability
-	20, // 32: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	68, // 33: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
-	69, // 34: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
-	70, // 35: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
-	62, // 36: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
-	18, // 37: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
-	0,  // 38: agentstate.v1.PutWritesRequest.durability:type_name -> agentstate.v1.Durability
-	57, // 39: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	20, // 40: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	58, // 41: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	59, // 42: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
-	20, // 43: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
-	62, // 44: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
-	3,  // 45: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
-	34, // 46: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	60, // 47: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
-	18, // 48: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
-	19, // 49: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
-	37, // 50: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
-	21, // 51: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 52: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	39, // 53: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
-	0,  // 54: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
-	22, // 55: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 56: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	41, // 57: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
-	21, // 58: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 59: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	43, // 60: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
-	61, // 61: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
-	22, // 62: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 63: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	45, // 64: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
-	46, // 65: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
-	63, // 66: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 67: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 68: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	63, // 69: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 70: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 71: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	19, // 72: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	63, // 73: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	17, // 74: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	63, // 75: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	5,  // 76: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	7,  // 77: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	9,  // 78: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	11, // 79: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	13, // 80: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	15, // 81: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	21, // 82: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	23, // 83: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	25, // 84: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	27, // 85: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	29, // 86: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	31, // 87: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	33, // 88: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	36, // 89: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
-	40, // 90: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
-	44, // 91: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
-	6,  // 92: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	8,  // 93: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	10, // 94: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	12, // 95: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	14, // 96: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	16, // 97: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	22, // 98: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	24, // 99: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	26, // 100: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	28, // 101: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	30, // 102: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	32, // 103: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	35, // 104: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	38, // 105: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
-	42, // 106: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
-	47, // 107: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
-	92, // [92:108] is the sub-list for method output_type
-	76, // [76:92] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	65, // 25: agentstate.v1.Checkpoint.migration:type_name -> agentstate.v1.MigrationStatus
+	55, // 26: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
+	56, // 27: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	63, // 28: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
+	66, // 29: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
+	67, // 30: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
+	68, // 31: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
+	0,  // 32: agentstate.v1.PutCheckpointRequest.durability:type_name -> agentstate.v1.Durability
+	20, // 33: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	69, // 34: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
+	70, // 35: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
+	71, // 36: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
+	62, // 37: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	18, // 38: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
+	0,  // 39: agentstate.v1.PutWritesRequest.durability:type_name -> agentstate.v1.Durability
+	57, // 40: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	20, // 41: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	58, // 42: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	59, // 43: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	20, // 44: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
+	62, // 45: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
+	3,  // 46: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
+	34, // 47: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
+	60, // 48: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	18, // 49: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
+	19, // 50: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
+	37, // 51: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	21, // 52: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 53: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	39, // 54: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	0,  // 55: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
+	22, // 56: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 57: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	41, // 58: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	21, // 59: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 60: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	43, // 61: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
+	61, // 62: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
+	22, // 63: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 64: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	45, // 65: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
+	46, // 66: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
+	63, // 67: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 68: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 69: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	63, // 70: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 71: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 72: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	19, // 73: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	63, // 74: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	17, // 75: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	63, // 76: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	5,  // 77: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	7,  // 78: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	9,  // 79: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	11, // 80: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	13, // 81: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	15, // 82: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	21, // 83: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	23, // 84: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	25, // 85: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	27, // 86: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	29, // 87: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	31, // 88: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	33, // 89: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	36, // 90: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	40, // 91: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	44, // 92: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
+	6,  // 93: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	8,  // 94: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	10, // 95: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	12, // 96: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	14, // 97: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	16, // 98: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	22, // 99: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	24, // 100: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	26, // 101: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	28, // 102: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	30, // 103: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	32, // 104: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	35, // 105: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	38, // 106: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	42, // 107: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	47, // 108: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
+	93, // [93:109] is the sub-list for method output_type
+	77, // [77:93] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
@@ -4336,6 +4429,7 @@ func file_agentstate_v1_threads_proto_init() {
 	file_agentstate_v1_effects_proto_init()
 	file_agentstate_v1_events_proto_init()
 	file_agentstate_v1_runs_proto_init()
+	file_agentstate_v1_schemas_proto_init()
 	file_agentstate_v1_values_proto_init()
 	file_agentstate_v1_threads_proto_msgTypes[13].OneofWrappers = []any{
 		(*ChannelWrite_Value)(nil),

@@ -1,0 +1,612 @@
+"""schemas: a namespace's schema registry and the migration engine (docs/lifecycle.md).
+
+A schema has versions 1..N; version k > 1 holds the declared steps (layout.MigrationStepRec) that turn a value of
+version k-1 into one of version k. The engine applies them to a *document*: a map from names to plain Python
+values as the canonical decoder gives them (None, bool, int, float, str, bytes, list, dict, and
+``msgspec.msgpack.Ext`` for the extension types: datetimes, UUIDs, decimals, sets, big ints, opaque values).
+For a checkpoint the document is its channels. A top-level entry may be an :class:`Unread` (a stored value
+not decoded yet): steps that only move, rename or drop a whole entry leave it unread, so a read pays only for
+the channels a migration looks into.
+
+Nothing here knows protobuf or gRPC; the window and the failure policy are decided here (:func:`plan`), what
+a failed read returns is the api layer's business.
+"""
+from __future__ import annotations
+
+import math
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import msgspec
+from agentstate.codec import bigint_payload
+from blake3 import blake3
+
+from ..errors import ApiError
+from ..storage import hotpath as hp
+from ..storage import layout, nodes, records
+from ..storage.layout import SchemaRec, SchemaVersionRec, MigrationStepRec
+
+# FailurePolicy (schemas.proto); 0 behaves as FAIL
+POLICY_UNSPECIFIED, POLICY_FAIL, POLICY_DEGRADE, POLICY_NEW_RUN = 0, 1, 2, 3
+# ValueType (schemas.proto)
+TYPE_STRING, TYPE_INT, TYPE_FLOAT, TYPE_BOOL, TYPE_LIST = 1, 2, 3, 4, 5
+TYPE_NAMES = {TYPE_STRING: "string", TYPE_INT: "int", TYPE_FLOAT: "float", TYPE_BOOL: "bool", TYPE_LIST: "list"}
+# MigrationStatus (schemas.proto)
+STATUS_NONE, STATUS_CURRENT, STATUS_MIGRATED, STATUS_DEGRADED, STATUS_NEW_RUN, STATUS_UNREGISTERED = range(6)
+
+KINDS = ("rename", "drop", "add", "nest", "unnest", "convert", "map_items")
+MAX_VERSIONS = 1000
+MAX_STEPS = 1000  # per version, nested ones counted
+MAX_DEPTH = 16  # map_items inside map_items
+EXT_OPAQUE = 6
+
+_decoder = msgspec.msgpack.Decoder(ext_hook=msgspec.msgpack.Ext)
+_encoder = msgspec.msgpack.Encoder()
+_sorted = msgspec.msgpack.Encoder(order="sorted")
+_INT = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+class MigrationError(Exception):
+    """A step could not be applied: ``version`` is the version the step leads to, ``path`` where it failed."""
+
+    def __init__(self, version: int, step: int, path: list[str], message: str) -> None:
+        where = "/".join(path) or "(top)"
+        super().__init__(f"version {version} step {step} at {where!r}: {message}")
+        self.version, self.step, self.path = version, step, path
+
+
+class Unreadable(Exception):
+    """The stored version is outside what the schema and the reader allow."""
+
+    def __init__(self, message: str, stored: int, read: int, min_readable: int) -> None:
+        super().__init__(message)
+        self.stored, self.read, self.min_readable = stored, read, min_readable
+
+
+class Unread:
+    """A document entry not decoded yet: ``load()`` gives its value. ``ref`` is what the caller stores it
+    by (a root node id), so an entry the steps never looked into keeps its stored tree."""
+
+    __slots__ = ("ref", "load")
+
+    def __init__(self, ref: Any, load: Callable[[], Any]) -> None:
+        self.ref, self.load = ref, load
+
+
+# ----------------------------------------------------------------- values
+
+def decode(encoding: bytes) -> Any:
+    """A canonical encoding as Python values (extension types kept as ``msgspec.msgpack.Ext``)."""
+    return _decoder.decode(encoding)
+
+
+def encode(value: Any) -> bytes:
+    """The canonical encoding of a (migrated) value. Values decoded from canonical encodings and changed by
+    the steps are canonical once encoded with sorted map keys: msgspec writes the shortest ints, every
+    float as float64, extension values as they were (tests/test_schemas.py checks it against canonicalize)."""
+    try:
+        return _sorted.encode(value)
+    except (OverflowError, TypeError):  # e.g. a non-string map key: let the canonical encoder say
+        return hp.canonicalize(_encoder.encode(value))
+
+
+def parts(value: Any) -> tuple[int, Any]:
+    """(KIND_LIST, [item encodings]), (KIND_MAP, [(key, encoding)] sorted) or (KIND_SCALAR, encoding): what a
+    tree of ``value`` is built from and what a read sends (lists item by item, maps entry by entry)."""
+    t = type(value)
+    if t is list:
+        return hp.KIND_LIST, [encode(x) for x in value]
+    if t is dict and all(type(k) is str for k in value):
+        return hp.KIND_MAP, [(k, encode(value[k])) for k in sorted(value)]
+    return hp.KIND_SCALAR, encode(value)
+
+
+def tree_of(shape: int, payload: Any, nodes: list) -> bytes:
+    """Build a channel value tree from :func:`parts`; return its root hash (``nodes`` gets the nodes)."""
+    if shape == hp.KIND_LIST:
+        return hp.build_list(payload, nodes)
+    if shape == hp.KIND_MAP:
+        return hp.build_map(payload, nodes)
+    return hp.value_node(payload, nodes)
+
+
+def tree(value: Any, nodes: list) -> bytes:
+    """Build ``value`` as a channel value tree, as a put stores it; return its root hash."""
+    return tree_of(*parts(value), nodes)
+
+
+def is_opaque(value: Any) -> bool:
+    return isinstance(value, msgspec.msgpack.Ext) and value.code == EXT_OPAQUE
+
+
+# ----------------------------------------------------------------- the engine
+
+def apply(doc: dict, versions: Iterable[SchemaVersionRec]) -> dict:
+    """Apply the steps of ``versions`` (in order) to ``doc`` in place and return it; MigrationError when a
+    step does not fit the value."""
+    for v in versions:
+        for op in compiled(v):
+            op(doc, ())
+    return doc
+
+
+_COMPILED: dict[bytes, list] = {}
+
+
+def compiled(v: SchemaVersionRec) -> list:
+    """The steps of one version as functions ``op(map, where)`` (cached by the version's encoding)."""
+    key = _encoder.encode(v)
+    ops = _COMPILED.get(key)
+    if ops is None:
+        if len(_COMPILED) >= 1024:
+            _COMPILED.clear()
+        ops = _COMPILED[key] = [_compile(step, v.version, i) for i, step in enumerate(v.steps)]
+    return ops
+
+
+def _where(prefix) -> list[str]:
+    """The path a ``where`` chain stands for: () or (outer chain, path, item index)."""
+    out: list[str] = []
+    while prefix:
+        prefix, path, n = prefix
+        out[:0] = [*path, str(n)]
+    return out
+
+
+def _resolve(container: dict, key: str) -> Any:
+    value = container[key]
+    if type(value) is Unread:
+        value = container[key] = value.load()
+    return value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if is_opaque(value):
+        return "an opaque value (the sidecar cannot read it: migrate it client-side)"
+    if isinstance(value, msgspec.msgpack.Ext):
+        return f"an extension value (type {value.code})"
+    return {bool: "a bool", int: "an int", float: "a float", str: "a string", bytes: "bytes", list: "a list",
+            dict: "a map"}.get(type(value), type(value).__name__)
+
+
+def _compile(step: MigrationStepRec, version: int, index: int):
+    kind, path = step.kind, list(step.path)
+    parent_path, last = (path[:-1], path[-1]) if path else ([], None)
+    to, fields = step.to, list(step.fields)
+
+    def fail(where, at: list, message: str) -> MigrationError:
+        return MigrationError(version, index, _where(where) + list(at), message)
+
+    def map_at(doc: dict, at: list, where) -> dict | None:
+        """The map at ``at`` (None when a key on the way is absent); fails when something else is there."""
+        cur: Any = doc
+        for i, key in enumerate(at):
+            if key not in cur:
+                return None
+            cur = _resolve(cur, key)
+            if type(cur) is not dict:
+                raise fail(where, at[:i + 1], f"expected a map, found {_kind(cur)}")
+        return cur
+
+    if kind == "rename":
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None or last not in parent:
+                return
+            if to in parent:
+                raise fail(where, path, f"cannot rename to {to!r}: that field exists")
+            parent[to] = parent.pop(last)
+    elif kind == "drop":
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is not None:
+                parent.pop(last, None)
+    elif kind == "add":
+        default = step.default
+
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None:
+                raise fail(where, parent_path, "the map to add the field to is absent")
+            if last not in parent:
+                parent[last] = decode(default) if default is not None else None
+    elif kind == "nest":
+        def op(doc, where):
+            holder = map_at(doc, path, where)
+            if holder is None:
+                return
+            moved = {f: holder.pop(f) for f in fields if f in holder}
+            if not moved:
+                return
+            if to in holder:
+                into = _resolve(holder, to)
+                if type(into) is not dict:
+                    raise fail(where, path + [to], f"cannot nest into {_kind(into)}")
+                clash = next((f for f in moved if f in into), None)
+                if clash is not None:
+                    raise fail(where, path + [to, clash], "cannot nest: that field exists")
+            else:
+                into = holder[to] = {}
+            for f, value in moved.items():
+                into[f] = value.load() if type(value) is Unread else value
+    elif kind == "unnest":
+        def op(doc, where):
+            holder = map_at(doc, path, where)
+            if holder is None or to not in holder:
+                return
+            inner = _resolve(holder, to)
+            if type(inner) is not dict:
+                raise fail(where, path + [to], f"expected a map, found {_kind(inner)}")
+            names = fields or list(inner)
+            for f in names:
+                if f in inner and f in holder:
+                    raise fail(where, path + [f], "cannot unnest: that field exists")
+            for f in names:
+                if f in inner:
+                    holder[f] = inner.pop(f)
+            if not inner:
+                del holder[to]
+    elif kind == "convert":
+        target = step.type
+
+        def convert(value, where):
+            return _convert(value, target, lambda message: fail(where, path, message))
+
+        if not path:  # only inside map_items: the item itself
+            return convert
+
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None or last not in parent:
+                return
+            parent[last] = convert(_resolve(parent, last), where)
+    elif kind == "map_items":
+        inner = [(_compile(x, version, index), bool(x.path)) for x in step.steps]
+
+        def op(doc, where):
+            parent = map_at(doc, parent_path, where)
+            if parent is None or last not in parent:
+                return
+            items = _resolve(parent, last)
+            if type(items) is not list:
+                raise fail(where, path, f"expected a list, found {_kind(items)}")
+            for n, item in enumerate(items):
+                at = (where, path, n)
+                for fn, on_fields in inner:
+                    if on_fields:
+                        if type(item) is not dict:
+                            raise MigrationError(version, index, _where(at),
+                                                 f"expected a map item, found {_kind(item)}")
+                        fn(item, at)
+                    else:
+                        item = items[n] = fn(item, at)
+    else:  # validated on registration
+        def op(doc, where):
+            raise fail(where, path, f"unknown step kind {kind!r}")
+    return op
+
+
+def _convert(value: Any, to: int, fail) -> Any:
+    if value is None:
+        return None
+    t = type(value)
+    if to == TYPE_LIST:
+        return value if t is list else [value]
+    if to == TYPE_STRING:
+        if t is str:
+            return value
+        if t is bool:
+            return "true" if value else "false"
+        if t is int:
+            return str(value)
+        if t is float:
+            return repr(value)
+    elif to == TYPE_INT:
+        if t is int:
+            return value
+        if t is bool:
+            return int(value)
+        if t is float and math.isfinite(value) and value.is_integer():
+            return _int(int(value))
+        if t is str and _INT.fullmatch(value):
+            return _int(int(value))
+    elif to == TYPE_FLOAT:
+        if t is float:
+            return value
+        if t is int:
+            return float(value)
+        if t is str and _FLOAT.fullmatch(value):
+            return float(value)
+    elif to == TYPE_BOOL:
+        if t is bool:
+            return value
+        if t is int and value in (0, 1):
+            return bool(value)
+        if t is str and value in ("true", "false"):
+            return value == "true"
+    shown = repr(value) if t in (int, float, str) and len(repr(value)) <= 64 else _kind(value)
+    raise fail(f"cannot convert {shown} to {TYPE_NAMES.get(to, to)}")
+
+
+def _int(value: int) -> Any:
+    """An int as the canonical encoding holds it: beyond 64 bits, the big-int extension."""
+    if -2 ** 63 <= value < 2 ** 64:
+        return value
+    return msgspec.msgpack.Ext(1, bigint_payload(value))
+
+
+# ----------------------------------------------------------------- window and policy
+
+def latest_version(rec: SchemaRec) -> int:
+    return rec.versions[-1].version if rec.versions else 0
+
+
+def min_readable(rec: SchemaRec) -> int:
+    return max(rec.min_readable, 1)
+
+
+def policy(rec: SchemaRec) -> int:
+    return rec.policy or POLICY_FAIL
+
+
+def plan(rec: SchemaRec, name: str, stored: int, read: int) -> list[SchemaVersionRec]:
+    """The versions whose steps take a value stored at ``stored`` to ``read``. SCHEMA_NOT_FOUND when
+    ``read`` is not a registered version (a reader ahead of the registry); :class:`Unreadable` when
+    ``stored`` is older than the window or newer than ``read``."""
+    latest = latest_version(rec)
+    if read > latest:
+        raise ApiError("SCHEMA_NOT_FOUND", f"schema {name!r} has no version {read} (latest: {latest}); "
+                       "register it first", schema=name, version=read, field="read_schema_version")
+    low = min_readable(rec)
+    if stored > read:
+        raise Unreadable(f"stored at version {stored} of schema {name!r}, newer than version {read} the reader "
+                         "understands", stored, read, low)
+    if stored < low:
+        raise Unreadable(f"stored at version {stored} of schema {name!r}, older than its compatibility window "
+                         f"(oldest readable: {low})", stored, read, low)
+    return rec.versions[stored:read]  # versions are 1..N in order: index k holds version k+1
+
+
+def unreadable_error(name: str, e: Unreadable) -> ApiError:
+    return ApiError("SCHEMA_VERSION_UNREADABLE", str(e), schema=name, stored_version=e.stored, read_version=e.read,
+                    min_readable_version=e.min_readable)
+
+
+def failed_error(name: str, stored: int, read: int, e: MigrationError) -> ApiError:
+    return ApiError("SCHEMA_MIGRATION_FAILED", f"schema {name!r} from version {stored} to {read}: {e}",
+                    schema=name, stored_version=stored, read_version=read, step=f"{e.version}.{e.step}",
+                    path="/".join(e.path))
+
+
+# ----------------------------------------------------------------- the registry
+
+def schema_etag(rec: SchemaRec) -> str:
+    return f"{rec.created_us:x}-{rec.revision}"
+
+
+def get(txn, store, ns: str, name: str) -> SchemaRec | None:
+    raw = txn.get(layout.schema_key(ns, name), db=store.db["schemas"])
+    return None if raw is None else layout.schema_decoder.decode(raw)
+
+
+def require(txn, store, ns: str, name: str, field: str = "schema") -> SchemaRec:
+    rec = get(txn, store, ns, name)
+    if rec is None:
+        raise ApiError("SCHEMA_NOT_FOUND", f"no schema {name!r} in namespace {ns!r}", schema=name, field=field)
+    return rec
+
+
+@dataclass
+class Registration:
+    """A validated RegisterSchema."""
+
+    ns: str
+    name: str
+    versions: list[SchemaVersionRec]
+    min_readable: int
+    policy: int
+    etag: str
+
+
+def register(txn, store, r: Registration, now_us: int) -> tuple[SchemaRec, bool]:
+    """Create or update a schema; versions are append-only (SCHEMA_CONFLICT when one would change)."""
+    old = get(txn, store, r.ns, r.name)
+    if r.etag and (old is None or schema_etag(old) != r.etag):
+        raise ApiError("SCHEMA_CONFLICT", f"schema {r.name!r}: etag {r.etag!r} is stale "
+                       f"(current: {schema_etag(old) if old else 'none'})", schema=r.name, field="etag")
+    if r.min_readable > r.versions[-1].version:
+        raise ApiError("INVALID_FIELD", f"schema.min_readable_version: {r.min_readable} is newer than the latest "
+                       f"version {r.versions[-1].version}", field="schema.min_readable_version")
+    if old is not None:
+        enc = msgspec.msgpack.encode
+        if len(r.versions) < len(old.versions):
+            raise ApiError("SCHEMA_CONFLICT", f"schema {r.name!r}: registered versions cannot be removed "
+                           f"(it has {len(old.versions)}, the request {len(r.versions)})", schema=r.name,
+                           version=len(r.versions) + 1, field="schema.versions")
+        for a, b in zip(old.versions, r.versions):
+            if enc(a) != enc(b):
+                raise ApiError("SCHEMA_CONFLICT", f"schema {r.name!r}: version {a.version} is registered with "
+                               "other steps; versions cannot change (register a new one)", schema=r.name,
+                               version=a.version, field=f"schema.versions[{a.version - 1}]")
+        same = (enc(old.versions) == enc(r.versions) and old.min_readable == r.min_readable
+                and old.policy == r.policy)
+        if same:
+            return old, False
+        rec = SchemaRec(layout.FORMAT_VERSION, r.versions, r.min_readable, r.policy, old.created_us, now_us,
+                        old.revision + 1)
+    else:
+        rec = SchemaRec(layout.FORMAT_VERSION, r.versions, r.min_readable, r.policy, now_us, now_us, 1)
+    txn.put(layout.schema_key(r.ns, r.name), layout.encode(rec), db=store.db["schemas"])
+    return rec, old is None
+
+
+def list_from(txn, store, ns: str, after: str | None) -> Iterator[tuple[str, SchemaRec]]:
+    """The namespace's schemas in name order, after ``after``."""
+    prefix = ns.encode() + layout.SEP
+    cursor = txn.cursor(db=store.db["schemas"])
+    start = prefix + after.encode() + b"\x00" if after is not None else prefix
+    if not cursor.set_range(start):
+        return
+    for key, raw in cursor:
+        if not key.startswith(prefix):
+            return
+        yield bytes(key[len(prefix):]).decode(), layout.schema_decoder.decode(raw)
+
+
+# ----------------------------------------------------------------- migrate on read
+
+@dataclass
+class Outcome:
+    """What a read returns for one checkpoint: ``channels`` None means the values as stored; otherwise
+    (name, ref) pairs in name order where ref is ("stored", root node id) or ("parts", (shape, payload,
+    root hash)) of a value migrated on read (:func:`parts`, :func:`tree_of`)."""
+
+    status: int
+    version: int  # the version of the values returned
+    channels: list[tuple[str, tuple[str, Any]]] | None = None
+    error: str = ""
+    unmigratable_id: str = ""
+
+
+MAX_FALLBACK = 10_000  # ancestors a NEW_RUN read looks at
+
+
+class _Cache:
+    """Migrations on read by their input: the schema versions applied and the stored channels' (name, root
+    hash). Stored values never change (content addressing), so an entry is exact; it holds no node ids
+    (those are the store's), only which stored channel an output is and the encodings of migrated values."""
+
+    MAX_BYTES = 64 << 20
+
+    def __init__(self) -> None:
+        from collections import OrderedDict  # noqa: PLC0415
+        self.entries: OrderedDict[bytes, tuple[list, int]] = OrderedDict()
+        self.size = 0
+        self.lock = threading.Lock()  # reads run on the event loop and in executor threads (ListCheckpoints)
+
+    def get(self, key: bytes):
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None:
+                self.entries.move_to_end(key)
+                return hit[0]
+        return None
+
+    def put(self, key: bytes, value: list, size: int) -> None:
+        if size > self.MAX_BYTES // 8:
+            return
+        with self.lock:
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            self.entries[key] = (value, size)
+            self.size += size
+            while self.size > self.MAX_BYTES and self.entries:
+                _, (_, n) = self.entries.popitem(last=False)
+                self.size -= n
+
+
+_cache = _Cache()
+
+
+def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]], stored: int, read: int,
+                   fetch) -> list[tuple[str, tuple[str, Any]]]:
+    """The channels of a manifest migrated from ``stored`` to ``read``: (name, ("stored", node id)) for a
+    stored value the steps only moved, (name, ("parts", (shape, payload, root hash))) for a migrated one
+    (Unreadable, MigrationError, SCHEMA_NOT_FOUND as :func:`plan` and :func:`apply`)."""
+    versions = plan(rec, name, stored, read)
+    ids = dict(channels)
+    hashes = [(ch, nodes.record(fetch, node_id)[:hp.HASH_SIZE]) for ch, node_id in channels]
+    key = blake3(_encoder.encode((versions, stored, read, hashes))).digest()
+    out = _cache.get(key)
+    if out is None:
+        doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
+                     for ch, node_id in channels}
+        apply(doc, versions)
+        out, size = [], 0
+        for ch, v in sorted(doc.items()):
+            if type(v) is Unread:
+                out.append((ch, ("from", v.ref)))
+            else:
+                shape, payload = parts(v)
+                size += len(payload) if shape == hp.KIND_SCALAR else sum(
+                    len(x) if shape == hp.KIND_LIST else len(x[1]) + len(x[0]) for x in payload)
+                out.append((ch, ("parts", (shape, payload, tree_of(shape, payload, [])))))
+        _cache.put(key, out, size + 64 * len(out))
+    return [(ch, ("stored", ids[ref[1]]) if ref[0] == "from" else ref) for ch, ref in out]
+
+
+def _outcome(rec: SchemaRec, m, read: int, fetch) -> Outcome:
+    if m.schema_version == read:
+        return Outcome(STATUS_CURRENT, read)
+    return Outcome(STATUS_MIGRATED, read, migrate_values(rec, m.schema, m.channels, m.schema_version, read, fetch))
+
+
+def on_read(txn, store, ns: str, tkey: int, cns: str, checkpoint_id: str, m, fetch, read: int,
+            fallback: bool = False):
+    """(checkpoint_id, manifest, Outcome) of a read of ``m`` by a reader of version ``read`` (0: as stored),
+    by the schema's failure policy: FAIL raises SCHEMA_MIGRATION_FAILED / SCHEMA_VERSION_UNREADABLE,
+    DEGRADE answers the stored values flagged, NEW_RUN (only with ``fallback``: a read of the latest
+    checkpoint) answers the newest ancestor that migrates."""
+    if not read or not m.schema:
+        return checkpoint_id, m, Outcome(STATUS_NONE, m.schema_version)
+    rec = get(txn, store, ns, m.schema)
+    if rec is None:
+        return checkpoint_id, m, Outcome(STATUS_UNREGISTERED, m.schema_version)
+    try:
+        return checkpoint_id, m, _outcome(rec, m, read, fetch)
+    except (Unreadable, MigrationError) as e:
+        failure = e
+    rule = policy(rec)
+    if rule == POLICY_DEGRADE:
+        return checkpoint_id, m, Outcome(STATUS_DEGRADED, m.schema_version, None, str(failure))
+    if rule == POLICY_NEW_RUN and fallback:
+        cur = m
+        for _ in range(MAX_FALLBACK):
+            parent = cur.parent_id
+            cur = records.manifest(txn, store, tkey, cns, parent) if parent else None
+            if cur is None:
+                break
+            if cur.schema != m.schema:
+                continue
+            try:
+                out = _outcome(rec, cur, read, fetch)
+            except (Unreadable, MigrationError):
+                continue
+            out.status, out.error, out.unmigratable_id = STATUS_NEW_RUN, str(failure), checkpoint_id
+            return parent, cur, out
+    if isinstance(failure, Unreadable):
+        raise unreadable_error(m.schema, failure)
+    raise failed_error(m.schema, m.schema_version, read, failure)
+
+
+def value_on_read(txn, store, ns: str, name: str, stored: int, read: int, encoding: bytes) -> Outcome:
+    """A single stored map value (a memory item's) read by a reader of version ``read``: the Outcome's
+    ``channels`` is the migrated map's canonical encoding, or None for the value as stored. The policy as
+    :func:`on_read`, NEW_RUN behaving as FAIL."""
+    if not read or not name:
+        return Outcome(STATUS_NONE, stored)
+    rec = get(txn, store, ns, name)
+    if rec is None:
+        return Outcome(STATUS_UNREGISTERED, stored)
+    if stored == read:
+        return Outcome(STATUS_CURRENT, read)
+    try:
+        versions = plan(rec, name, stored, read)
+        value = decode(encoding)
+        if type(value) is not dict:
+            raise MigrationError(read, 0, [], f"expected a map, found {_kind(value)}")
+        return Outcome(STATUS_MIGRATED, read, encode(apply(value, versions)))
+    except (Unreadable, MigrationError) as e:
+        failure = e
+    if policy(rec) == POLICY_DEGRADE:
+        return Outcome(STATUS_DEGRADED, stored, None, str(failure))
+    if isinstance(failure, Unreadable):
+        raise unreadable_error(name, failure)
+    raise failed_error(name, stored, read, failure)
+
