@@ -16,7 +16,9 @@ reachable blob:
    order: a node's children always have smaller ids than the node (they are
    written first), so parents go before their children and every stored
    node keeps all its descendants at every moment — a write that finds a
-   node by hash may rely on its whole subtree being there.
+   node by hash may rely on its whole subtree being there. While a large
+   write is staged against a read snapshot (nodes.stage), sweeps wait
+   (Store.hold_sweeps): what that snapshot showed stays.
 5. Switch the keep-set off. The same cycle also drops expired request ids.
 
 A crash in the middle loses nothing: each sweep batch is one transaction and
@@ -37,6 +39,7 @@ from .store import Store
 log = logging.getLogger("sidecar.gc")
 
 SWEEP_BATCH = 2000
+HOLD_WAIT = 0.05  # seconds a sweep waits while a large write is staged (Store.hold_sweeps)
 
 
 @dataclass
@@ -159,7 +162,12 @@ class GarbageCollector:
             stats.reachable_blobs = len(marked)
             for i in range(0, len(candidates), SWEEP_BATCH):
                 batch = candidates[i:i + SWEEP_BATCH]
-                freed, nbytes = store.write(lambda txn, batch=batch: self._sweep(txn, batch, marked))
+                while True:  # a large write being staged holds sweeps (Store.hold_sweeps): wait for it
+                    swept = store.write(lambda txn, batch=batch: self._sweep(txn, batch, marked))
+                    if swept is not None:
+                        break
+                    time.sleep(HOLD_WAIT)
+                freed, nbytes = swept
                 stats.freed_blobs += freed
                 stats.freed_bytes += nbytes
         finally:
@@ -178,8 +186,10 @@ class GarbageCollector:
                  stats.freed_blobs, stats.freed_bytes, stats.seconds)
         return stats
 
-    def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int]:
+    def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int] | None:
         store = self.store
+        if store.sweep_holds:
+            return None  # (owner thread: no hold can begin while this job runs)
         node_db = store.db["nodes"]
         keep = store.gc_keep or set()
         if keep:
@@ -220,7 +230,7 @@ def check_integrity(store: Store) -> dict:
                     problems.append(f"node {node_id.hex()} does not match its hash")
             except hp.CorruptNode as e:
                 problems.append(f"node {node_id.hex()}: {e}")
-            if nodes.index_get(txn, store, h) != node_id:
+            if not nodes.indexed(txn, store, h, node_id):
                 problems.append(f"hash index entry of node {node_id.hex()} is wrong")
         checkpoints = txn.stat(store.db["ckpts"])["entries"]
     return {"checked_checkpoints": checkpoints, "checked_blobs": len(marked) - len(missing),

@@ -203,6 +203,15 @@ class _RecCursor:
         self._ops.append((self._dbi, bytes(key), bytes(value)))
         return old
 
+    def putmulti(self, items, dupdata=True, overwrite=True, append=False):
+        if not overwrite:  # which items were new is known only one by one
+            added = sum(1 for key, value in items if self.put(key, value, dupdata=dupdata, overwrite=False))
+            return len(items), added
+        items = [(bytes(k), bytes(v)) for k, v in items]
+        consumed, added = self._c.putmulti(items, dupdata=dupdata, overwrite=True, append=append)
+        self._ops.extend((self._dbi, k, v) for k, v in items[:consumed])
+        return consumed, added
+
     def pop(self, key):
         old = self._c.pop(key)
         if old is not None:
@@ -273,6 +282,7 @@ class Store:
         self._committed_seq = self._applied
         self._committed = threading.Condition()
         self.loop_lag = 0.0
+        self.sweep_holds = 0  # large writes staged off the owner thread: garbage collection waits (hold_sweeps)
         self._private: threading.Thread | None = None
         if loop is None:
             self._loop = asyncio.new_event_loop()
@@ -408,6 +418,17 @@ class Store:
         self._next_node += 1
         return layout.u64(node_id)
 
+    def reserve_node_ids(self, n: int) -> int:
+        """The first of ``n`` consecutive node ids no other write will use (any thread: the owner hands
+        them out; a write staged elsewhere numbers its nodes with them). Unused ones are skipped."""
+        if self.on_owner:
+            first = self._next_node
+            self._next_node += n
+            return first
+        done: Future = Future()
+        self._loop.call_soon_threadsafe(lambda: done.set_result(self.reserve_node_ids(n)))
+        return done.result(60)
+
     @property
     def map_size(self) -> int:
         return self.env.info()["map_size"]
@@ -467,27 +488,52 @@ class Store:
 
     # ---------------------------------------------------------- writes
 
-    def _admit(self, refusable: bool = True) -> None:
+    def check_load(self) -> None:
+        """Refuse with OVERLOADED (or SHUTTING_DOWN) as a new write would be, without submitting one:
+        a large write asks once, before its preparation, and its own jobs are then flow-controlled, so
+        it is never refused for the lag its own work caused."""
         if self._closed:
             raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
         inflight = self._inflight
         lag = self.loop_lag
-        if refusable and (inflight >= self.max_queue or lag >= self.max_lag and inflight >= MIN_LAG_BACKLOG):
+        if inflight >= self.max_queue or lag >= self.max_lag and inflight >= MIN_LAG_BACKLOG:
             retry = max(50, min(5000, int(2000 * lag) if lag >= self.max_lag else 50 + inflight // 10))
             raise ApiError("OVERLOADED", f"the sidecar is overloaded ({inflight} writes waiting, "
                            f"{lag * 1000:.0f} ms behind); retry after {retry} ms", retry_after_ms=retry)
+
+    def _admit(self, refusable: bool = True) -> None:
+        if refusable:
+            self.check_load()
+        elif self._closed:
+            raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
         with self._count_lock:
             self._inflight += 1
+
+    @contextlib.contextmanager
+    def hold_sweeps(self) -> Iterator[None]:
+        """While held, garbage collection deletes nothing (its sweep jobs wait): a large write staged
+        against a read snapshot may rely on every node that snapshot shows. Take it before the
+        snapshot, and let one write be acknowledged after taking it (a sweep already in the open
+        transaction is then committed, so the snapshot shows its deletes)."""
+        with self._count_lock:
+            self.sweep_holds += 1
+        try:
+            yield
+        finally:
+            with self._count_lock:
+                self.sweep_holds -= 1
 
     def _is_sync(self, durability: str | None) -> bool:
         return self._log is None or durability != "process" and (durability == "sync" or self.durability == "sync")
 
-    def submit(self, fn: Callable[[Any], Any], durability: str | None = None) -> Future:
+    def submit(self, fn: Callable[[Any], Any], durability: str | None = None, *,
+               flow_controlled: bool = False) -> Future:
         """Run ``fn(txn)`` as a write; the future holds its result once acknowledged (see the module doc).
 
         ``durability`` None uses the store's mode; ``"sync"`` makes a process-mode store acknowledge
-        this write only after its synced commit (a sync store ignores ``"process"``)."""
-        self._admit()
+        this write only after its synced commit (a sync store ignores ``"process"``). ``flow_controlled``:
+        as in :meth:`start`."""
+        self._admit(refusable=not flow_controlled)
         job = _Job(fn, self._is_sync(durability), Future(), True)
         if self.on_owner:
             job.future.set_running_or_notify_cancel()
@@ -496,11 +542,12 @@ class Store:
             self._loop.call_soon_threadsafe(self._run_remote, job)
         return job.future
 
-    async def run(self, fn: Callable[[Any], Any], durability: str | None = None) -> Any:
+    async def run(self, fn: Callable[[Any], Any], durability: str | None = None, *,
+                  flow_controlled: bool = False) -> Any:
         """``await`` form of :meth:`submit` for coroutines; on the owner loop without a thread hop."""
         if not self.on_owner:
-            return await asyncio.wrap_future(self.submit(fn, durability))
-        return await self.start(fn, durability)
+            return await asyncio.wrap_future(self.submit(fn, durability, flow_controlled=flow_controlled))
+        return await self.start(fn, durability, flow_controlled=flow_controlled)
 
     def start(self, fn: Callable[[Any], Any], durability: str | None = None, *,
               flow_controlled: bool = False) -> asyncio.Future:
