@@ -469,7 +469,7 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
         return pb.PruneCheckpointsResponse(deleted_checkpoints=deleted)
 
     resp = await store.run(lambda txn: idempotency.run(
-        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply))
+        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply), frees=True)
     if on_garbage and resp.deleted_checkpoints:
         on_garbage()
     return resp

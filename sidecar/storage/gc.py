@@ -151,7 +151,7 @@ class GarbageCollector:
         def switch_on(txn):
             store.gc_keep = set()
 
-        store.write(switch_on)
+        store.write(switch_on, frees=True)
         try:
             marked: set[bytes] = set()
             with store.read() as txn:
@@ -163,7 +163,7 @@ class GarbageCollector:
             for i in range(0, len(candidates), SWEEP_BATCH):
                 batch = candidates[i:i + SWEEP_BATCH]
                 while True:  # a large write being staged holds sweeps (Store.hold_sweeps): wait for it
-                    swept = store.write(lambda txn, batch=batch: self._sweep(txn, batch, marked))
+                    swept = store.write(lambda txn, batch=batch: self._sweep(txn, batch, marked), frees=True)
                     if swept is not None:
                         break
                     time.sleep(HOLD_WAIT)
@@ -175,12 +175,12 @@ class GarbageCollector:
                 store.gc_keep = None
                 records.expire_requests(txn, store.db)
 
-            store.write(switch_off)
+            store.write(switch_off, frees=True)
         if stats.freed_blobs:
             # LMDB hands out the pages a transaction freed only from the second commit after it on. One
             # small commit now, so that the next write can use the space at once: on a full disk it is
             # the only space there is (tests/test_faults.py test_disk_full_then_space_again).
-            store.write(lambda txn: txn.put(b"gc_runs", layout.u64(self.runs + 1), db=store.db["meta"]))
+            store.write(lambda txn: txn.put(b"gc_runs", layout.u64(self.runs + 1), db=store.db["meta"]), frees=True)
         stats.seconds = time.monotonic() - started
         log.info("gc: %d reachable, freed %d blobs (%d bytes) in %.3fs", stats.reachable_blobs,
                  stats.freed_blobs, stats.freed_bytes, stats.seconds)

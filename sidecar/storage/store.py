@@ -86,6 +86,8 @@ _LAG_PROBE = 0.05
 #: transaction (a killed inspector, backup or test process): such a slot pins old pages, so the
 #: file would grow without bound; LMDB does not clear it by itself.
 READER_CHECK_INTERVAL = 5.0
+RESERVE_NAME = "space.reserve"  # a file of RESERVE_BYTES given up when the disk fills (Store.full)
+RESERVE_BYTES = 1 << 20
 
 
 class RetryJob(Exception):
@@ -127,10 +129,11 @@ class _Gate:
 
 
 class _Job:
-    __slots__ = ("fn", "sync", "future", "remote")
+    __slots__ = ("fn", "sync", "future", "remote", "frees")
 
-    def __init__(self, fn: Callable[[Any], Any], sync: bool, future, remote: bool) -> None:
+    def __init__(self, fn: Callable[[Any], Any], sync: bool, future, remote: bool, frees: bool = False) -> None:
         self.fn = fn
+        self.frees = frees  # a delete or a collection: admitted on a full disk (see Store.full)
         self.sync = sync  # acknowledged only after the synced commit
         self.future = future  # concurrent.futures.Future (remote) or asyncio.Future (owner loop)
         self.remote = remote
@@ -283,6 +286,13 @@ class Store:
         self._committed = threading.Condition()
         self.loop_lag = 0.0
         self.sweep_holds = 0  # large writes staged off the owner thread: garbage collection waits (hold_sweeps)
+        # A full disk: LMDB needs free pages even to delete, so the store keeps RESERVE_BYTES of the
+        # filesystem in a file of its own and gives them up when a write finds the disk full; from then on
+        # (``full``) only deletes and collections are admitted, until one of them is acknowledged.
+        self.full = False
+        self._space_at, self._space_pending, self._space_short = 0.0, 0, False
+        self._reserve = os.path.join(path, RESERVE_NAME)
+        self._take_reserve()
         self._private: threading.Thread | None = None
         if loop is None:
             self._loop = asyncio.new_event_loop()
@@ -501,11 +511,16 @@ class Store:
             raise ApiError("OVERLOADED", f"the sidecar is overloaded ({inflight} writes waiting, "
                            f"{lag * 1000:.0f} ms behind); retry after {retry} ms", retry_after_ms=retry)
 
-    def _admit(self, refusable: bool = True) -> None:
+    def _admit(self, refusable: bool = True, frees: bool = False) -> None:
         if refusable:
             self.check_load()
         elif self._closed:
             raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
+        if not frees and not self.full and self._log is not None and self._space_low():
+            self._disk_full()
+        if self.full and not frees:
+            raise ApiError("STORAGE_FULL", "the disk is full: nothing was written; delete threads or data (and "
+                           "collect garbage) to free space, writes resume after that")
         with self._count_lock:
             self._inflight += 1
 
@@ -527,14 +542,14 @@ class Store:
         return self._log is None or durability != "process" and (durability == "sync" or self.durability == "sync")
 
     def submit(self, fn: Callable[[Any], Any], durability: str | None = None, *,
-               flow_controlled: bool = False) -> Future:
+               flow_controlled: bool = False, frees: bool = False) -> Future:
         """Run ``fn(txn)`` as a write; the future holds its result once acknowledged (see the module doc).
 
         ``durability`` None uses the store's mode; ``"sync"`` makes a process-mode store acknowledge
         this write only after its synced commit (a sync store ignores ``"process"``). ``flow_controlled``:
-        as in :meth:`start`."""
-        self._admit(refusable=not flow_controlled)
-        job = _Job(fn, self._is_sync(durability), Future(), True)
+        as in :meth:`start`; ``frees``: a delete or collection, admitted on a full disk (``full``)."""
+        self._admit(refusable=not flow_controlled, frees=frees)
+        job = _Job(fn, self._is_sync(durability), Future(), True, frees)
         if self.on_owner:
             job.future.set_running_or_notify_cancel()
             self._run(job)
@@ -543,30 +558,31 @@ class Store:
         return job.future
 
     async def run(self, fn: Callable[[Any], Any], durability: str | None = None, *,
-                  flow_controlled: bool = False) -> Any:
+                  flow_controlled: bool = False, frees: bool = False) -> Any:
         """``await`` form of :meth:`submit` for coroutines; on the owner loop without a thread hop."""
         if not self.on_owner:
-            return await asyncio.wrap_future(self.submit(fn, durability, flow_controlled=flow_controlled))
-        return await self.start(fn, durability, flow_controlled=flow_controlled)
+            return await asyncio.wrap_future(self.submit(fn, durability, flow_controlled=flow_controlled,
+                                                         frees=frees))
+        return await self.start(fn, durability, flow_controlled=flow_controlled, frees=frees)
 
     def start(self, fn: Callable[[Any], Any], durability: str | None = None, *,
-              flow_controlled: bool = False) -> asyncio.Future:
+              flow_controlled: bool = False, frees: bool = False) -> asyncio.Future:
         """(Owner loop only) run ``fn(txn)`` now; the asyncio future resolves when it is acknowledged.
 
         ``flow_controlled``: the caller bounds its own writes in flight (a StreamWrites stream reads at most
         its window of requests ahead of its acknowledgements), so this write is never refused with
         OVERLOADED: a busy sidecar slows the stream down instead."""
-        self._admit(refusable=not flow_controlled)
-        job = _Job(fn, self._is_sync(durability), self._loop.create_future(), False)
+        self._admit(refusable=not flow_controlled, frees=frees)
+        job = _Job(fn, self._is_sync(durability), self._loop.create_future(), False, frees)
         self._run(job)
         return job.future
 
-    def write(self, fn: Callable[[Any], Any], durability: str | None = None) -> Any:
+    def write(self, fn: Callable[[Any], Any], durability: str | None = None, *, frees: bool = False) -> Any:
         """Run ``fn(txn)`` as a write and wait until it is acknowledged."""
         if not self.on_owner:
-            return self.submit(fn, durability).result()
-        self._admit()
-        job = _Job(fn, self._is_sync(durability), Future(), True)
+            return self.submit(fn, durability, frees=frees).result()
+        self._admit(frees=frees)
+        job = _Job(fn, self._is_sync(durability), Future(), True, frees)
         job.future.set_running_or_notify_cancel()
         self._run(job)
         if not job.future.done():
@@ -598,7 +614,7 @@ class Store:
             parent = self._begin()
             child = self.env.begin(write=True, parent=parent, db=self.db["nodes"])
         except lmdb.Error as e:
-            self._done(job, None, _storage_error(e))
+            self._done(job, None, _storage_error(e, self.path))
             return
         ops: list | None = [] if self._log is not None else None
         txn = child if ops is None else _Recorder(child, ops, self._index, self._nodes_index)
@@ -649,6 +665,12 @@ class Store:
             reason = error.reason if isinstance(error, ApiError) else type(error).__name__
             failures = self.stats.write_failures
             failures[reason] = failures.get(reason, 0) + 1
+            if reason == "STORAGE_FULL" and not self.full:
+                self._disk_full()
+        elif job.frees and self.full:
+            self.full = False
+            log.warning("space freed: writes are admitted again")
+            self._take_reserve()
         fut = job.future
         if fut.done():
             return
@@ -697,7 +719,7 @@ class Store:
             log.error("commit failed: %s", e)
             self._recover_env()
             self.stats.commit_failures += 1
-            self._after_lost_txn(waiting, error=_storage_error(e))
+            self._after_lost_txn(waiting, error=_storage_error(e, self.path))
             return
         self.commits += 1
         self.stats.commit_seconds.observe(elapsed)
@@ -763,6 +785,42 @@ class Store:
             self._done(job, None, ApiError("STORAGE_FULL", "disk is full: nothing was written"))
             return
         self._run(job)
+
+    def _space_low(self) -> bool:
+        """Process mode: whether the filesystem still has room to commit what the log holds (twice the
+        log's bytes since the last commit, and the reserve): past that, a new write could be acknowledged
+        (logged) but never committed. Looked at every 0.1 s, or sooner when the log grew by 256 KiB."""
+        now = time.monotonic()
+        if now - self._space_at >= 0.1 or self._pending_bytes - self._space_pending >= 256 << 10:
+            self._space_at, self._space_pending = now, self._pending_bytes
+            try:
+                self._space_short = shutil.disk_usage(self.path).free < 2 * self._pending_bytes + 2 * RESERVE_BYTES
+            except OSError:
+                self._space_short = False
+        return self._space_short
+
+    def _take_reserve(self) -> None:
+        """Keep RESERVE_BYTES of the filesystem in the reserve file (when there is room for it)."""
+        try:
+            if os.path.exists(self._reserve) or shutil.disk_usage(self.path).free < 4 * RESERVE_BYTES:
+                return
+            fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            log.warning("cannot keep a space reserve in %s: %s", self._reserve, e)
+            with contextlib.suppress(OSError):
+                os.unlink(self._reserve)
+
+    def _disk_full(self) -> None:
+        """A write found the disk full: give up the reserve (so deletes find room) and admit only deletes
+        and collections until one of them is acknowledged."""
+        self.full = True
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._reserve)
+        log.error("the disk is full: only deletes and garbage collection are admitted until one succeeds")
 
     def _grow(self) -> bool:
         """Double the map (owner thread, no transaction open); False when the disk is full."""
@@ -855,9 +913,25 @@ class Store:
         self.env.sync(True)
 
 
-def _storage_error(e: lmdb.Error) -> ApiError:
+#: free bytes below which a failed write is taken for a full disk: LMDB reports a write that the
+#: filesystem cut short (it ran out of space in the middle) as EIO, not ENOSPC (tests/test_smallfs.py)
+FULL_DISK_FREE = 1 << 20
+
+
+def _disk_nearly_full(path: str | None) -> bool:
+    if path is None:
+        return False
+    try:
+        return shutil.disk_usage(path).free < FULL_DISK_FREE
+    except OSError:
+        return False
+
+
+def _storage_error(e: lmdb.Error, path: str | None = None) -> ApiError:
     if isinstance(e, lmdb.DiskError) or "No space" in str(e):
         return ApiError("STORAGE_FULL", f"disk full or failing: nothing was written ({e})")
+    if ("Input/output error" in str(e) or isinstance(e, lmdb.PanicError)) and _disk_nearly_full(path):
+        return ApiError("STORAGE_FULL", f"disk full: nothing was written ({e})")
     if "Input/output error" in str(e) or isinstance(e, lmdb.PanicError):
         return ApiError("STORAGE_IO_ERROR", f"the disk failed a write: nothing was written ({e}); retry later")
     log.error("LMDB error: %s", e)
