@@ -69,6 +69,8 @@ REASONS: dict[str, grpc.StatusCode] = {
     "NAMESPACE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "ROLE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "STORAGE_IO_ERROR": grpc.StatusCode.UNAVAILABLE,
+    # 75-79: resource limits and fairness (api/callguard.py)
+    "TOO_MANY_CALLS": grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

@@ -271,3 +271,195 @@ def test_large_put_does_not_stall_small_puts(tmp_path):
             assert len(got.channels["state"].value.map.entries) == len(value)
     finally:
         proc.stop()
+
+
+# ---------------------------------------------------------------- per-connection limits, deadlines, sizes
+
+class FakeContext:
+    def __init__(self, peer="ipv4:127.0.0.1:5000", remaining=None):
+        self._peer, self._remaining, self.aborted = peer, remaining, None
+
+    def peer(self):
+        return self._peer
+
+    def time_remaining(self):
+        return self._remaining
+
+    async def abort(self, code, message, trailing_metadata=()):
+        self.aborted = (code, message, trailing_metadata)
+        raise grpc.aio.AbortError()
+
+
+class FakeMethod:
+    def __init__(self, server_streaming=False, client_streaming=False):
+        self.server_streaming, self.client_streaming, self.name = server_streaming, client_streaming, "M"
+
+
+def test_call_guard_counts_calls_per_tcp_connection():
+    from sidecar.api.callguard import CallGuard
+
+    guard = CallGuard(max_calls=2, default_deadline=None)
+    release = asyncio.Event()
+
+    async def slow(request, context):
+        await release.wait()
+        return "done"
+
+    call = guard.wrap("S", FakeMethod(), slow)
+
+    async def main():
+        a, b = FakeContext(), FakeContext()
+        first = [asyncio.ensure_future(call(None, ctx)) for ctx in (a, b)]
+        await asyncio.sleep(0.01)
+        third = FakeContext()
+        with pytest.raises(grpc.aio.AbortError):
+            await call(None, third)
+        assert third.aborted[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert b"TOO_MANY_CALLS" in third.aborted[2][0][1]
+        other = asyncio.ensure_future(call(None, FakeContext("ipv4:127.0.0.1:5001")))  # another connection
+        unix = asyncio.ensure_future(call(None, FakeContext("unix:")))  # not counted (no connection name)
+        await asyncio.sleep(0.01)
+        assert not other.done() and not unix.done()
+        release.set()
+        assert await asyncio.gather(*first, other, unix) == ["done"] * 4
+        assert guard.in_progress == {}
+        assert await call(None, FakeContext()) == "done"  # the count went down again
+
+    asyncio.run(main())
+
+
+def test_call_guard_default_deadline():
+    from sidecar.api.callguard import CallGuard
+
+    guard = CallGuard(max_calls=0, default_deadline=0.2)
+
+    async def slow(request, context):
+        await asyncio.sleep(5)
+        return "late"
+
+    async def quick(request, context):
+        await asyncio.sleep(0.3)
+        return "fine"
+
+    async def main():
+        ctx = FakeContext()
+        started = time.monotonic()
+        with pytest.raises(grpc.aio.AbortError):
+            await guard.wrap("S", FakeMethod(), slow)(None, ctx)
+        assert ctx.aborted[0] == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - started < 2
+        # a deadline the client sent is the client's: not shortened
+        assert await guard.wrap("S", FakeMethod(), quick)(None, FakeContext(remaining=10.0)) == "fine"
+        # client-streaming calls are not cut either
+        assert await guard.wrap("S", FakeMethod(client_streaming=True), quick)(None, FakeContext()) == "fine"
+
+    asyncio.run(main())
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_calls_per_connection_and_message_size_on_a_real_server(tmp_path):
+    from agentstate.v1 import events_pb2, events_pb2_grpc
+    port = _free_port()
+    proc = SidecarProcess(tmp_path / "data", "--listen", f"127.0.0.1:{port}", "--max-calls-per-connection", "2",
+                          "--max-message-bytes", "1M").start()
+    try:
+        addr = f"127.0.0.1:{port}"
+        own = [("grpc.use_local_subchannel_pool", 1)]  # a connection of its own (not shared in the process)
+        with Client(addr, options=own) as c:
+            c.create_thread("w")
+            stub = events_pb2_grpc.EventServiceStub(c.channel)
+            watches = [stub.WatchEvents(events_pb2.WatchEventsRequest(thread_id="w", follow=True)) for _ in range(2)]
+            deadline = time.monotonic() + 10
+            while True:  # both streams in progress on this one connection
+                try:
+                    c.get_thread("w", timeout=5)
+                except AgentStateError as e:
+                    assert (e.code, e.reason) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_CALLS"), e
+                    break
+                assert time.monotonic() < deadline, "the third call on the connection was never refused"
+                time.sleep(0.05)
+            with Client(addr, options=own) as other:  # another connection is not affected
+                assert other.get_thread("w").thread_id == "w"
+            watches[0].cancel()
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    assert c.get_thread("w", timeout=5).thread_id == "w"
+                    break
+                except AgentStateError as e:
+                    assert e.reason == "TOO_MANY_CALLS" and time.monotonic() < deadline
+                    time.sleep(0.05)
+            watches[1].cancel()
+            with pytest.raises(AgentStateError) as info:  # --max-message-bytes 1M
+                c.put_checkpoint("w", {"blob": b"x" * (1 << 21)})
+            assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert not list(c.list_checkpoints("w"))
+    finally:
+        proc.stop()
+
+
+# ---------------------------------------------------------------- fairness: a flooding client
+
+def _p99(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[int(0.99 * (len(xs) - 1))]
+
+
+def _victim(addr: str, n: int, tag: str) -> list[float]:
+    out = []
+    with Client(addr, options=[("grpc.use_local_subchannel_pool", 1)], timeout=60) as c:
+        for i in range(n):
+            started = time.perf_counter()
+            c.put_checkpoint(f"victim-{tag}", {"v": i}, checkpoint_id=f"{i:06d}")
+            out.append(time.perf_counter() - started)
+    return out
+
+
+def test_flooding_client_does_not_starve_another(tmp_path):
+    """One client floods (one connection, 32 threads putting at once: twice the default per-connection
+    stream limit); another client's p99 of small puts stays within 3x of its p99 when alone. (With a
+    limit of 128 streams this measured x11.7 here; with the default 16, x2.5.)"""
+    port = _free_port()
+    proc = SidecarProcess(tmp_path / "data", "--listen", f"127.0.0.1:{port}").start()  # the default limits
+    addr = f"127.0.0.1:{port}"
+    try:
+        _victim(addr, 50, "warm")
+        alone = _victim(addr, 400, "alone")
+        stop = threading.Event()
+        flooded = [0]
+        refused = []
+        flood_client = Client(addr, options=[("grpc.use_local_subchannel_pool", 1)], timeout=120)
+
+        def flood(k):
+            i = 0
+            while not stop.is_set():
+                try:
+                    flood_client.put_checkpoint(f"flood-{k}", {"v": i, "pad": "x" * 2000}, checkpoint_id=f"{i:08d}")
+                    flooded[0] += 1
+                except AgentStateError as e:
+                    refused.append(e)
+                i += 1
+
+        floods = [threading.Thread(target=flood, args=(k,)) for k in range(32)]
+        for t in floods:
+            t.start()
+        time.sleep(1.0)
+        try:
+            loaded = _victim(addr, 400, "loaded")
+        finally:
+            stop.set()
+            for t in floods:
+                t.join()
+            flood_client.close()
+        ratio = _p99(loaded) / _p99(alone)
+        print(f"victim p99 alone {_p99(alone) * 1000:.1f} ms, under flood {_p99(loaded) * 1000:.1f} ms "
+              f"(x{ratio:.2f}); {flooded[0]} flood puts, {len(refused)} refused")
+        assert flooded[0] > 400, "the flood did not load the sidecar"
+        assert ratio <= 3.0, ratio
+    finally:
+        proc.stop()

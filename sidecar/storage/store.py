@@ -88,6 +88,7 @@ _LAG_PROBE = 0.05
 READER_CHECK_INTERVAL = 5.0
 RESERVE_NAME = "space.reserve"  # a file of RESERVE_BYTES given up when the disk fills (Store.full)
 RESERVE_BYTES = 1 << 20
+LOW_DISK = 16 << 20  # process mode: with less free, the log is cut at every commit (not at 64 MiB)
 
 
 class RetryJob(Exception):
@@ -290,7 +291,7 @@ class Store:
         # filesystem in a file of its own and gives them up when a write finds the disk full; from then on
         # (``full``) only deletes and collections are admitted, until one of them is acknowledged.
         self.full = False
-        self._space_at, self._space_pending, self._space_short = 0.0, 0, False
+        self._space_at, self._space_pending, self._space_short, self._space_free = 0.0, 0, False, LOW_DISK
         self._reserve = os.path.join(path, RESERVE_NAME)
         self._take_reserve()
         self._private: threading.Thread | None = None
@@ -518,6 +519,8 @@ class Store:
             raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
         if not frees and not self.full and self._log is not None and self._space_low():
             self._disk_full()
+        if self.full and not frees and self._space_back():
+            self._leave_full("the filesystem has room again")
         if self.full and not frees:
             raise ApiError("STORAGE_FULL", "the disk is full: nothing was written; delete threads or data (and "
                            "collect garbage) to free space, writes resume after that")
@@ -668,9 +671,7 @@ class Store:
             if reason == "STORAGE_FULL" and not self.full:
                 self._disk_full()
         elif job.frees and self.full:
-            self.full = False
-            log.warning("space freed: writes are admitted again")
-            self._take_reserve()
+            self._leave_full("a delete or collection succeeded")
         fut = job.future
         if fut.done():
             return
@@ -731,7 +732,7 @@ class Store:
             with self._committed:
                 self._committed_seq = seq
                 self._committed.notify_all()
-            self._log.committed(seq)
+            self._log.committed(seq, cut=self._space_free < LOW_DISK)  # on a small disk the log stays small
         for job, result in waiting:
             self._done(job, result, None)
 
@@ -794,10 +795,29 @@ class Store:
         if now - self._space_at >= 0.1 or self._pending_bytes - self._space_pending >= 256 << 10:
             self._space_at, self._space_pending = now, self._pending_bytes
             try:
-                self._space_short = shutil.disk_usage(self.path).free < 2 * self._pending_bytes + 2 * RESERVE_BYTES
+                self._space_free = shutil.disk_usage(self.path).free
             except OSError:
-                self._space_short = False
+                self._space_free = LOW_DISK
+            self._space_short = self._space_free < 2 * self._pending_bytes + RESERVE_BYTES
         return self._space_short
+
+    def _space_back(self) -> bool:
+        """(Full) whether the filesystem has room again (someone freed space outside the store, or the
+        failure was passing): looked at every 0.1 s."""
+        now = time.monotonic()
+        if now - self._space_at >= 0.1:
+            self._space_at = now
+            try:
+                self._space_free = shutil.disk_usage(self.path).free
+            except OSError:
+                self._space_free = 0
+        return self._space_free >= 4 * RESERVE_BYTES + 2 * self._pending_bytes
+
+    def _leave_full(self, why: str) -> None:
+        self.full = False
+        self._space_at, self._space_short = 0.0, False  # (process mode: looked at again at the next write)
+        log.warning("%s: writes are admitted again", why)
+        self._take_reserve()
 
     def _take_reserve(self) -> None:
         """Keep RESERVE_BYTES of the filesystem in the reserve file (when there is room for it)."""
@@ -818,6 +838,7 @@ class Store:
         """A write found the disk full: give up the reserve (so deletes find room) and admit only deletes
         and collections until one of them is acknowledged."""
         self.full = True
+        self._space_at = 0.0  # look at the filesystem again at the next write
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._reserve)
         log.error("the disk is full: only deletes and garbage collection are admitted until one succeeds")

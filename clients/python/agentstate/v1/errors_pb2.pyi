@@ -55,6 +55,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
     ROLE_DENIED: _ClassVar[ErrorReason]
     STORAGE_IO_ERROR: _ClassVar[ErrorReason]
+    TOO_MANY_CALLS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -104,3 +105,4 @@ AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason
 ROLE_DENIED: ErrorReason
 STORAGE_IO_ERROR: ErrorReason
+TOO_MANY_CALLS: ErrorReason

@@ -185,6 +185,11 @@ const (
 	// nothing of the request was written. Retry later (with the same
 	// request_id).
 	ErrorReason_STORAGE_IO_ERROR ErrorReason = 54
+	// Numbers 75-79: resource limits and fairness (docs/security.md "Limits").
+	// TOO_MANY_CALLS (RESOURCE_EXHAUSTED): the connection already has
+	// --max-calls-per-connection calls in progress ("limit"); retry once some
+	// of them have ended.
+	ErrorReason_TOO_MANY_CALLS ErrorReason = 75
 )
 
 // Enum value maps for ErrorReason.
@@ -239,6 +244,7 @@ var (
 		52: "NAMESPACE_DENIED",
 		53: "ROLE_DENIED",
 		54: "STORAGE_IO_ERROR",
+		75: "TOO_MANY_CALLS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -290,6 +296,7 @@ var (
 		"NAMESPACE_DENIED":           52,
 		"ROLE_DENIED":                53,
 		"STORAGE_IO_ERROR":           54,
+		"TOO_MANY_CALLS":             75,
 	}
 )
 
@@ -324,7 +331,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xc3\b\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xd7\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -378,7 +385,8 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\fAUTH_INVALID\x103\x12\x14\n" +
 	"\x10NAMESPACE_DENIED\x104\x12\x0f\n" +
 	"\vROLE_DENIED\x105\x12\x14\n" +
-	"\x10STORAGE_IO_ERROR\x106B^\n" +
+	"\x10STORAGE_IO_ERROR\x106\x12\x12\n" +
+	"\x0eTOO_MANY_CALLS\x10KB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
