@@ -6,7 +6,10 @@ Starts a sidecar on a unix socket in a temporary directory, then:
   3. runs the large put again while the other client keeps putting small checkpoints,
      and reports the large put's time and outcome and the small puts' p50/p99/max during it.
 
-Usage: .venv/bin/python scripts/large_put_stall.py [--keys 300000] [--small-writers 2]
+Usage: .venv/bin/python scripts/large_put_stall.py [--keys 300000] [--small-writers 2] [--sidecar-from DIR]
+(other arguments go to `sidecar serve`). To compare with an older commit:
+  git archive COMMIT sidecar | tar -x -C /tmp/old && cp sidecar/storage/*.so /tmp/old/sidecar/storage/
+  .venv/bin/python scripts/large_put_stall.py --sidecar-from /tmp/old
 """
 from __future__ import annotations
 
@@ -27,10 +30,20 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def start(data_dir: str, extra: list[str]):
+# --sidecar-from DIR: run the sidecar package found in DIR (another checkout, to compare), not the installed one
+_LAUNCH = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in getattr(f, '__module__', '')]; "
+           "sys.path[:0] = [{dir!r}, {clients!r}]; from sidecar.cli import main; sys.argv[0] = 'sidecar'; "
+           "sys.exit(main())")
+
+
+def start(data_dir: str, extra: list[str], sidecar_from: str | None = None):
     sock = os.path.join(data_dir, "sidecar.sock")
     log = open(data_dir + ".log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--data-dir", data_dir,
+    import agentstate
+    clients = os.path.dirname(os.path.dirname(os.path.abspath(agentstate.__file__)))
+    cmd = [sys.executable, "-c", _LAUNCH.format(dir=os.path.abspath(sidecar_from), clients=clients)] \
+        if sidecar_from else [sys.executable, "-m", "sidecar"]
+    proc = subprocess.Popen([*cmd, "serve", "--data-dir", data_dir,
                              "--listen", f"unix:{sock}", *extra], stdout=log, stderr=subprocess.STDOUT)
     c = Client(f"unix:{sock}")
     deadline = time.monotonic() + 30
@@ -63,9 +76,12 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=300_000)
     ap.add_argument("--small-writers", type=int, default=2)
     ap.add_argument("--baseline-seconds", type=float, default=3.0)
+    ap.add_argument("--sidecar-from", default=None, metavar="DIR",
+                    help="run the sidecar package of this directory (e.g. an export of an older commit)")
     args, extra = ap.parse_known_args()
     root = tempfile.mkdtemp(prefix="stall-")
-    proc, addr = start(os.path.join(root, "data"), extra)
+    proc, addr = start(os.path.join(root, "data"), extra, args.sidecar_from)
+
     try:
         big = {f"key-{i:07d}": i for i in range(args.keys)}
         with Client(addr, timeout=120) as c:
