@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                         "run_id and request_id as keys (default: %(default)s)")
     s.add_argument("--max-streams-per-connection", type=int, default=callguard.DEFAULT_MAX_STREAMS, metavar="N",
                    help="concurrent calls (HTTP/2 streams) per client connection; more wait in the client "
-                        "(default: %(default)s)")
+                        "(fairness between clients); 0: gRPC's default (default: %(default)s; see "
+                        "docs/security.md 'Limits')")
     s.add_argument("--max-calls-per-connection", type=int, default=callguard.DEFAULT_MAX_CALLS, metavar="N",
                    help="calls in progress per TCP connection before more are refused RESOURCE_EXHAUSTED "
                         "TOO_MANY_CALLS; 0: no limit (default: %(default)s)")

@@ -86,7 +86,7 @@ class Config:
     sweep_interval_seconds: float = 1.0  # how often conversations' idle timers are looked at (api/sweeper.py)
     clock: object = None  # the store's wall clock in microseconds (tests inject one; None: the real clock)
     # resource limits (api/callguard.py, docs/security.md "Limits")
-    max_streams_per_connection: int = callguard.DEFAULT_MAX_STREAMS  # HTTP/2: more calls wait in the client
+    max_streams_per_connection: int = callguard.DEFAULT_MAX_STREAMS  # HTTP/2 (0: gRPC's); more wait in the client
     max_calls_per_connection: int = callguard.DEFAULT_MAX_CALLS  # TCP: more are refused TOO_MANY_CALLS (0: off)
     max_message_bytes: int = limits.MAX_MESSAGE_BYTES  # one request or response
     default_deadline_seconds: float = callguard.DEFAULT_DEADLINE_SECONDS  # unary calls sent without one (0: none)
@@ -220,7 +220,8 @@ class Sidecar:
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
             ("grpc.max_send_message_length", self.config.max_message_bytes),
             ("grpc.so_reuseport", 0),
-            ("grpc.max_concurrent_streams", self.config.max_streams_per_connection),
+            *((("grpc.max_concurrent_streams", self.config.max_streams_per_connection),)
+              if self.config.max_streams_per_connection else ()),
         ])
         self.guard = callguard.CallGuard(self.config.max_calls_per_connection, self.config.default_deadline_seconds)
         self.ctx = context.Ctx(self.store, context.Hub(), self.collector.soon,
