@@ -6,10 +6,10 @@ import asyncio
 import os
 import sys
 
-from . import __version__, inspector, logs
+from . import __version__, inspector, limits, logs
 from .metrics import parse_listen
 from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
-from .api import auth
+from .api import auth, callguard
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, ConfigError, DataDirLocked, serve
 
 
@@ -108,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--log-format", default="text", choices=list(logs.FORMATS),
                    help="text lines, or one JSON object per line with the request's namespace, thread_id, "
                         "run_id and request_id as keys (default: %(default)s)")
+    s.add_argument("--max-streams-per-connection", type=int, default=callguard.DEFAULT_MAX_STREAMS, metavar="N",
+                   help="concurrent calls (HTTP/2 streams) per client connection; more wait in the client "
+                        "(fairness between clients); 0: gRPC's default (default: %(default)s; see "
+                        "docs/security.md 'Limits')")
+    s.add_argument("--max-calls-per-connection", type=int, default=callguard.DEFAULT_MAX_CALLS, metavar="N",
+                   help="calls in progress per TCP connection before more are refused RESOURCE_EXHAUSTED "
+                        "TOO_MANY_CALLS; 0: no limit (default: %(default)s)")
+    s.add_argument("--max-message-bytes", type=_size, default=limits.MAX_MESSAGE_BYTES, metavar="BYTES",
+                   help="largest request or response message (default: 64M)")
+    s.add_argument("--default-deadline", type=float, default=callguard.DEFAULT_DEADLINE_SECONDS, metavar="SECONDS",
+                   help="deadline of a unary call whose client sent none; 0: none (default: %(default)s)")
     t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
                        description="Make a random bearer token. Prints the token (give it to the client; it is "
                                    "not stored anywhere) on the first line, then its auth-file entry (holding the "
@@ -202,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
                     metrics_listen=args.metrics_listen, http_listen=args.http,
                     memory_sweep_interval_seconds=args.memory_sweep_interval,
                     sweep_interval_seconds=args.sweep_interval,
-                    retention_interval_seconds=args.retention_interval)
+                    retention_interval_seconds=args.retention_interval,
+                    max_streams_per_connection=args.max_streams_per_connection,
+                    max_calls_per_connection=args.max_calls_per_connection,
+                    max_message_bytes=args.max_message_bytes, default_deadline_seconds=args.default_deadline)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

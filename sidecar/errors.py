@@ -82,6 +82,8 @@ REASONS: dict[str, grpc.StatusCode] = {
     "SCHEMA_VERSION_UNREADABLE": grpc.StatusCode.FAILED_PRECONDITION,
     "SCHEMA_CONFLICT": grpc.StatusCode.FAILED_PRECONDITION,
     "SCHEMA_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    # 75-79: resource limits and fairness (api/callguard.py)
+    "TOO_MANY_CALLS": grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

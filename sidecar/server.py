@@ -34,7 +34,7 @@ from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_
 from agentstate.v1 import schemas_pb2
 
 from . import __version__, limits
-from .api import auth, context, memory, service
+from .api import auth, callguard, context, memory, service
 from .api.sweeper import Sweeper
 from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
@@ -90,6 +90,11 @@ class Config:
     sweep_interval_seconds: float = 1.0  # how often conversations' idle timers are looked at (api/sweeper.py)
     retention_interval_seconds: float = 60.0  # how often the sweeper applies retention policies (0: on request)
     clock: object = None  # the store's wall clock in microseconds (tests inject one; None: the real clock)
+    # resource limits (api/callguard.py, docs/security.md "Limits")
+    max_streams_per_connection: int = callguard.DEFAULT_MAX_STREAMS  # HTTP/2 (0: gRPC's); more wait in the client
+    max_calls_per_connection: int = callguard.DEFAULT_MAX_CALLS  # TCP: more are refused TOO_MANY_CALLS (0: off)
+    max_message_bytes: int = limits.MAX_MESSAGE_BYTES  # one request or response
+    default_deadline_seconds: float = callguard.DEFAULT_DEADLINE_SECONDS  # unary calls sent without one (0: none)
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -161,6 +166,11 @@ class Sidecar:
         self._backups: asyncio.Task | None = None
         self.bound: list[str] = []
         self.authorizer: auth.Authorizer | None = None
+        self.guard: callguard.CallGuard | None = None
+
+    def _wrap(self, service_name: str, method, behavior):
+        """Every handler: the call limits and default deadline inside, the metrics and request log outside."""
+        return self.metrics.wrap(service_name, method, self.guard.wrap(service_name, method, behavior))
 
     def reload_auth(self) -> bool:
         """SIGHUP: read the auth file again (connections and calls in flight stay). False if it failed,
@@ -212,10 +222,13 @@ class Sidecar:
                            clock=self.config.clock)
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
         self.server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", limits.MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", self.config.max_message_bytes),
+            ("grpc.max_send_message_length", self.config.max_message_bytes),
             ("grpc.so_reuseport", 0),
+            *((("grpc.max_concurrent_streams", self.config.max_streams_per_connection),)
+              if self.config.max_streams_per_connection else ()),
         ])
+        self.guard = callguard.CallGuard(self.config.max_calls_per_connection, self.config.default_deadline_seconds)
         self.ctx = context.Ctx(self.store, context.Hub(), self.collector.soon,
                                 round(self.config.lease_timeout_seconds * 1000))
         extended = extend_leases_after_restart(self.store)
@@ -243,7 +256,7 @@ class Sidecar:
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,
-                                  self.authorizer, wrap=self.metrics.wrap)
+                                  self.authorizer, wrap=self._wrap)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self.server)

@@ -28,7 +28,7 @@ from ..storage.store import RetryJob, Store
 from . import context, effects, events, idempotency, runs, validate, wire
 from . import schemas as api_schemas
 
-LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop
+LARGE_REQUEST = 256 * 1024  # bytes; bigger puts are prepared off the event loop and written in parts
 MAX_PREPARE_ATTEMPTS = 5
 
 
@@ -186,20 +186,109 @@ async def _put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | No
     durability = wire.durability(req.durability)
     if req.ByteSize() <= LARGE_REQUEST:  # small: prepared and applied in one go, inside the write
         resp, touched = await store.run(put_job(store, req), durability)
-        if ctx is not None:
-            ctx.notify(touched)
-        return resp
+    else:
+        resp, touched = await _put_large(store, req, durability)
+    if ctx is not None:
+        ctx.notify(touched)
+    return resp
+
+
+async def _put_large(store: Store, req: pb.PutCheckpointRequest, durability: str | None):
+    """A large put: every CPU-heavy step off the owner loop, which serves the other requests meanwhile.
+
+    Validation, conversion, tree building and hashing, and the lookup of which nodes are new (with
+    their compression) run in a worker thread against a read snapshot (``_stage``: the compiled hot
+    path does most of it); the new nodes are then written in small writer jobs (``STAGE_CHUNK_*``),
+    other requests' writes running between them; the last job writes the manifest, re-checking
+    what the plan assumed (RetryJob: staged again, the nodes written so far are then found stored).
+    Overload is judged once, before any of this: the put's own jobs are flow-controlled, so it is not
+    refused for the loop lag its own work caused. Garbage collection waits meanwhile (hold_sweeps).
+    """
+    store.check_load()
+    if req.request_id and _answered(store, req):
+        return await store.run(put_job(store, req), durability, flow_controlled=True)  # answered from the record
     loop = asyncio.get_running_loop()
-    for _ in range(MAX_PREPARE_ATTEMPTS):  # large: the CPU work (encoding, hashing) off the event loop
-        plan = await loop.run_in_executor(None, prepare_put, store, req)
-        try:
-            resp, touched = await store.run(put_job(store, req, plan), durability)
-        except RetryJob:
-            continue
-        if ctx is not None:
-            ctx.notify(touched)
-        return resp
+    with store.hold_sweeps():
+        await store.run(_barrier, flow_controlled=True)  # a sweep already in the open transaction: committed
+        for _ in range(MAX_PREPARE_ATTEMPTS):
+            plan, staged = await loop.run_in_executor(None, _stage, store, req)
+            try:
+                await _write_staged(store, staged)
+                wanted = (*plan.roots.values(), *((plan.extra,) if plan.extra else ()))
+                known = {h: staged.ids[h] for h in wanted}
+            except RetryJob:
+                continue
+            finally:  # hundreds of thousands of objects: freed in a worker thread, not on the loop
+                garbage = [plan.nodes, staged.records, staged.index, staged.ids]
+                plan.nodes, staged = [], None
+                loop.run_in_executor(None, _free, garbage)
+                del garbage
+            plan.known = known
+            try:
+                return await store.run(put_job(store, req, plan), durability, flow_controlled=True)
+            except RetryJob:
+                continue
     raise ApiError("CONFLICT", "the base checkpoint kept changing while this put was prepared; retry")
+
+
+STAGE_RECORD_BYTES = 1 << 20  # records of a large put written per writer job ...
+STAGE_INDEX_ENTRIES = 5_000  # ... and hash index entries
+
+
+def _free(garbage: list) -> None:
+    """Drop large lists and dicts a little at a time: freeing one in a single call would hold the GIL
+    (and so the event loop) for all of it."""
+    for obj in garbage:
+        if isinstance(obj, dict):
+            pop = obj.popitem
+            for _ in range(len(obj)):
+                pop()
+        else:
+            while obj:
+                del obj[-1024:]
+    garbage.clear()
+
+
+def _barrier(txn) -> None:
+    return None
+
+
+def _answered(store: Store, req: pb.PutCheckpointRequest) -> bool:
+    """Whether ``req.request_id`` already has a recorded answer (then the put is not prepared at all)."""
+    ns = validate.namespace(req.namespace)
+    request_id = validate.ident(req.request_id, "request_id")
+    with store.read() as txn:
+        return txn.get(layout.request_key(ns, request_id), db=store.db["requests"]) is not None
+
+
+def _stage(store: Store, req: pb.PutCheckpointRequest):
+    """(Worker thread) validate and convert a put, plan it and stage its new nodes, on one snapshot."""
+    put_in = put_input(req)
+    with store.read() as txn:
+        plan = checkpoints.plan_put(store, put_in, txn)
+        roots = [*plan.roots.values(), *((plan.extra,) if plan.extra else ())]
+        staged = nodes.stage(txn, store, plan.nodes, plan.known, roots)
+    return plan, staged
+
+
+async def _write_staged(store: Store, staged: nodes.Staged) -> None:
+    """Write staged nodes in small jobs, each acknowledged before the next (a later one never builds on a
+    lost commit): the records first, in id order (reachable by id only), then the hash index in key
+    order (so each job touches one range of the index's pages, not all of them; a node becomes findable
+    by hash only when every record of the put is stored)."""
+    parts, part, size = [], [], 0
+    for rec in staged.records:
+        part.append(rec)
+        size += len(rec[1])
+        if size >= STAGE_RECORD_BYTES:
+            parts.append((nodes.write_records, part))
+            part, size = [], 0
+    if part:
+        parts.append((nodes.write_records, part))
+    index = staged.index
+    parts.extend((nodes.write_index, index[i:i + STAGE_INDEX_ENTRIES]) for i in range(0, len(index), STAGE_INDEX_ENTRIES))
+    for fn, items in parts:
+        await store.run(lambda txn, fn=fn, items=items: fn(txn, store, items), flow_controlled=True)
 
 
 # ----------------------------------------------------------------- writes
@@ -406,7 +495,7 @@ async def prune(store: Store, req: pb.PruneCheckpointsRequest, on_garbage=None) 
         return pb.PruneCheckpointsResponse(deleted_checkpoints=deleted)
 
     resp = await store.run(lambda txn: idempotency.run(
-        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply))
+        txn, store.db, ns, "PruneCheckpoints", req, pb.PruneCheckpointsResponse, apply), frees=True)
     if on_garbage and resp.deleted_checkpoints:
         on_garbage()
     return resp

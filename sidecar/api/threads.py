@@ -103,7 +103,7 @@ async def delete(store: Store, req: pb.DeleteThreadRequest, on_garbage=None) -> 
         return pb.DeleteThreadResponse(deleted=rec is not None, deleted_checkpoints=n)
 
     resp = await store.run(lambda txn: idempotency.run(
-        txn, store.db, ns, "DeleteThread", req, pb.DeleteThreadResponse, apply))
+        txn, store.db, ns, "DeleteThread", req, pb.DeleteThreadResponse, apply), frees=True)
     if on_garbage and resp.deleted:
         on_garbage()
     return resp

@@ -225,6 +225,28 @@ class Packer:
         remember(h, encoding)
         return _PACKED + did + frame
 
+    def for_thread(self) -> Callable[[bytes, bytes], bytes]:
+        """A ``pack`` for one other thread (a large request staged off the owner thread): its own
+        compressor of the current dictionary (a zstd compressor must not be used by two threads at
+        once), no sampling, no read cache (the owner thread does not see these nodes until they are
+        written)."""
+        if not self.enabled:
+            return lambda h, stored: stored
+        did, _ = self.current
+        cctx = zstandard.ZstdCompressor(level=LEVEL, write_checksum=False, write_dict_id=False) \
+            if did == NO_DICT else self._compressor(_dicts[did])
+
+        def pack(h: bytes, stored: bytes) -> bytes:
+            n = len(stored)
+            if n < MIN_SIZE:
+                return stored
+            frame = cctx.compress(stored[1:])
+            if 1 + ID_SIZE + len(frame) >= n:
+                return stored
+            return _PACKED + did + frame
+
+        return pack
+
     def _sample(self, encoding: bytes) -> None:
         samples = self._samples
         samples.append(encoding)

@@ -16,7 +16,9 @@ reachable blob:
    order: a node's children always have smaller ids than the node (they are
    written first), so parents go before their children and every stored
    node keeps all its descendants at every moment — a write that finds a
-   node by hash may rely on its whole subtree being there.
+   node by hash may rely on its whole subtree being there. While a large
+   write is staged against a read snapshot (nodes.stage), sweeps wait
+   (Store.hold_sweeps): what that snapshot showed stays.
 5. Switch the keep-set off. The same cycle also drops expired request ids.
 
 A crash in the middle loses nothing: each sweep batch is one transaction and
@@ -37,6 +39,7 @@ from .store import Store
 log = logging.getLogger("sidecar.gc")
 
 SWEEP_BATCH = 2000
+HOLD_WAIT = 0.05  # seconds a sweep waits while a large write is staged (Store.hold_sweeps)
 
 
 @dataclass
@@ -133,7 +136,7 @@ class GarbageCollector:
         def switch_on(txn):
             store.gc_keep = set()
 
-        store.write(switch_on)
+        store.write(switch_on, frees=True)
         try:
             marked: set[bytes] = set()
             with store.read() as txn:
@@ -144,7 +147,12 @@ class GarbageCollector:
             stats.reachable_blobs = len(marked)
             for i in range(0, len(candidates), SWEEP_BATCH):
                 batch = candidates[i:i + SWEEP_BATCH]
-                freed, nbytes = store.write(lambda txn, batch=batch: self._sweep(txn, batch, marked))
+                while True:  # a large write being staged holds sweeps (Store.hold_sweeps): wait for it
+                    swept = store.write(lambda txn, batch=batch: self._sweep(txn, batch, marked), frees=True)
+                    if swept is not None:
+                        break
+                    time.sleep(HOLD_WAIT)
+                freed, nbytes = swept
                 stats.freed_blobs += freed
                 stats.freed_bytes += nbytes
         finally:
@@ -152,19 +160,21 @@ class GarbageCollector:
                 store.gc_keep = None
                 records.expire_requests(txn, store.db)
 
-            store.write(switch_off)
+            store.write(switch_off, frees=True)
         if stats.freed_blobs:
             # LMDB hands out the pages a transaction freed only from the second commit after it on. One
             # small commit now, so that the next write can use the space at once: on a full disk it is
             # the only space there is (tests/test_faults.py test_disk_full_then_space_again).
-            store.write(lambda txn: txn.put(b"gc_runs", layout.u64(self.runs + 1), db=store.db["meta"]))
+            store.write(lambda txn: txn.put(b"gc_runs", layout.u64(self.runs + 1), db=store.db["meta"]), frees=True)
         stats.seconds = time.monotonic() - started
         log.info("gc: %d reachable, freed %d blobs (%d bytes) in %.3fs", stats.reachable_blobs,
                  stats.freed_blobs, stats.freed_bytes, stats.seconds)
         return stats
 
-    def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int]:
+    def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int] | None:
         store = self.store
+        if store.sweep_holds:
+            return None  # (owner thread: no hold can begin while this job runs)
         node_db = store.db["nodes"]
         keep = store.gc_keep or set()
         if keep:

@@ -16,6 +16,7 @@ such full-key entry up to it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import msgspec
@@ -23,6 +24,7 @@ import msgspec
 from agentstate.codec import array_header, map_header
 
 from . import hotpath as hp
+from . import layout
 from .store import RetryJob, Store
 
 _str_encoder = msgspec.msgpack.Encoder()
@@ -70,7 +72,8 @@ def index_delete(txn, store: Store, h: bytes, node_id: bytes) -> None:
     index = store.db["hashes"]
     short = h[:INDEX_KEY]
     if txn.get(short, db=index) != node_id:
-        txn.delete(h, db=index)
+        if txn.get(h, db=index) == node_id:
+            txn.delete(h, db=index)
         return
     txn.delete(short, db=index)
     cursor = txn.cursor(db=index)
@@ -167,3 +170,97 @@ def value_encoding(root_id: bytes, fetch: Callable[[bytes], bytes]) -> bytes:
         return map_header(len(entries)) + b"".join(
             _str_encoder.encode(k) + hp.stored_encoding(record(fetch, node_id), fetch) for k, node_id in entries)
     return hp.stored_encoding(rec, fetch)
+
+
+# ----------------------------------------------------------------- large writes, staged
+
+def _no_child(h: bytes) -> bytes:  # a value node refers to no other node
+    raise hp.CorruptNode("a value node with a child")
+
+
+@dataclass
+class Staged:
+    """A large write's new nodes, ready to store (:func:`stage`): ``records`` (id, record) in id order,
+    ``index`` (short key, id, hash) grouped by the key's first byte, ``ids`` hash -> id of every node the roots reach that
+    the write needs (stored before or new)."""
+
+    records: list
+    index: list
+    ids: dict
+
+
+def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> Staged:
+    """The CPU work of :func:`write`, done on any thread against a read snapshot ``txn`` (for a large
+    request, so that it does not hold the owner loop): which nodes of the trees of ``roots`` are missing,
+    their ids (a block reserved *after* the snapshot was opened, so every node it shows has a smaller id
+    and children keep smaller ids than their parents, which gc.py relies on) and their stored records
+    (value nodes maybe compressed).
+
+    The caller keeps garbage collection from deleting what the snapshot showed until the write is
+    done (``Store.hold_sweeps``). RetryJob when a node the request relied on is gone."""
+    ids = dict(known)
+    built = {h: node for h, node in nodes}  # (not dict(nodes): one C call holding the GIL for all of it)
+    new: list = []  # (hash, node), children before parents
+    seen: set[bytes] = set()
+
+    def walk(h: bytes) -> None:
+        if h in seen or h in ids:
+            return
+        node_id = index_get(txn, store, h)
+        if node_id is not None:
+            ids[h] = node_id
+            return
+        node = built.get(h)
+        if node is None:
+            raise RetryJob()
+        if node[0] != TAG_VALUE:
+            for child in hp.children(node):
+                walk(child)
+        seen.add(h)
+        new.append((h, node))
+
+    for h in roots:
+        walk(h)
+    first = store.reserve_node_ids(len(new))
+    u64 = layout.u64
+    for k, (h, _) in enumerate(new):
+        ids[h] = u64(first + k)
+    pack = store.packer.for_thread()
+    get = ids.__getitem__
+    records = [(ids[h], h + (pack(h, hp.stored_node(node, _no_child)) if node[0] == TAG_VALUE
+                             else hp.stored_node(node, get))) for h, node in new]
+    buckets: list[list] = [[] for _ in range(256)]  # by first byte: one range of the index each (no sort:
+    for h, _ in new:                                # a sort of it all is one C call holding the GIL)
+        buckets[h[0]].append((h[:INDEX_KEY], ids[h], h))
+    return Staged(records, [entry for bucket in buckets for entry in bucket], ids)
+
+
+def write_records(txn, store: Store, records: list) -> None:
+    """(In a write) store staged records; they are reached by id only, until :func:`write_index`."""
+    txn.cursor(db=store.db["nodes"]).putmulti(records)
+
+
+def write_index(txn, store: Store, entries: list) -> None:
+    """(In a write, after every record of the write is stored) index staged nodes by hash.
+
+    A short key already there belongs to a node with another hash (a short-key twin) or, when another
+    write stored the same content after the put was staged, to a copy of the very node: either way this
+    node goes under its full hash, as for twins. A copy costs its bytes only: lookups find the first
+    one, and when that one is deleted, this one moves up to the short key (index_delete)."""
+    index = store.db["hashes"]
+    consumed, added = txn.cursor(db=index).putmulti([(k, node_id) for k, node_id, _ in entries], overwrite=False)
+    if added == len(entries):
+        return
+    for short, node_id, h in entries:  # (rare) which keys were there
+        if txn.get(short, db=index) != node_id:
+            txn.put(h, node_id, db=index, overwrite=False)
+
+
+def indexed(txn, store, h: bytes, node_id: bytes) -> bool:
+    """Whether the index finds node ``node_id`` (hash ``h``) or a copy of it (the same hash, stored by
+    two writes at once: write_index)."""
+    found = index_get(txn, store, h)
+    if found == node_id:
+        return True
+    rec = txn.get(found, db=store.db["nodes"]) if found is not None else None
+    return rec is not None and rec[:H] == h

@@ -86,6 +86,9 @@ _LAG_PROBE = 0.05
 #: transaction (a killed inspector, backup or test process): such a slot pins old pages, so the
 #: file would grow without bound; LMDB does not clear it by itself.
 READER_CHECK_INTERVAL = 5.0
+RESERVE_NAME = "space.reserve"  # a file of RESERVE_BYTES given up when the disk fills (Store.full)
+RESERVE_BYTES = 1 << 20
+LOW_DISK = 16 << 20  # process mode: with less free, the log is cut at every commit (not at 64 MiB)
 
 
 class RetryJob(Exception):
@@ -127,10 +130,11 @@ class _Gate:
 
 
 class _Job:
-    __slots__ = ("fn", "sync", "future", "remote")
+    __slots__ = ("fn", "sync", "future", "remote", "frees")
 
-    def __init__(self, fn: Callable[[Any], Any], sync: bool, future, remote: bool) -> None:
+    def __init__(self, fn: Callable[[Any], Any], sync: bool, future, remote: bool, frees: bool = False) -> None:
         self.fn = fn
+        self.frees = frees  # a delete or a collection: admitted on a full disk (see Store.full)
         self.sync = sync  # acknowledged only after the synced commit
         self.future = future  # concurrent.futures.Future (remote) or asyncio.Future (owner loop)
         self.remote = remote
@@ -203,6 +207,15 @@ class _RecCursor:
         self._ops.append((self._dbi, bytes(key), bytes(value)))
         return old
 
+    def putmulti(self, items, dupdata=True, overwrite=True, append=False):
+        if not overwrite:  # which items were new is known only one by one
+            added = sum(1 for key, value in items if self.put(key, value, dupdata=dupdata, overwrite=False))
+            return len(items), added
+        items = [(bytes(k), bytes(v)) for k, v in items]
+        consumed, added = self._c.putmulti(items, dupdata=dupdata, overwrite=True, append=append)
+        self._ops.extend((self._dbi, k, v) for k, v in items[:consumed])
+        return consumed, added
+
     def pop(self, key):
         old = self._c.pop(key)
         if old is not None:
@@ -273,6 +286,14 @@ class Store:
         self._committed_seq = self._applied
         self._committed = threading.Condition()
         self.loop_lag = 0.0
+        self.sweep_holds = 0  # large writes staged off the owner thread: garbage collection waits (hold_sweeps)
+        # A full disk: LMDB needs free pages even to delete, so the store keeps RESERVE_BYTES of the
+        # filesystem in a file of its own and gives them up when a write finds the disk full; from then on
+        # (``full``) only deletes and collections are admitted, until one of them is acknowledged.
+        self.full = False
+        self._space_at, self._space_pending, self._space_short, self._space_free = 0.0, 0, False, LOW_DISK
+        self._reserve = os.path.join(path, RESERVE_NAME)
+        self._take_reserve()
         self._private: threading.Thread | None = None
         if loop is None:
             self._loop = asyncio.new_event_loop()
@@ -408,6 +429,17 @@ class Store:
         self._next_node += 1
         return layout.u64(node_id)
 
+    def reserve_node_ids(self, n: int) -> int:
+        """The first of ``n`` consecutive node ids no other write will use (any thread: the owner hands
+        them out; a write staged elsewhere numbers its nodes with them). Unused ones are skipped."""
+        if self.on_owner:
+            first = self._next_node
+            self._next_node += n
+            return first
+        done: Future = Future()
+        self._loop.call_soon_threadsafe(lambda: done.set_result(self.reserve_node_ids(n)))
+        return done.result(60)
+
     @property
     def map_size(self) -> int:
         return self.env.info()["map_size"]
@@ -467,28 +499,60 @@ class Store:
 
     # ---------------------------------------------------------- writes
 
-    def _admit(self, refusable: bool = True) -> None:
+    def check_load(self) -> None:
+        """Refuse with OVERLOADED (or SHUTTING_DOWN) as a new write would be, without submitting one:
+        a large write asks once, before its preparation, and its own jobs are then flow-controlled, so
+        it is never refused for the lag its own work caused."""
         if self._closed:
             raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
         inflight = self._inflight
         lag = self.loop_lag
-        if refusable and (inflight >= self.max_queue or lag >= self.max_lag and inflight >= MIN_LAG_BACKLOG):
+        if inflight >= self.max_queue or lag >= self.max_lag and inflight >= MIN_LAG_BACKLOG:
             retry = max(50, min(5000, int(2000 * lag) if lag >= self.max_lag else 50 + inflight // 10))
             raise ApiError("OVERLOADED", f"the sidecar is overloaded ({inflight} writes waiting, "
                            f"{lag * 1000:.0f} ms behind); retry after {retry} ms", retry_after_ms=retry)
+
+    def _admit(self, refusable: bool = True, frees: bool = False) -> None:
+        if refusable:
+            self.check_load()
+        elif self._closed:
+            raise ApiError("SHUTTING_DOWN", "the sidecar is shutting down")
+        if not frees and not self.full and self._log is not None and self._space_low():
+            self._disk_full()
+        if self.full and not frees and self._space_back():
+            self._leave_full("the filesystem has room again")
+        if self.full and not frees:
+            raise ApiError("STORAGE_FULL", "the disk is full: nothing was written; delete threads or data (and "
+                           "collect garbage) to free space, writes resume after that")
         with self._count_lock:
             self._inflight += 1
+
+    @contextlib.contextmanager
+    def hold_sweeps(self) -> Iterator[None]:
+        """While held, garbage collection deletes nothing (its sweep jobs wait): a large write staged
+        against a read snapshot may rely on every node that snapshot shows. Take it before the
+        snapshot, and let one write be acknowledged after taking it (a sweep already in the open
+        transaction is then committed, so the snapshot shows its deletes)."""
+        with self._count_lock:
+            self.sweep_holds += 1
+        try:
+            yield
+        finally:
+            with self._count_lock:
+                self.sweep_holds -= 1
 
     def _is_sync(self, durability: str | None) -> bool:
         return self._log is None or durability != "process" and (durability == "sync" or self.durability == "sync")
 
-    def submit(self, fn: Callable[[Any], Any], durability: str | None = None) -> Future:
+    def submit(self, fn: Callable[[Any], Any], durability: str | None = None, *,
+               flow_controlled: bool = False, frees: bool = False) -> Future:
         """Run ``fn(txn)`` as a write; the future holds its result once acknowledged (see the module doc).
 
         ``durability`` None uses the store's mode; ``"sync"`` makes a process-mode store acknowledge
-        this write only after its synced commit (a sync store ignores ``"process"``)."""
-        self._admit()
-        job = _Job(fn, self._is_sync(durability), Future(), True)
+        this write only after its synced commit (a sync store ignores ``"process"``). ``flow_controlled``:
+        as in :meth:`start`; ``frees``: a delete or collection, admitted on a full disk (``full``)."""
+        self._admit(refusable=not flow_controlled, frees=frees)
+        job = _Job(fn, self._is_sync(durability), Future(), True, frees)
         if self.on_owner:
             job.future.set_running_or_notify_cancel()
             self._run(job)
@@ -496,30 +560,32 @@ class Store:
             self._loop.call_soon_threadsafe(self._run_remote, job)
         return job.future
 
-    async def run(self, fn: Callable[[Any], Any], durability: str | None = None) -> Any:
+    async def run(self, fn: Callable[[Any], Any], durability: str | None = None, *,
+                  flow_controlled: bool = False, frees: bool = False) -> Any:
         """``await`` form of :meth:`submit` for coroutines; on the owner loop without a thread hop."""
         if not self.on_owner:
-            return await asyncio.wrap_future(self.submit(fn, durability))
-        return await self.start(fn, durability)
+            return await asyncio.wrap_future(self.submit(fn, durability, flow_controlled=flow_controlled,
+                                                         frees=frees))
+        return await self.start(fn, durability, flow_controlled=flow_controlled, frees=frees)
 
     def start(self, fn: Callable[[Any], Any], durability: str | None = None, *,
-              flow_controlled: bool = False) -> asyncio.Future:
+              flow_controlled: bool = False, frees: bool = False) -> asyncio.Future:
         """(Owner loop only) run ``fn(txn)`` now; the asyncio future resolves when it is acknowledged.
 
         ``flow_controlled``: the caller bounds its own writes in flight (a StreamWrites stream reads at most
         its window of requests ahead of its acknowledgements), so this write is never refused with
         OVERLOADED: a busy sidecar slows the stream down instead."""
-        self._admit(refusable=not flow_controlled)
-        job = _Job(fn, self._is_sync(durability), self._loop.create_future(), False)
+        self._admit(refusable=not flow_controlled, frees=frees)
+        job = _Job(fn, self._is_sync(durability), self._loop.create_future(), False, frees)
         self._run(job)
         return job.future
 
-    def write(self, fn: Callable[[Any], Any], durability: str | None = None) -> Any:
+    def write(self, fn: Callable[[Any], Any], durability: str | None = None, *, frees: bool = False) -> Any:
         """Run ``fn(txn)`` as a write and wait until it is acknowledged."""
         if not self.on_owner:
-            return self.submit(fn, durability).result()
-        self._admit()
-        job = _Job(fn, self._is_sync(durability), Future(), True)
+            return self.submit(fn, durability, frees=frees).result()
+        self._admit(frees=frees)
+        job = _Job(fn, self._is_sync(durability), Future(), True, frees)
         job.future.set_running_or_notify_cancel()
         self._run(job)
         if not job.future.done():
@@ -551,7 +617,7 @@ class Store:
             parent = self._begin()
             child = self.env.begin(write=True, parent=parent, db=self.db["nodes"])
         except lmdb.Error as e:
-            self._done(job, None, _storage_error(e))
+            self._done(job, None, _storage_error(e, self.path))
             return
         ops: list | None = [] if self._log is not None else None
         txn = child if ops is None else _Recorder(child, ops, self._index, self._nodes_index)
@@ -602,6 +668,10 @@ class Store:
             reason = error.reason if isinstance(error, ApiError) else type(error).__name__
             failures = self.stats.write_failures
             failures[reason] = failures.get(reason, 0) + 1
+            if reason == "STORAGE_FULL" and not self.full:
+                self._disk_full()
+        elif job.frees and self.full:
+            self._leave_full("a delete or collection succeeded")
         fut = job.future
         if fut.done():
             return
@@ -650,7 +720,7 @@ class Store:
             log.error("commit failed: %s", e)
             self._recover_env()
             self.stats.commit_failures += 1
-            self._after_lost_txn(waiting, error=_storage_error(e))
+            self._after_lost_txn(waiting, error=_storage_error(e, self.path))
             return
         self.commits += 1
         self.stats.commit_seconds.observe(elapsed)
@@ -662,7 +732,7 @@ class Store:
             with self._committed:
                 self._committed_seq = seq
                 self._committed.notify_all()
-            self._log.committed(seq)
+            self._log.committed(seq, cut=self._space_free < LOW_DISK)  # on a small disk the log stays small
         for job, result in waiting:
             self._done(job, result, None)
 
@@ -716,6 +786,62 @@ class Store:
             self._done(job, None, ApiError("STORAGE_FULL", "disk is full: nothing was written"))
             return
         self._run(job)
+
+    def _space_low(self) -> bool:
+        """Process mode: whether the filesystem still has room to commit what the log holds (twice the
+        log's bytes since the last commit, and the reserve): past that, a new write could be acknowledged
+        (logged) but never committed. Looked at every 0.1 s, or sooner when the log grew by 256 KiB."""
+        now = time.monotonic()
+        if now - self._space_at >= 0.1 or self._pending_bytes - self._space_pending >= 256 << 10:
+            self._space_at, self._space_pending = now, self._pending_bytes
+            try:
+                self._space_free = shutil.disk_usage(self.path).free
+            except OSError:
+                self._space_free = LOW_DISK
+            self._space_short = self._space_free < 2 * self._pending_bytes + RESERVE_BYTES
+        return self._space_short
+
+    def _space_back(self) -> bool:
+        """(Full) whether the filesystem has room again (someone freed space outside the store, or the
+        failure was passing): looked at every 0.1 s."""
+        now = time.monotonic()
+        if now - self._space_at >= 0.1:
+            self._space_at = now
+            try:
+                self._space_free = shutil.disk_usage(self.path).free
+            except OSError:
+                self._space_free = 0
+        return self._space_free >= 4 * RESERVE_BYTES + 2 * self._pending_bytes
+
+    def _leave_full(self, why: str) -> None:
+        self.full = False
+        self._space_at, self._space_short = 0.0, False  # (process mode: looked at again at the next write)
+        log.warning("%s: writes are admitted again", why)
+        self._take_reserve()
+
+    def _take_reserve(self) -> None:
+        """Keep RESERVE_BYTES of the filesystem in the reserve file (when there is room for it)."""
+        try:
+            if os.path.exists(self._reserve) or shutil.disk_usage(self.path).free < 4 * RESERVE_BYTES:
+                return
+            fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT, 0o600)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            log.warning("cannot keep a space reserve in %s: %s", self._reserve, e)
+            with contextlib.suppress(OSError):
+                os.unlink(self._reserve)
+
+    def _disk_full(self) -> None:
+        """A write found the disk full: give up the reserve (so deletes find room) and admit only deletes
+        and collections until one of them is acknowledged."""
+        self.full = True
+        self._space_at = 0.0  # look at the filesystem again at the next write
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._reserve)
+        log.error("the disk is full: only deletes and garbage collection are admitted until one succeeds")
 
     def _grow(self) -> bool:
         """Double the map (owner thread, no transaction open); False when the disk is full."""
@@ -808,9 +934,25 @@ class Store:
         self.env.sync(True)
 
 
-def _storage_error(e: lmdb.Error) -> ApiError:
+#: free bytes below which a failed write is taken for a full disk: LMDB reports a write that the
+#: filesystem cut short (it ran out of space in the middle) as EIO, not ENOSPC (tests/test_smallfs.py)
+FULL_DISK_FREE = 1 << 20
+
+
+def _disk_nearly_full(path: str | None) -> bool:
+    if path is None:
+        return False
+    try:
+        return shutil.disk_usage(path).free < FULL_DISK_FREE
+    except OSError:
+        return False
+
+
+def _storage_error(e: lmdb.Error, path: str | None = None) -> ApiError:
     if isinstance(e, lmdb.DiskError) or "No space" in str(e):
         return ApiError("STORAGE_FULL", f"disk full or failing: nothing was written ({e})")
+    if ("Input/output error" in str(e) or isinstance(e, lmdb.PanicError)) and _disk_nearly_full(path):
+        return ApiError("STORAGE_FULL", f"disk full: nothing was written ({e})")
     if "Input/output error" in str(e) or isinstance(e, lmdb.PanicError):
         return ApiError("STORAGE_IO_ERROR", f"the disk failed a write: nothing was written ({e}); retry later")
     log.error("LMDB error: %s", e)

@@ -175,7 +175,7 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
                 bad_nodes.add(node_id)
                 report.damaged.append(Damage("nodes", node_id.hex(), str(e)))
                 continue
-            if nodes.index_get(txn, tables, h) != node_id:
+            if not nodes.indexed(txn, tables, h, node_id):
                 report.damaged.append(Damage("hashes", h.hex(), f"does not map back to node {node_id.hex()}"))
         report.nodes = n
         tick("nodes", n, total_nodes)

@@ -111,10 +111,11 @@ class Log:
         self.size += len(rec)
         return seq
 
-    def committed(self, seq: int) -> None:
-        """LMDB has committed everything up to ``seq``: start a new file when this one is big and
-        delete the files whose records are all committed."""
-        if self.size >= ROTATE_BYTES and seq == self.seq:
+    def committed(self, seq: int, cut: bool = False) -> None:
+        """LMDB has committed everything up to ``seq``: start a new file when this one is big (or, with
+        ``cut``, whatever its size: the disk is short of space) and delete the files whose records are
+        all committed."""
+        if (self.size >= ROTATE_BYTES or cut and self.size) and seq == self.seq:
             os.close(self.fd)
             self._open(seq + 1)
         for first, name in wal_files(self.path):

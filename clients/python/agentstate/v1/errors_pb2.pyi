@@ -65,6 +65,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCHEMA_VERSION_UNREADABLE: _ClassVar[ErrorReason]
     SCHEMA_CONFLICT: _ClassVar[ErrorReason]
     SCHEMA_NOT_FOUND: _ClassVar[ErrorReason]
+    TOO_MANY_CALLS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -124,3 +125,4 @@ SCHEMA_MIGRATION_FAILED: ErrorReason
 SCHEMA_VERSION_UNREADABLE: ErrorReason
 SCHEMA_CONFLICT: ErrorReason
 SCHEMA_NOT_FOUND: ErrorReason
+TOO_MANY_CALLS: ErrorReason

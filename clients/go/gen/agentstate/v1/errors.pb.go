@@ -231,6 +231,11 @@ const (
 	// SCHEMA_NOT_FOUND (NOT_FOUND): no schema of that name in the namespace,
 	// or a version it does not have ("schema", "version").
 	ErrorReason_SCHEMA_NOT_FOUND ErrorReason = 63
+	// Numbers 75-79: resource limits and fairness (docs/security.md "Limits").
+	// TOO_MANY_CALLS (RESOURCE_EXHAUSTED): the connection already has
+	// --max-calls-per-connection calls in progress ("limit"); retry once some
+	// of them have ended.
+	ErrorReason_TOO_MANY_CALLS ErrorReason = 75
 )
 
 // Enum value maps for ErrorReason.
@@ -295,6 +300,7 @@ var (
 		61: "SCHEMA_VERSION_UNREADABLE",
 		62: "SCHEMA_CONFLICT",
 		63: "SCHEMA_NOT_FOUND",
+		75: "TOO_MANY_CALLS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -356,6 +362,7 @@ var (
 		"SCHEMA_VERSION_UNREADABLE":  61,
 		"SCHEMA_CONFLICT":            62,
 		"SCHEMA_NOT_FOUND":           63,
+		"TOO_MANY_CALLS":             75,
 	}
 )
 
@@ -390,7 +397,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xd0\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xe4\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
@@ -455,7 +462,8 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x17SCHEMA_MIGRATION_FAILED\x10<\x12\x1d\n" +
 	"\x19SCHEMA_VERSION_UNREADABLE\x10=\x12\x13\n" +
 	"\x0fSCHEMA_CONFLICT\x10>\x12\x14\n" +
-	"\x10SCHEMA_NOT_FOUND\x10?B^\n" +
+	"\x10SCHEMA_NOT_FOUND\x10?\x12\x12\n" +
+	"\x0eTOO_MANY_CALLS\x10KB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
