@@ -69,6 +69,9 @@ REASONS: dict[str, grpc.StatusCode] = {
     "NAMESPACE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "ROLE_DENIED": grpc.StatusCode.PERMISSION_DENIED,
     "STORAGE_IO_ERROR": grpc.StatusCode.UNAVAILABLE,
+    # 70-74: encryption at rest (storage/encryption.py)
+    "ENCRYPTION_KEY_MISSING": grpc.StatusCode.FAILED_PRECONDITION,
+    "ENCRYPTED_RECORD_INVALID": grpc.StatusCode.DATA_LOSS,
 }
 
 

@@ -271,7 +271,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             cv.root = root
             continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
-                     known_lists)
+                     known_lists, ns=ns)
     if (values if extra is None else extra) and m.extra is not None:
         wire.set_value(out.extra, hp.stored_encoding(nodes.record(fetch, m.extra), fetch))
     if pending_writes:
@@ -279,14 +279,14 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
 
 
 def fill_channel(cv: pb.ChannelValue, txn, store: Store, root: bytes, root_id: bytes, fetch,
-                 known: bytes | None = None, known_lists: dict | None = None) -> None:
+                 known: bytes | None = None, known_lists: dict | None = None, *, ns: str) -> None:
     """Fill one ChannelValue: the root, and the value unless it equals ``known`` (a root the client
     has) or is a list related to it by a prefix (then a delta: state/checkpoints.list_delta)."""
     cv.root = root
     if known == root:
         return
     if known is not None:
-        delta = checkpoints.list_delta(txn, store, known, root_id, fetch, known_lists)
+        delta = checkpoints.list_delta(txn, store, ns, known, root_id, fetch, known_lists)
         if delta is not None:
             keep_first, appended = delta
             cv.delta.base_root = known

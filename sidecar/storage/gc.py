@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass
 
 from . import hotpath as hp
-from . import layout, nodes, records, stats
+from . import encryption, layout, nodes, records, stats
+from ..errors import ApiError
 from .store import Store
 
 log = logging.getLogger("sidecar.gc")
@@ -180,7 +181,7 @@ class GarbageCollector:
 
     def _sweep(self, txn, batch: list[bytes], marked: set[bytes]) -> tuple[int, int]:
         store = self.store
-        node_db = store.db["nodes"]
+        node_db, scope_db = store.db["nodes"], store.db["nodescope"]
         keep = store.gc_keep or set()
         if keep:
             get = txn.get
@@ -192,7 +193,9 @@ class GarbageCollector:
                 continue
             rec = txn.pop(node_id, db=node_db)
             if rec is not None:
-                nodes.index_delete(txn, store, rec[:hp.HASH_SIZE], node_id)
+                scope = txn.pop(node_id, db=scope_db)  # an encrypted namespace's node: indexed under its scope
+                prefix = b"" if scope is None else bytes(scope[:encryption.SCOPE_SIZE])
+                nodes.index_delete(txn, store, rec[:hp.HASH_SIZE], node_id, prefix)
                 freed += 1
                 nbytes += len(rec)
         return freed, nbytes
@@ -215,12 +218,15 @@ def check_integrity(store: Store) -> dict:
                 continue
             h = rec[:hp.HASH_SIZE]
             try:
+                rec = encryption.plain(rec)  # a sealed value: its tag checked (ApiError without its key)
                 canonical = hp.canonical_node(rec[hp.HASH_SIZE:], lambda c: (get(c, db=node_db) or b"")[:hp.HASH_SIZE])
                 if hp.hash_bytes(canonical) != h:
                     problems.append(f"node {node_id.hex()} does not match its hash")
             except hp.CorruptNode as e:
                 problems.append(f"node {node_id.hex()}: {e}")
-            if nodes.index_get(txn, store, h) != node_id:
+            except ApiError as e:
+                problems.append(f"node {node_id.hex()}: {e.message}")
+            if nodes.lookup(txn, store.db, h, nodes.scope_of(txn, store, node_id)) != node_id:
                 problems.append(f"hash index entry of node {node_id.hex()} is wrong")
         checkpoints = txn.stat(store.db["ckpts"])["entries"]
     return {"checked_checkpoints": checkpoints, "checked_blobs": len(marked) - len(missing),

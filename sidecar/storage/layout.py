@@ -63,6 +63,8 @@ cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its Th
 ``ctimers``   due_us(u64 BE) kind(1 byte: I idle, F fallback) ns NUL thread_id [NUL level(u8) first_seq(u64 BE)]
               -> tkey (the sweeper's order)
 ``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
+``nodescope`` node id -> scope (8 bytes) + ns: the node belongs to that encrypted namespace and is indexed in
+              ``hashes`` under scope + hash (storage/encryption.py); nodes without an entry are shared
 
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
@@ -95,7 +97,8 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "mempaths", "mempathid", "memitems", "memids", "memupd", "memexp", "memhist", "memvec", "memspace",
             "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
-            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib")
+            "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
+            "nodescope")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")

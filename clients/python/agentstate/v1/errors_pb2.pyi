@@ -55,6 +55,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     NAMESPACE_DENIED: _ClassVar[ErrorReason]
     ROLE_DENIED: _ClassVar[ErrorReason]
     STORAGE_IO_ERROR: _ClassVar[ErrorReason]
+    ENCRYPTION_KEY_MISSING: _ClassVar[ErrorReason]
+    ENCRYPTED_RECORD_INVALID: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -104,3 +106,5 @@ AUTH_INVALID: ErrorReason
 NAMESPACE_DENIED: ErrorReason
 ROLE_DENIED: ErrorReason
 STORAGE_IO_ERROR: ErrorReason
+ENCRYPTION_KEY_MISSING: ErrorReason
+ENCRYPTED_RECORD_INVALID: ErrorReason

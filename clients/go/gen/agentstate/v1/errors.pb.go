@@ -185,6 +185,17 @@ const (
 	// nothing of the request was written. Retry later (with the same
 	// request_id).
 	ErrorReason_STORAGE_IO_ERROR ErrorReason = 54
+	// Numbers 70-74: encryption at rest (docs/security.md).
+	// ENCRYPTION_KEY_MISSING (FAILED_PRECONDITION): the namespace is encrypted
+	// and the key its values were sealed with (or, for a write, any key of
+	// it) is not loaded ("namespace", "key_id"). A removed key makes the
+	// namespace's values unreadable for good (crypto-shredding).
+	ErrorReason_ENCRYPTION_KEY_MISSING ErrorReason = 70
+	// ENCRYPTED_RECORD_INVALID (DATA_LOSS): a sealed value does not
+	// authenticate under its key: the record was altered, or the key file
+	// holds other key material under the key's id ("namespace", "key_id",
+	// "node").
+	ErrorReason_ENCRYPTED_RECORD_INVALID ErrorReason = 71
 )
 
 // Enum value maps for ErrorReason.
@@ -239,6 +250,8 @@ var (
 		52: "NAMESPACE_DENIED",
 		53: "ROLE_DENIED",
 		54: "STORAGE_IO_ERROR",
+		70: "ENCRYPTION_KEY_MISSING",
+		71: "ENCRYPTED_RECORD_INVALID",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -290,6 +303,8 @@ var (
 		"NAMESPACE_DENIED":           52,
 		"ROLE_DENIED":                53,
 		"STORAGE_IO_ERROR":           54,
+		"ENCRYPTION_KEY_MISSING":     70,
+		"ENCRYPTED_RECORD_INVALID":   71,
 	}
 )
 
@@ -324,7 +339,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xc3\b\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xfd\b\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -378,7 +393,9 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\fAUTH_INVALID\x103\x12\x14\n" +
 	"\x10NAMESPACE_DENIED\x104\x12\x0f\n" +
 	"\vROLE_DENIED\x105\x12\x14\n" +
-	"\x10STORAGE_IO_ERROR\x106B^\n" +
+	"\x10STORAGE_IO_ERROR\x106\x12\x1a\n" +
+	"\x16ENCRYPTION_KEY_MISSING\x10F\x12\x1c\n" +
+	"\x18ENCRYPTED_RECORD_INVALID\x10GB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
