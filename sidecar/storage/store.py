@@ -234,6 +234,10 @@ class Store:
         current = os.path.getsize(data_file) if os.path.exists(data_file) else 0
         size = max(map_size or DEFAULT_MAP_SIZE, 2 * current)
         self._sync = sync
+        # LMDB writes whole pages: without zeroing its page buffers (meminit) the unused part of a page can
+        # carry old heap bytes -- plaintext of sealed values among them -- into the file. A store given keys
+        # (storage/encryption.py) pays the memset.
+        self._meminit = keys is not None
         self.db: dict = {}
         self._by_index: list = []
         self._open_env(size)
@@ -305,7 +309,7 @@ class Store:
         """Open the LMDB environment and its sub-databases (the handle dicts are updated in place)."""
         self.env = lmdb.open(self.path, map_size=size, max_dbs=len(layout.DB_NAMES) + 8, max_readers=126,
                              sync=self._sync, metasync=self._sync, subdir=True, lock=True, readahead=False,
-                             mode=0o600, meminit=False, writemap=False)
+                             mode=0o600, meminit=self._meminit, writemap=False)
         self.db.clear()
         self.db.update({name: self.env.open_db(name.encode()) for name in layout.DB_NAMES})
         self._by_index[:] = [self.db[name] for name in layout.DB_NAMES]
@@ -344,6 +348,9 @@ class Store:
         meta = self.db["meta"]
         if ring is not None:
             encryption.remember(txn, meta, ring)
+            if ring.keys and not self._meminit:
+                log.warning("encryption keys loaded into a store opened without them: until a restart, unused "
+                            "parts of LMDB pages may carry old heap bytes (plaintext) into the file")
         used, namespaces = encryption.remembered(txn, meta)
         old = self._installed
         self._installed = encryption.install(ring, {kid: (ns, name) for kid, (ns, name, _) in used.items()})
