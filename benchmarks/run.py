@@ -34,6 +34,10 @@ conversations
     benchmarks/bench_conversations.py: sessions of 10², 10⁴ and 10⁵ items (quick: 10², 10³), get_items(20)
     through SidecarSession and GetContext(8000) next to an echo floor of the same bytes, batched add_items,
     bytes per item, the SDK's SQLiteSession on the same stream, compaction-due to a watching worker.
+encryption
+    benchmarks/bench_encryption.py: sequential puts and gets of a fresh 2 KB value against a sidecar without
+    keys and one whose namespace is encrypted (--encryption-keys), p50/p99 and the ratio, and AES-256-GCM's
+    seal/open of one record in process.
 
 Targets are checked and printed as met/MISSED with the measured figure (never a pass/fail exit: a run
 always exits 0 unless a workload broke). ``--json PATH`` writes every number, for comparing commits.
@@ -59,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations")
+WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations", "encryption")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -493,6 +497,11 @@ def _conversations(base: Path, quick: bool, log) -> dict:
     return bench_conversations.conversations(base, quick, log)
 
 
+def _encryption(base: Path, quick: bool, log) -> dict:
+    import bench_encryption
+    return bench_encryption.encryption_workload(base, quick, log)
+
+
 def checks(res: dict) -> list[tuple[str, bool, str]]:
     out = []
     d = res.get("direct-lmdb")
@@ -582,6 +591,11 @@ def report(res: dict) -> str:
         import bench_conversations
         lines += ["", "conversations (Agents SDK items; SidecarSession and GetContext side by side with SQLiteSession)",
                   bench_conversations.table(cv)]
+    en = res.get("encryption")
+    if en:
+        import bench_encryption
+        lines += ["", f"encryption at rest ({en['calls']} sequential puts and gets of a {en['size']}-byte value "
+                  "per variant, process durability)", bench_encryption.table(en)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -615,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
-                  "memory": memory, "conversations": _conversations}.get(name)
+                  "memory": memory, "conversations": _conversations, "encryption": _encryption}.get(name)
             res[name] = fleet(base, opts.quick, log, opts.agents) if name == "fleet" else fn(base, opts.quick, log)
             res["seconds"][name] = round(time.monotonic() - t, 1)
     finally:
