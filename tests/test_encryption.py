@@ -218,6 +218,7 @@ def test_values_sealed_at_rest_and_shredded_with_their_key(tmp_path):
             with expect_error(CODES.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace=SEC):
                 c.put_checkpoint("t2", {"x": "would be plaintext next to sealed records"})
             assert [t.thread_id for t in c.list_threads()] == ["t"]  # ids and metadata are not encrypted
+            assert c.check_integrity().problems == []  # shredded values are not damage
         with proc.client(namespace=OPEN) as c:
             _check_content(c, "t", open_mark)
     finally:
