@@ -70,9 +70,6 @@ from dataclasses import dataclass, field
 
 import msgspec
 from blake3 import blake3
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from ..errors import ApiError
 
 TAG_SEALED = 0x65  # e
@@ -117,6 +114,8 @@ class Key:
     __slots__ = ("namespace", "name", "id", "_aead", "check")
 
     def __init__(self, namespace: str, name: str, material: bytes) -> None:
+        # imported here: a sidecar without keys does not pay for loading cryptography at start
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: PLC0415
         self.namespace = namespace
         self.name = name
         self.id = key_id(namespace, name)
@@ -131,6 +130,7 @@ class Key:
         return _SEALED + self.id + nonce + self._aead.encrypt(nonce, stored, _AD + self.id + h)
 
     def open(self, h: bytes, sealed: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag  # noqa: PLC0415 - loaded with AESGCM (see __init__)
         nonce = sealed[1 + KEY_ID_SIZE:HEADER]
         try:
             return self._aead.decrypt(nonce, sealed[HEADER:], _AD + self.id + h)

@@ -262,7 +262,7 @@ class Store:
         self.encrypted: set[str] = set()  # namespaces that have (had) a key: storage/encryption.py
         self._installed: list[bytes] = []
         self._prefixes: dict[str, bytes] = {}
-        with self.env.begin(write=True, db=self.db["meta"]) as txn:
+        with self.env.begin(write=keys is not None, db=self.db["meta"]) as txn:  # (keys are recorded in meta)
             self._use_keys(txn, keys)
         self._log: wal.Log | None = wal.Log(path, self._applied + 1) if durability == "process" else None
         # owner-thread state
