@@ -19,6 +19,7 @@ import pytest
 from conftest import SidecarProcess, expect_error
 
 from agentstate import Append, codec
+from agentstate.v1 import admin_pb2
 from sidecar.errors import ApiError
 from sidecar.storage import compression, encryption, layout, verify
 from sidecar.storage import _hotpath_py
@@ -373,3 +374,44 @@ def test_dedup_stays_inside_an_encrypted_namespace_and_gc_follows(tmp_path):
         env.close()
     report = verify.verify_path(str(data), keys=encryption.load(str(keys)))
     assert report.clean and report.sealed.get("sec-2", 0) > 5 and not report.key_missing
+
+
+def test_reencrypt_online_through_the_admin_rpc(tmp_path):
+    """ReencryptNamespace: rotation finished without a restart; bad requests change nothing."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text(key_entry(SEC, "k1"))
+    data = tmp_path / "data"
+    proc = SidecarProcess(data, "--encryption-keys", str(keys)).start()
+    try:
+        with proc.client(namespace=SEC) as c:
+            for i in range(5):
+                c.put_checkpoint(f"t{i}", {"v": f"value {i} " * 20, "l": [f"item {i}", f"item {i}b"]})
+            with expect_error(CODES.INVALID_ARGUMENT, "INVALID_FIELD", field="namespace"):
+                _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=OPEN))
+            with expect_error(CODES.INVALID_ARGUMENT, "INVALID_FIELD", field="batch_size"):
+                _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=SEC, batch_size=10**6))
+            keys.write_text(keys.read_text() + key_entry(SEC, "k2"))
+            proc.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while "encryption keys reloaded" not in proc.log() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            c.put_checkpoint("new", {"v": "under k2"})
+            r = _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=SEC, batch_size=3))
+            assert r.key_id == "k2" and r.rewritten >= 10 and r.already_current >= 1 and r.structure_nodes >= 5
+            assert (r.key_missing, r.damaged) == (0, 0)
+            again = _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=SEC))
+            assert again.rewritten == 0 and again.already_current == r.rewritten + r.already_current
+            keys.write_text(_only(keys, "k2"))  # the old key goes, still without a restart
+            proc.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while proc.log().count("encryption keys reloaded") < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for i in range(5):
+                assert c.get_values(f"t{i}") == {"v": f"value {i} " * 20, "l": [f"item {i}", f"item {i}b"]}
+    finally:
+        proc.stop()
+    assert set(_sealed_by_key(data)) == {encryption.key_id(SEC, "k2")}
+
+
+def _reencrypt(c, req):
+    return c._call(c.admin.ReencryptNamespace, req, None)  # (the client's error mapping)

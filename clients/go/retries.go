@@ -204,6 +204,7 @@ var Rules = map[string]Rule{
 	"MemoryService.SearchMemoryItems":       ruleRead,
 	"MemoryService.GetMemoryItemHistory":    ruleRead,
 	"MemoryService.SweepExpiredMemoryItems": {Kind: Idempotent},
+	"AdminService.ReencryptNamespace":       {Kind: Idempotent},
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false
