@@ -438,3 +438,17 @@ def test_a_namespace_that_gets_a_key_later_keeps_its_old_values_and_seals_new_on
     assert "data.mdb" in files_contain(data, early)  # written before the key: stays as it was (docs/security.md)
     assert files_contain(data, late) == []
     assert verify.verify_path(str(data), keys=encryption.load(str(keys))).clean
+
+
+def test_encryption_key_command_appends_entries_to_a_private_file(tmp_path):
+    path = tmp_path / "keys.toml"
+    for name in ("k1", "k2"):
+        out = subprocess.run([sys.executable, "-m", "sidecar", "encryption-key", "--namespace", SEC, "--id", name,
+                              "--append", str(path)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout == "", out.stderr
+    assert path.stat().st_mode & 0o777 == 0o600
+    ring = encryption.parse(path.read_text())
+    assert [k.name for k in ring.keys[SEC]] == ["k1", "k2"] and ring.scope(SEC).current.name == "k2"
+    printed = subprocess.run([sys.executable, "-m", "sidecar", "encryption-key", "--namespace", OPEN, "--id", "x"],
+                             capture_output=True, text=True, timeout=60).stdout
+    assert encryption.parse(printed).scope(OPEN).current.name == "x" and printed not in path.read_text()
