@@ -81,6 +81,7 @@ from blake3 import blake3 as _blake3_type
 from agentstate import codec as _codec
 from sidecar.storage._hotpath_py import CorruptNode
 from sidecar.storage import compression as _compression
+from sidecar.storage import encryption as _encryption
 
 import_datetime()
 
@@ -111,6 +112,8 @@ TAG_MAP = 0x4D  # M
 TAG_MAP_INNER = 0x4E  # N
 #: Stored form only: a value node kept compressed (sidecar/compression.py).
 TAG_PACKED = _compression.TAG_PACKED  # z (sidecar/compression.py owns the format)
+#: Stored form only: a value node of an encrypted namespace, sealed (sidecar/storage/encryption.py).
+TAG_SEALED = _encryption.TAG_SEALED  # e
 
 #: Stored records (see the twin's section "stored records"): record = hash + stored node.
 ID_SIZE = 8
@@ -148,9 +151,12 @@ cdef enum:
     C_TAG_MAP = 0x4D
     C_TAG_MAP_INNER = 0x4E
     C_TAG_PACKED = 0x7A  # == TAG_PACKED (checked at import)
+    C_TAG_SEALED = 0x65  # == TAG_SEALED (checked at import)
 
 if TAG_PACKED != C_TAG_PACKED:  # the C mirror must follow compression.py's tag
     raise ImportError(f"compressed node tag {TAG_PACKED:#x} != compiled {C_TAG_PACKED:#x}: rebuild the extension")
+if TAG_SEALED != C_TAG_SEALED:  # and encryption.py's
+    raise ImportError(f"sealed node tag {TAG_SEALED:#x} != compiled {C_TAG_SEALED:#x}: rebuild the extension")
 
 cdef uint64_t C_MASK_SMALL = ((<uint64_t>1 << 16) - 1) << 48
 cdef uint64_t C_MASK_LARGE = ((<uint64_t>1 << 12) - 1) << 52
@@ -1906,6 +1912,8 @@ def canonical_node(stored, hash_of):
     cdef bytes b = _b(stored)
     if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_PACKED:
         return b"v" + _unpacked(_compression.unpack, b)  # from the record itself, never the read cache
+    if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_SEALED:
+        raise _Corrupt("a sealed node: open its record first (encryption.plain)")
     return _swap_refs(b, C_ID, C_HASH, hash_of)
 
 
@@ -1923,6 +1931,8 @@ def stored_children(stored):
     if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_PACKED:  # a compressed value: no references
         if PyBytes_GET_SIZE(b) < 1 + C_ID:
             raise _Corrupt("compressed node length mismatch")
+        return []
+    if PyBytes_GET_SIZE(b) and _r(b)[0] == C_TAG_SEALED:  # a sealed value or chunk: no references
         return []
     return _swap_refs(b, C_ID, C_ID, None)
 
@@ -1954,6 +1964,9 @@ cdef bytes _stored_enc(bytes rec, object fetch):
         return PyBytes_FromStringAndSize(<char*>p + C_HASH + 1, n - C_HASH - 1)
     if tag == C_TAG_PACKED:
         return _unpacked(_compression.unpack_record, rec)
+    if tag == C_TAG_SEALED:
+        # ApiError (key missing, does not authenticate), never garbage; a sealed ``c`` is refused below
+        return _stored_enc(_encryption.open_record(rec), fetch)
     if tag == C_TAG_CHUNKED:
         total = _be_slice(p, n, C_HASH + 1, C_HASH + 9)
         count = _be_slice(p, n, C_HASH + 9, C_HASH + 13)
@@ -1963,6 +1976,8 @@ cdef bytes _stored_enc(bytes rec, object fetch):
         size = 0
         for i in range(<Py_ssize_t>count):
             chunk = _fetch(fetch, _id_at(p + C_HASH + 13 + C_ID * i))
+            if PyBytes_GET_SIZE(chunk) > C_HASH and _r(chunk)[C_HASH] == C_TAG_SEALED:
+                chunk = _encryption.open_record(chunk)
             cn = PyBytes_GET_SIZE(chunk)
             if cn <= C_HASH or _r(chunk)[C_HASH] != C_TAG_CHUNK:
                 raise _Corrupt("chunked value refers to a record that is not a chunk")

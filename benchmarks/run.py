@@ -42,6 +42,10 @@ schemas
     benchmarks/bench_schemas.py: GetCheckpoint read latency of a value migrated on read (stored at version 1 of a
     three-version schema, read at 3) next to an unmigrated one (stored at 3), 20 and 200 messages (quick: 20),
     repeated reads and first reads of distinct checkpoints, as side-by-side ratios (target <= 1.2 x).
+encryption
+    benchmarks/bench_encryption.py: sequential puts and gets of a fresh 2 KB value against a sidecar without
+    keys and one whose namespace is encrypted (--encryption-keys), p50/p99 and the ratio, and AES-256-GCM's
+    seal/open of one record in process.
 
 Targets are checked and printed as met/MISSED with the measured figure (never a pass/fail exit: a run
 always exits 0 unless a workload broke). ``--json PATH`` writes every number, for comparing commits.
@@ -68,7 +72,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations", "backup",
-             "schemas")
+             "schemas", "encryption")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -507,6 +511,11 @@ def _schemas(base: Path, quick: bool, log) -> dict:
     return bench_schemas.schemas(base, quick, log)
 
 
+def _encryption(base: Path, quick: bool, log) -> dict:
+    import bench_encryption
+    return bench_encryption.encryption_workload(base, quick, log)
+
+
 def checks(res: dict) -> list[tuple[str, bool, str]]:
     out = []
     d = res.get("direct-lmdb")
@@ -610,6 +619,11 @@ def report(res: dict) -> str:
         import bench_schemas
         lines += ["", "schemas (read latency of a value migrated on read next to an unmigrated one)",
                   bench_schemas.table(sc)]
+    en = res.get("encryption")
+    if en:
+        import bench_encryption
+        lines += ["", f"encryption at rest ({en['calls']} sequential puts and gets of a {en['size']}-byte value "
+                  "per variant, process durability)", bench_encryption.table(en)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -643,7 +657,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
-                  "memory": memory, "conversations": _conversations, "schemas": _schemas}.get(name)
+                  "memory": memory, "conversations": _conversations, "schemas": _schemas,.get(name)
+                  "encryption": _encryption}.get(name)
             if name == "fleet":
                 res[name] = fleet(base, opts.quick, log, opts.agents)
             elif name == "backup":

@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="largest request or response message (default: 64M)")
     s.add_argument("--default-deadline", type=float, default=callguard.DEFAULT_DEADLINE_SECONDS, metavar="SECONDS",
                    help="deadline of a unary call whose client sent none; 0: none (default: %(default)s)")
+    s.add_argument("--encryption-keys", metavar="PATH", default=None,
+                   help="encrypt the values of the namespaces it lists at rest (AES-256-GCM): the TOML key file "
+                        "(see `sidecar encryption-key` and docs/security.md); reloaded on SIGHUP; default: the "
+                        "same text in $SIDECAR_ENCRYPTION_KEYS, or no encryption")
     t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
                        description="Make a random bearer token. Prints the token (give it to the client; it is "
                                    "not stored anywhere) on the first line, then its auth-file entry (holding the "
@@ -180,6 +184,29 @@ def main(argv: list[str] | None = None) -> int:
                    help="replace threads and memory items that exist in the target (default: refuse)")
     m.add_argument("--check", action="store_true", help="only verify the file; write nothing")
     m.add_argument("--quiet", action="store_true", help="no progress lines")
+    v.add_argument("--encryption-keys", metavar="PATH", default=None,
+                   help="check sealed records with these keys (default: $SIDECAR_ENCRYPTION_KEYS; without keys "
+                        "sealed records are counted as 'key missing')")
+    e = sub.add_parser("reencrypt", help="rewrite a namespace's values sealed with older keys under its current key",
+                       description="Offline (stop the sidecar first): every record of --namespace sealed with an "
+                                   "older key is opened and sealed again with the namespace's current key (the "
+                                   "last one the key file lists for it), in small synced transactions with "
+                                   "progress and a summary. A stopped run resumes by itself. Afterwards the old "
+                                   "keys can be removed from the key file.")
+    e.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the store (default: %(default)s)")
+    e.add_argument("--namespace", required=True, help="the encrypted namespace")
+    e.add_argument("--encryption-keys", metavar="PATH", default=None,
+                   help="the key file (default: $SIDECAR_ENCRYPTION_KEYS)")
+    e.add_argument("--batch", type=int, default=500, metavar="N", help="records per transaction (default: %(default)s)")
+    e.add_argument("--start-after", default="", metavar="HEX", help="begin after this node id (hex)")
+    e.add_argument("--quiet", action="store_true", help="no progress lines")
+    k = sub.add_parser("encryption-key", help="make a key-file entry with a new random key",
+                       description="Print a [[key]] entry with 32 fresh random bytes for the key file (or append "
+                                   "it to --append's file, created 0600). Listed after a namespace's other keys "
+                                   "it becomes its current key (send the sidecar SIGHUP).")
+    k.add_argument("--namespace", required=True)
+    k.add_argument("--id", required=True, help="the key's name (permanent: records name it)")
+    k.add_argument("--append", metavar="KEY_FILE", help="append the entry to this key file")
     default_socket = os.path.join(DEFAULT_DATA_DIR, SOCKET_NAME)
     default_address = f"unix:{default_socket}" if os.path.exists(default_socket) else DEFAULT_TCP
     inspector.add_parser(sub, default_address)
@@ -188,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         return inspector.run(args, default_address)
     if args.command == "token":
         return _token(args)
+    if args.command == "encryption-key":
+        return _encryption_key(args)
+    if args.command == "reencrypt":
+        from . import maintenance  # noqa: PLC0415
+        return maintenance.cmd_reencrypt(args.data_dir, args.namespace, args.encryption_keys, args.batch,
+                                         args.start_after, args.quiet)
     if args.command in ("backup", "restore", "verify", "export", "import"):
         from . import maintenance  # noqa: PLC0415 - only the maintenance commands need it
         if args.command == "backup":
@@ -201,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             return maintenance.cmd_import(args.source, args.data_dir, args.namespace, args.replace, args.check,
                                           args.quiet)
         return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
-                                      args.json, args.quiet)
+                                      args.json, args.quiet, args.encryption_keys)
     logs.configure(args.log_level, args.log_format)
     config = Config(data_dir=args.data_dir, listen=args.listen, map_size=args.map_size, grace_seconds=args.grace,
                     lease_timeout_seconds=args.lease_timeout, watchdog_interval_seconds=args.watchdog_interval,
@@ -216,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     retention_interval_seconds=args.retention_interval,
                     max_streams_per_connection=args.max_streams_per_connection,
                     max_calls_per_connection=args.max_calls_per_connection,
-                    max_message_bytes=args.max_message_bytes, default_deadline_seconds=args.default_deadline)
+                    max_message_bytes=args.max_message_bytes, default_deadline_seconds=args.default_deadline,
+                    encryption_keys=args.encryption_keys)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:
@@ -249,3 +283,22 @@ def _token(args) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _encryption_key(args) -> int:
+    import json  # noqa: PLC0415
+
+    from .storage import encryption  # noqa: PLC0415
+    entry = (f"[[key]]\nnamespace = {json.dumps(args.namespace)}\nid = {json.dumps(args.id)}\n"
+             f"key = \"{encryption.new_key()}\"\n")
+    if args.append:
+        fd = os.open(args.append, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            if f.tell():
+                f.write("\n")
+            f.write(entry)
+        print(f"sidecar encryption-key: entry {args.id!r} of namespace {args.namespace!r} appended to "
+              f"{args.append}; send the sidecar SIGHUP to use it", file=sys.stderr)
+        return 0
+    print(entry, end="")
+    return 0

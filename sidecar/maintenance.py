@@ -1,4 +1,4 @@
-"""maintenance: the ``sidecar backup``, ``restore`` and ``verify`` commands (progress on stderr, a summary
+"""maintenance: the ``sidecar backup``, ``restore``, ``verify`` and ``reencrypt`` commands (progress on stderr, a summary
 at the end, exit codes: 0 done and clean, 1 damage found, 2 could not be done)."""
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import sys
 import time
 
 from . import __version__
+from .errors import ApiError
 from .server import SOCKET_NAME
-from .storage import backup, verify
+from .storage import backup, encryption, verify
 
 
 class Progress:
@@ -106,16 +107,18 @@ def cmd_restore(source: str, data_dir: str, replace: bool, quiet: bool) -> int:
     return 0
 
 
-def cmd_verify(data_dir: str | None, backup_path: str | None, as_json: bool, quiet: bool) -> int:
+def cmd_verify(data_dir: str | None, backup_path: str | None, as_json: bool, quiet: bool,
+               keys_path: str | None = None) -> int:
     progress = Progress(quiet=quiet or as_json)
     try:
+        keys = encryption.load(keys_path)
         if backup_path:
-            manifest, report = backup.check_backup(backup_path, progress)
+            manifest, report = backup.check_backup(backup_path, progress, keys)
             what = f"backup {backup_path} (taken {manifest.created}, blake3 matches)"
         else:
             if not os.path.exists(os.path.join(data_dir, backup.DATA)):
                 raise ValueError(f"{data_dir}: no store here (no {backup.DATA})")
-            report = verify.verify_path(data_dir, progress)
+            report = verify.verify_path(data_dir, progress, keys)
             what = f"store {data_dir}"
     except (backup.BackupError, OSError, ValueError) as e:
         print(f"sidecar verify: {e}", file=sys.stderr)
@@ -125,6 +128,10 @@ def cmd_verify(data_dir: str | None, backup_path: str | None, as_json: bool, qui
         return 0 if report.clean else 1
     _say(f"verified {what} in {report.seconds:.1f} s: {report.records:,} records, {report.nodes:,} nodes, "
          f"{report.checkpoints:,} checkpoints of {report.threads:,} threads")
+    for ns in sorted(set(report.sealed) | set(report.key_missing)):
+        _say(f"  namespace {ns!r}: {report.sealed.get(ns, 0):,} sealed records authenticated"
+             + (f", {report.key_missing[ns]:,} not checked: key missing (not given, or removed: unreadable)"
+                if report.key_missing.get(ns) else ""))
     if report.clean:
         _say("  clean: every node matches its hash, every reference resolves, every record decodes")
         return 0
@@ -223,4 +230,46 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
          f"{s.checkpoints:,} checkpoints, {s.memory_items:,} memory items, {s.memory_revisions:,} memory revisions, "
          f"{s.records:,} records" + (f"\n  {s.settings_kept:,} namespace settings kept as the target had them"
                                      if s.settings_kept else ""))
+    return 0
+
+
+def cmd_reencrypt(data_dir: str, namespace: str, keys_path: str | None, batch: int, start_after: str,
+                  quiet: bool) -> int:
+    """``sidecar reencrypt``: the namespace's records sealed with older keys rewritten under its current key
+    (storage/rekey.py), offline: a sidecar serving the directory is refused."""
+    from .storage import rekey  # noqa: PLC0415
+    from .storage.store import Store  # noqa: PLC0415
+    progress = Progress(quiet=quiet)
+    try:
+        if not os.path.exists(os.path.join(data_dir, backup.DATA)):
+            raise ValueError(f"{data_dir}: no store here (no {backup.DATA})")
+        if backup.is_locked(data_dir):
+            raise ValueError(f"{data_dir} is in use by a serving sidecar: stop it first (its old keys stay "
+                             "readable meanwhile, new writes already use the current key)")
+        keys = encryption.load(keys_path)
+        if keys is None:
+            raise ValueError(f"no keys: give --encryption-keys or set ${encryption.ENV_VAR}")
+        store = Store(data_dir, keys=keys)
+        try:
+            summary = rekey.reencrypt(store, namespace, batch=batch, start_after=bytes.fromhex(start_after),
+                                      progress=progress)
+        finally:
+            store.close()
+    except (OSError, ValueError) as e:
+        print(f"sidecar reencrypt: {e}", file=sys.stderr)
+        return 2
+    except ApiError as e:
+        print(f"sidecar reencrypt: {e.message}", file=sys.stderr)
+        return 2
+    _say(f"re-encrypted namespace {namespace!r} under key {summary.key!r}: {summary.records:,} records looked at, "
+         f"{summary.rewritten:,} rewritten"
+         + (" (" + ", ".join(f"{n:,} from {k!r}" for k, n in sorted(summary.by_key.items())) + ")"
+            if summary.by_key else "")
+         + f", {summary.current:,} already under it, {summary.plain:,} structure nodes (not sealed)")
+    if summary.key_missing or summary.damaged:
+        _say(f"  NOT rewritten: {summary.key_missing:,} sealed with a key that is not loaded, {summary.damaged:,} "
+             "that do not authenticate (see sidecar verify)")
+        return 1
+    if summary.last_id:
+        _say(f"  last node id {summary.last_id} (a stopped run resumes by itself; --start-after skips ahead)")
     return 0

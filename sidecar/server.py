@@ -39,7 +39,7 @@ from .api.sweeper import Sweeper
 from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
 from .state import artifacts
-from .storage import backup, gc, hotpath
+from .storage import backup, encryption, gc, hotpath
 from .storage import store as store_mod
 from .storage.store import Store
 
@@ -95,6 +95,7 @@ class Config:
     max_calls_per_connection: int = callguard.DEFAULT_MAX_CALLS  # TCP: more are refused TOO_MANY_CALLS (0: off)
     max_message_bytes: int = limits.MAX_MESSAGE_BYTES  # one request or response
     default_deadline_seconds: float = callguard.DEFAULT_DEADLINE_SECONDS  # unary calls sent without one (0: none)
+    encryption_keys: str | None = None  # the key file (storage/encryption.py); None: $SIDECAR_ENCRYPTION_KEYS or none
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -188,6 +189,36 @@ class Sidecar:
                  len(policy.subjects))
         return True
 
+    def _load_keys(self) -> encryption.KeyRing | None:
+        """The key ring of --encryption-keys (or $SIDECAR_ENCRYPTION_KEYS); ConfigError when it is invalid."""
+        path = self.config.encryption_keys
+        try:
+            keys = encryption.load(path)
+        except (OSError, encryption.KeyFileError) as e:
+            raise ConfigError(f"encryption keys: {e}") from None
+        if path and encryption.loose_mode(path):
+            log.warning("the key file %s can be read or written by other users (chmod 600 it)", path)
+        return keys
+
+    def reload_keys(self) -> bool:
+        """SIGHUP: read the key file again (rotation without a restart: a key added for a namespace is used
+        by its writes from now on). False if it failed; the previous keys then stay in force."""
+        if self.store is None or (not self.config.encryption_keys and self.store.keys is None):
+            return False
+        try:
+            keys = self._load_keys()
+            self.store.set_keys(keys)
+        except (ConfigError, encryption.KeyFileError) as e:
+            log.error("SIGHUP: encryption keys not reloaded, the previous ones stay in force: %s", e)
+            return False
+        log.info("encryption keys reloaded: %s", _describe_keys(keys) if keys is not None else "none")
+        return True
+
+    def reload(self) -> None:
+        """SIGHUP: the auth file and the key file read again."""
+        self.reload_auth()
+        self.reload_keys()
+
     def _lock_data_dir(self) -> None:
         os.makedirs(self.config.data_dir, mode=0o700, exist_ok=True)
         fd = os.open(os.path.join(self.config.data_dir, "sidecar.lock"), os.O_RDWR | os.O_CREAT, 0o600)
@@ -214,12 +245,18 @@ class Sidecar:
                 self.authorizer = auth.Authorizer(self.config.auth_file, client_certs=bool(self.config.tls_client_ca))
             except auth.AuthFileError as e:
                 raise ConfigError(str(e)) from None
+        keys = self._load_keys()
         self._lock_data_dir()
         os.chmod(self.config.data_dir, 0o700)  # the LMDB files and the default socket: this user only
-        self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
-                           commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
-                           loop=asyncio.get_running_loop(), compress=self.config.compress,
-                           clock=self.config.clock)
+        try:
+            self.store = Store(self.config.data_dir, map_size=self.config.map_size, durability=self.config.durability,
+                               commit_interval=self.config.commit_interval_seconds, max_queue=self.config.max_queue,
+                               loop=asyncio.get_running_loop(), compress=self.config.compress,
+                               clock=self.config.clock, keys=keys)
+        except encryption.KeyFileError as e:
+            raise ConfigError(str(e)) from None
+        if keys is not None:
+            log.info("encryption at rest: %s", _describe_keys(keys))
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
         self.server = grpc.aio.server(options=[
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
@@ -392,7 +429,7 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, sidecar.reload_auth)
+    loop.add_signal_handler(signal.SIGHUP, sidecar.reload)
     print(f"sidecar ready: {' '.join(sidecar.bound)}", flush=True)
     await stop.wait()
     await sidecar.stop()
@@ -408,6 +445,12 @@ def _socket_dir(path: str) -> None:
     if mode & 0o077:
         log.warning("the socket %s is in %s (mode %o): other users can reach its directory; the socket "
                     "itself is 0600, a 0700 directory is safer", path, directory, mode)
+
+
+def _describe_keys(keys: encryption.KeyRing) -> str:
+    """Namespaces and key names (never key material), for the log."""
+    return "; ".join(f"namespace {ns!r}: keys {[k.name for k in ks]}, current {ks[-1].name!r}"
+                     for ns, ks in sorted(keys.keys.items())) or "no keys"
 
 
 def _check_auth_file_mode(path: str) -> None:

@@ -8,7 +8,8 @@ the code under test misbehaves; the exceptions a target expects for bad input ar
 - ``request``: request bodies: the first byte picks PutCheckpoint, PutWrites or BatchWrite, the rest is
   parsed (DecodeError allowed) and validated and converted as the server does (ApiError allowed).
 - ``stored``: stored node records (value records, compressed ``z`` nodes, list and map nodes) through the
-  readers: both twins must agree, and refuse damage with CorruptNode only.
+  readers: both twins must agree, and refuse damage with CorruptNode only (a sealed record they cannot
+  open: ApiError ENCRYPTION_KEY_MISSING / ENCRYPTED_RECORD_INVALID, storage/encryption.py).
 
 ``scripts/fuzz.py TARGET`` runs one under atheris (coverage-guided); ``tests/test_fuzz_corpus.py`` replays
 the committed corpus in ``tests/fuzz_corpus/TARGET/`` in every ``make test``.
@@ -38,6 +39,10 @@ def _outcome(fn, *args):
         return "refused", "UnsupportedValue"
     except (hotpath.CorruptNode, py.CorruptNode):
         return "refused", "CorruptNode"
+    except ApiError as e:  # a sealed (``e``) record: its key is not loaded, or it does not authenticate
+        if e.reason not in ("ENCRYPTION_KEY_MISSING", "ENCRYPTED_RECORD_INVALID"):
+            raise
+        return "refused", e.reason
 
 
 def _same(name: str, data: bytes, *args) -> None:

@@ -228,6 +228,7 @@ def build_requests(w) -> dict:
         "agentstate.v1.AdminService/CollectGarbage": admin_pb2.CollectGarbageRequest(),
         "agentstate.v1.AdminService/CheckIntegrity": admin_pb2.CheckIntegrityRequest(),
         "agentstate.v1.AdminService/BackupStore": admin_pb2.BackupStoreRequest(name=u("backup")),
+        "agentstate.v1.AdminService/ReencryptNamespace": admin_pb2.ReencryptNamespaceRequest(namespace=NS),
         R + "CreateRun": rpb.CreateRunRequest(namespace=NS, thread_id=u("t"), create_thread=True),
         R + "GetRun": rpb.GetRunRequest(namespace=NS, run_id=w.run_id),
         R + "ListRuns": rpb.ListRunsRequest(namespace=NS, thread_id="t-run"),

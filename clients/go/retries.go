@@ -215,6 +215,7 @@ var Rules = map[string]Rule{
 	"SchemaService.ListSchemas":      ruleRead,
 	"SchemaService.MigrateThread":    ruleStream,
 	"SchemaService.MigrateNamespace": ruleStream,
+	"AdminService.ReencryptNamespace":       {Kind: Idempotent},
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

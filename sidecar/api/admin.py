@@ -1,4 +1,4 @@
-"""admin: store-wide operations of AdminService that need more than a line (backups)."""
+"""admin: store-wide operations of AdminService that need more than a line (backups, re-encryption)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +8,9 @@ from agentstate.v1 import admin_pb2
 
 from .. import __version__
 from ..errors import ApiError, invalid
-from ..storage import backup
+from ..storage import backup, rekey
 from ..storage.store import Store
-from . import wire
+from . import validate, wire
 
 
 async def backup_store(store: Store, backup_dir: str, req: admin_pb2.BackupStoreRequest,
@@ -35,3 +35,20 @@ async def backup_store(store: Store, backup_dir: str, req: admin_pb2.BackupStore
                                         sidecar_version=m.sidecar_version)
     wire.set_timestamp(out.create_time, m.created_us)
     return out
+
+
+async def reencrypt_namespace(store: Store, req: admin_pb2.ReencryptNamespaceRequest,
+                              ) -> admin_pb2.ReencryptNamespaceResponse:
+    """ReencryptNamespace: the namespace's records sealed with older keys rewritten under its current key
+    (storage/rekey.py), online, off the event loop (each batch is one write of the owner loop)."""
+    ns = validate.namespace(req.namespace)
+    batch = req.batch_size or rekey.BATCH
+    if batch > 10_000:
+        raise invalid("batch_size", f"at most 10000 records per transaction, not {batch}")
+    if ns not in store.encrypted:
+        raise invalid("namespace", f"namespace {ns!r} is not encrypted (the key file lists no key for it)")
+    store.scope(ns)  # ENCRYPTION_KEY_MISSING before any work
+    s = await asyncio.get_running_loop().run_in_executor(None, lambda: rekey.reencrypt(store, ns, batch=batch))
+    return admin_pb2.ReencryptNamespaceResponse(key_id=s.key, records=s.records, rewritten=s.rewritten,
+                                                already_current=s.current, structure_nodes=s.plain,
+                                                key_missing=s.key_missing, damaged=s.damaged)

@@ -121,8 +121,8 @@ async def upload(ctx: Ctx, requests) -> apb.UploadArtifactResponse:
                 batch = chunker.take_ready()
                 if batch:
                     staged = True
-                    ids, added = await store.run(lambda txn, batch=batch: artifacts.stage(txn, store, upload_id,
-                                                                                          batch))
+                    ids, added = await store.run(lambda txn, batch=batch: artifacts.stage(txn, store, ns,
+                                                                                          upload_id, batch))
                     known.update(ids)
                     new_bytes += added
         if header is None:

@@ -231,7 +231,7 @@ def _table() -> dict[str, Rule]:
             "BatchWrite": Rule(WRITE, _batch), "StreamWrites": Rule(WRITE, _streamed, per_message=True),
         },
         "AdminService": {"GetStoreStats": admin, "CollectGarbage": admin, "CheckIntegrity": admin,
-                         "BackupStore": admin},
+                         "BackupStore": admin, "ReencryptNamespace": Rule(ADMIN, _field)},
         "RunService": {
             "CreateRun": w, "GetRun": r, "ListRuns": r, "ClaimRun": w, "Heartbeat": w, "CompleteRun": w,
             "FailRun": w, "CancelRun": w, "ResumeRun": w, "ListBranches": r, "PromoteBranch": w,

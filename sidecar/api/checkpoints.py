@@ -184,7 +184,9 @@ async def put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | Non
 
 async def _put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | None) -> pb.PutCheckpointResponse:
     durability = wire.durability(req.durability)
-    if req.ByteSize() <= LARGE_REQUEST:  # small: prepared and applied in one go, inside the write
+    # small, or in an encrypted namespace (its nodes are scoped and sealed inside the write: nodes.write):
+    # prepared and applied in one go, inside the write
+    if req.ByteSize() <= LARGE_REQUEST or store.scope(validate.namespace(req.namespace)) is not None:
         resp, touched = await store.run(put_job(store, req), durability)
     else:
         resp, touched = await _put_large(store, req, durability)
@@ -376,7 +378,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             api_schemas.fill_migrated(cv, root, migrated[name], known_roots.get(name) if known_roots else None)
             continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
-                     known_lists)
+                     known_lists, ns=ns)
     if (values if extra is None else extra) and m.extra is not None:
         wire.set_value(out.extra, hp.stored_encoding(nodes.record(fetch, m.extra), fetch))
     if pending_writes:
@@ -384,14 +386,14 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
 
 
 def fill_channel(cv: pb.ChannelValue, txn, store: Store, root: bytes, root_id: bytes, fetch,
-                 known: bytes | None = None, known_lists: dict | None = None) -> None:
+                 known: bytes | None = None, known_lists: dict | None = None, *, ns: str) -> None:
     """Fill one ChannelValue: the root, and the value unless it equals ``known`` (a root the client
     has) or is a list related to it by a prefix (then a delta: state/checkpoints.list_delta)."""
     cv.root = root
     if known == root:
         return
     if known is not None:
-        delta = checkpoints.list_delta(txn, store, known, root_id, fetch, known_lists)
+        delta = checkpoints.list_delta(txn, store, ns, known, root_id, fetch, known_lists)
         if delta is not None:
             keep_first, appended = delta
             cv.delta.base_root = known

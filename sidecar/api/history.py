@@ -59,7 +59,7 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
                 seed_id, root_id = ch.seed
                 h.seed_checkpoint_id = seed_id
                 fill_channel(h.seed, txn, store, fetch(root_id)[:hp.HASH_SIZE], root_id, fetch,
-                             known_roots.get(ch.channel))
+                             known_roots.get(ch.channel), ns=ns)
     return out
 
 

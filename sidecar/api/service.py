@@ -280,6 +280,10 @@ class AdminService(admin_pb2_grpc.AdminServiceServicer):
     async def BackupStore(self, request, context):
         return await admin.backup_store(self.store, self.backup_dir, request)
 
+    @handler
+    async def ReencryptNamespace(self, request, context):
+        return await admin.reencrypt_namespace(self.store, request)
+
 
 class RunService(runs_pb2_grpc.RunServiceServicer):
     def __init__(self, ctx: context.Ctx) -> None:

@@ -64,7 +64,7 @@ def append(tx: Tx, ns: str, thread_id: str, items: list[ItemIn], *, expected_las
     now = tx.store.clock()
     rec, created = _open_thread(tx, ns, thread_id, create=create, metadata=metadata, reopen=reopen)
     _check_run(tx, ns, run_id, lease_id, rec.tkey)
-    got, st = conversations.append(tx.txn, tx.store, rec.tkey, items, expected_last_seq, now, run_id)
+    got, st = conversations.append(tx.txn, tx.store, ns, rec.tkey, items, expected_last_seq, now, run_id)
     _touch(tx, ns, thread_id, rec, now)
     tx.touched.add((ns, thread_id))
     due = compaction.make_due(tx, ns, thread_id, rec.tkey, now) if any(not d for _, _, d in got) else []

@@ -83,7 +83,7 @@ def _rewrite(txn, store: Store, ns: str, tkey: int, cns: str, cid: str, m, migra
         if kind == "parts":
             shape, payload, _ = ref
             hashes[ch] = schemas.tree_of(shape, payload, built)
-    ids = nodes.write(txn, store, built, {}, list(hashes.values())) if hashes else {}
+    ids = nodes.write(txn, store, built, {}, list(hashes.values()), ns) if hashes else {}
     channels = [(ch, ids[hashes[ch]] if kind == "parts" else ref) for ch, (kind, ref) in migrated]
     records.put_manifest(txn, store, ns, tkey, cns, cid,
                          msgspec.structs.replace(m, channels=channels, schema_version=target))

@@ -620,11 +620,11 @@ class _Importer:
         root = self.p.roots[v.get("root", b"")]
         got = self.node_ids.get(root)
         if got is None:
-            got = nodes.index_get(txn, self.store, root)
+            got = nodes.index_get(txn, self.store, root, self.p.ns)
             if got is None:
                 built: list = []
                 _rebuild(v, self.p.blobs, built)
-                got = nodes.write(txn, self.store, built, {}, [root])[root]
+                got = nodes.write(txn, self.store, built, {}, [root], self.p.ns)[root]
             self.node_ids[root] = bytes(got)
         return self.node_ids[root]
 

@@ -34,7 +34,7 @@ from agentstate import codec
 
 from ..errors import ApiError, invalid, thread_not_found
 from ..storage import hotpath as hp
-from ..storage import layout, nodes, records
+from ..storage import encryption, layout, nodes, records
 from ..storage.layout import ArtifactNameRec, ArtifactRec, ThreadRec, UploadRec
 from ..storage.store import Store, now_us
 from . import runstate
@@ -113,11 +113,11 @@ def small_content(data: bytes) -> tuple[bytes, list]:
     return root, built
 
 
-def stage(txn, store: Store, upload_id: bytes, batch: list[tuple[bytes, bytes]]) -> tuple[dict, int]:
+def stage(txn, store: Store, ns: str, upload_id: bytes, batch: list[tuple[bytes, bytes]]) -> tuple[dict, int]:
     """Store a batch of an upload's chunks and list them in the upload's record: ({hash: node id}, bytes
     new to the store)."""
-    new_bytes = sum(len(node) for h, node in batch if nodes.index_get(txn, store, h) is None)
-    ids = nodes.write(txn, store, batch, {}, [h for h, _ in batch])
+    new_bytes = sum(len(node) for h, node in batch if nodes.index_get(txn, store, h, ns) is None)
+    ids = nodes.write(txn, store, batch, {}, [h for h, _ in batch], ns)
     raw = txn.get(upload_id, db=store.db["uploads"])
     rec = UploadRec(layout.FORMAT_VERSION, now_us(), []) if raw is None else layout.upload_decoder.decode(raw)
     rec.chunks.extend(ids[h] for h, _ in batch)
@@ -156,8 +156,8 @@ def commit(tx: Tx, ns: str, thread_id: str, name: str, *, run_id: str, step_id: 
         run = tx.require_run(ns, run_id, "header.run_id")
         if run.tkey != trec.tkey:
             raise invalid("header.run_id", f"run {run_id!r} works on thread {run.thread_id!r}")
-    new_bytes = sum(len(node) for h, node in built if nodes.index_get(txn, store, h) is None)
-    ids = nodes.write(txn, store, built, known, [root])
+    new_bytes = sum(len(node) for h, node in built if nodes.index_get(txn, store, h, ns) is None)
+    ids = nodes.write(txn, store, built, known, [root], ns)
     keep = store.gc_keep
     if keep is not None:
         keep.update(ids.values())
@@ -228,7 +228,7 @@ def content(store: Store, root: bytes, name: str, version: int) -> Iterator[byte
     for i in range(0, len(ids), CHUNKS_PER_READ):
         with store.read() as txn:
             recs = [txn.get(node_id, db=store.db["nodes"]) for node_id in ids[i:i + CHUNKS_PER_READ]]
-            parts = [None if r is None else bytes(r[H + 1:]) for r in recs]
+            parts = [None if r is None else bytes(encryption.plain(r)[H + 1:]) for r in recs]  # sealed: opened
         for part in parts:
             if part is None:
                 raise ApiError("ARTIFACT_NOT_FOUND", f"artifact {name!r} version {version} was deleted during the "

@@ -143,7 +143,7 @@ def plan_put(store: Store, put: PutInput, txn=None) -> PutPlan:
                 raise ApiError("BASE_MISMATCH", f"{put.base_field}: base checkpoint {put.base_id!r} not found in "
                                f"thread {put.thread_id!r} (checkpoint_ns {put.cns!r}); send whole values",
                                field=put.base_field, checkpoint_id=put.base_id)
-            reader = nodes.CanonicalReader(txn, store)
+            reader = nodes.CanonicalReader(txn, store, put.ns)
         base_channels = dict(base.channels) if base is not None else {}
         for op in put.ops:
             if op.kind == "value":
@@ -251,7 +251,7 @@ def apply_put(tx: runstate.Tx, store: Store, plan: PutPlan, run_id: str, lease_i
                            field="expected_head_etag", current_etag=head_etag,
                            checkpoint_id=head[0] if head else None)
     ids = nodes.write(txn, store, plan.nodes, plan.known,
-                      [*plan.roots.values(), *((plan.extra,) if plan.extra else ())])
+                      [*plan.roots.values(), *((plan.extra,) if plan.extra else ())], plan.ns)
     m = plan.manifest(ids)
     keep = store.gc_keep
     if keep is not None:
@@ -306,7 +306,7 @@ def apply_writes(tx: runstate.Tx, store: Store, plan: WritesPlan) -> tuple[int, 
         if replace or txn.get(key, db=db) is None:
             todo.append((key, channel, h, task_path))
     if todo:
-        ids = nodes.write(txn, store, plan.nodes, {}, [h for _, _, h, _ in todo])
+        ids = nodes.write(txn, store, plan.nodes, {}, [h for _, _, h, _ in todo], plan.ns)
         for key, channel, h, task_path in todo:
             wrec = layout.WriteRec(2, channel, ids[h], task_path, plan.run_id or None)
             txn.put(key, layout.encode(wrec), db=db)
@@ -334,7 +334,7 @@ def resolve(txn, store: Store, ns: str, thread_id: str, cns: str, checkpoint_id:
     return rec, checkpoint_id, m
 
 
-def list_delta(txn, store: Store, known: bytes, root_id: bytes, fetch, known_lists: dict | None = None,
+def list_delta(txn, store: Store, ns: str, known: bytes, root_id: bytes, fetch, known_lists: dict | None = None,
                ) -> tuple[int, list[bytes]] | None:
     """When the list a client has (root hash ``known``) and the stored one (node ``root_id``) share a
     prefix: (keep_first, ids of the items to append). The stored list extends the known one: keep all of
@@ -345,7 +345,7 @@ def list_delta(txn, store: Store, known: bytes, root_id: bytes, fetch, known_lis
         return None
     cached = known_lists.get(known) if known_lists is not None else None
     if cached is None:
-        known_id = nodes.index_get(txn, store, known)
+        known_id = nodes.index_get(txn, store, known, ns)
         if known_id is None:
             return None
         old = nodes.record(fetch, known_id)

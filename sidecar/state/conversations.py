@@ -73,11 +73,12 @@ def load(txn, raw) -> ItemRec:
     return rec
 
 
-def _store_content(txn, store: Store, encoding: bytes) -> tuple[bytes, bytes]:
-    """(content hash, node id) of content stored as a node (written once per distinct content)."""
+def _store_content(txn, store: Store, ns: str, encoding: bytes) -> tuple[bytes, bytes]:
+    """(content hash, node id) of content stored as a node of namespace ``ns`` (written once per distinct
+    content; sealed in an encrypted namespace)."""
     built: list = []
     h = hp.value_node(encoding, built)
-    ids = nodes.write(txn, store, built, {}, [h])
+    ids = nodes.write(txn, store, built, {}, [h], ns)
     keep = store.gc_keep
     if keep is not None:
         keep.update(ids.values())
@@ -94,7 +95,7 @@ def seq_of_client_id(txn, store: Store, tkey: int, client_item_id: str) -> int |
     return None if raw is None else layout.read_u64(raw)
 
 
-def append(txn, store: Store, tkey: int, items: list[ItemIn], expected_last_seq: int | None, now: int,
+def append(txn, store: Store, ns: str, tkey: int, items: list[ItemIn], expected_last_seq: int | None, now: int,
            default_run: str = "") -> tuple[list[tuple[int, ItemRec, bool]], ConvState]:
     """Append ``items`` in order: ([(seq, record, duplicate)] in request order, the log's state after).
 
@@ -127,7 +128,7 @@ def append(txn, store: Store, tkey: int, items: list[ItemIn], expected_last_seq:
             call_seq = 0 if raw_call is None else layout.read_u64(raw_call)
         raw = valuetext.estimate(it.content, it.role, it.call_id, it.tool_name)
         if len(it.content) > INLINE_MAX:
-            h, node = _store_content(txn, store, it.content)
+            h, node = _store_content(txn, store, ns, it.content)
             inline = b""
         else:
             h, node, inline = content_hash(it.content), None, it.content

@@ -325,7 +325,7 @@ class Memory:
         if len(fields) > limits.MAX_MEMORY_VECTORS:
             raise ApiError("LIMIT_EXCEEDED", f"vectors: an item holds at most {limits.MAX_MEMORY_VECTORS} vectors",
                            limit="memory_vectors", field="vectors")
-        value_id = self._store_value(txn, p.value)
+        value_id = self._store_value(txn, ns, p.value)
         expires = 0 if p.ttl_ms is None else now + p.ttl_ms * 1000
         rec = MemItemRec(layout.FORMAT_VERSION, item_id, ins_seq, created_us, now, version, value_id, p.origin,
                          p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields, p.schema,
@@ -374,10 +374,10 @@ class Memory:
                 yield ("put", rec.item_id, prec.path_id, labels, prec.first_seq, key, rec.updated_us, rec.ins_seq,
                        rec.version, rec.expires_us, rec.space, vecs)
 
-    def _store_value(self, txn, encoding: bytes) -> bytes:
+    def _store_value(self, txn, ns: str, encoding: bytes) -> bytes:
         built: list = []
         root = hp.value_node(encoding, built)
-        ids = nodes.write(txn, self.store, built, {}, [root])
+        ids = nodes.write(txn, self.store, built, {}, [root], ns)
         keep = self.store.gc_keep
         if keep is not None:
             keep.update(ids.values())

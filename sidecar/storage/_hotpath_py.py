@@ -37,6 +37,7 @@ from blake3 import blake3
 from agentstate import codec as _codec
 
 from . import compression as _compression
+from . import encryption as _encryption
 
 NATIVE = False
 
@@ -68,6 +69,9 @@ TAG_MAP_INNER = 0x4E  # N
 #: Stored form only: a value node kept compressed (sidecar/storage/compression.py owns the format).
 TAG_PACKED = _compression.TAG_PACKED  # z
 _PACKED = bytes((TAG_PACKED,))
+#: Stored form only: a value node of an encrypted namespace, sealed (sidecar/storage/encryption.py).
+TAG_SEALED = _encryption.TAG_SEALED  # e
+_SEALED_B = bytes((TAG_SEALED,))
 
 GEAR = tuple(
     int.from_bytes(blake3(b"agentstate.v1 gear" + bytes((i,))).digest()[:8], "little") for i in range(256)
@@ -564,6 +568,8 @@ def canonical_node(stored: bytes, hash_of: Callable[[bytes], bytes]) -> bytes:
     """The canonical node of a stored one (``hash_of`` maps a child id to its hash)."""
     if stored[:1] == _PACKED:
         return b"v" + _unpacked(_compression.unpack, stored)  # from the record itself, never the read cache
+    if stored[:1] == _SEALED_B:
+        raise CorruptNode("a sealed node: open its record first (encryption.plain)")
     return _swap_refs(stored, ID_SIZE, HASH_SIZE, hash_of)
 
 
@@ -581,6 +587,8 @@ def stored_children(stored: bytes) -> list[bytes]:
         if len(stored) < 1 + _compression.ID_SIZE:
             raise CorruptNode("compressed node length mismatch")
         return []
+    if stored[:1] == _SEALED_B:  # a sealed value or chunk: no references
+        return []
     out: list[bytes] = []
     _swap_refs(stored, ID_SIZE, ID_SIZE, lambda r: out.append(r) or r)
     return out
@@ -595,6 +603,9 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
         return record[HASH_SIZE + 1:]
     if tag == TAG_PACKED:
         return _unpacked(_compression.unpack_record, record)
+    if tag == TAG_SEALED:
+        # ApiError (key missing, does not authenticate), never garbage; a sealed ``c`` is refused below
+        return stored_encoding(_encryption.open_record(record), fetch)
     if tag == TAG_CHUNKED:
         base = HASH_SIZE + 13
         total = int.from_bytes(record[HASH_SIZE + 1:HASH_SIZE + 9], "big")
@@ -604,6 +615,8 @@ def stored_encoding(record: bytes, fetch: RecordFetch) -> bytes:
         parts = []
         for i in range(count):
             chunk = _get(fetch, record[base + i * ID_SIZE:base + (i + 1) * ID_SIZE])
+            if len(chunk) > HASH_SIZE and chunk[HASH_SIZE] == TAG_SEALED:
+                chunk = _encryption.open_record(chunk)
             if len(chunk) <= HASH_SIZE or chunk[HASH_SIZE] != TAG_CHUNK:
                 raise CorruptNode("chunked value refers to a record that is not a chunk")
             parts.append(chunk[HASH_SIZE + 1:])

@@ -208,7 +208,7 @@ def read_manifest(path: str) -> BackupManifest:
     return manifest
 
 
-def check_backup(path: str, progress: Progress | None = None) -> tuple[BackupManifest, verify.Report]:
+def check_backup(path: str, progress: Progress | None = None, keys=None) -> tuple[BackupManifest, verify.Report]:
     """Verify a backup: its file against the manifest's size and BLAKE3, then the store inside it."""
     manifest = read_manifest(path)
     data = os.path.join(path, DATA)
@@ -220,7 +220,7 @@ def check_backup(path: str, progress: Progress | None = None) -> tuple[BackupMan
     digest = file_hash(data, progress)
     if digest != manifest.blake3:
         raise BackupError(f"{path}: {DATA} does not match the manifest's BLAKE3 (damaged or changed)")
-    return manifest, verify.verify_path(path, progress)
+    return manifest, verify.verify_path(path, progress, keys)
 
 
 def restore(source: str, data_dir: str, *, replace: bool = False, progress: Progress | None = None,

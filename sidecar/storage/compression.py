@@ -203,14 +203,15 @@ class Packer:
     def _compressor(zd: zstandard.ZstdCompressionDict) -> zstandard.ZstdCompressor:
         return zstandard.ZstdCompressor(level=LEVEL, dict_data=zd, write_checksum=False, write_dict_id=False)
 
-    def pack(self, h: bytes, stored: bytes) -> bytes:
+    def pack(self, h: bytes, stored: bytes, sample: bool = True) -> bytes:
         """The form to store a value node in (``stored`` = ``v`` + encoding, ``h`` its hash): compressed
-        when smaller (and then its encoding goes into the read cache)."""
+        when smaller (and then its encoding goes into the read cache). ``sample=False`` (an encrypted
+        namespace's value, encryption.py): never a sample for the dictionary, which is stored in the clear."""
         n = len(stored)
         if not self.enabled or n < MIN_SIZE:
             return stored
         encoding = stored[1:]
-        if self._samples is not None:
+        if self._samples is not None and sample:
             self._sample(encoding)
         misses = self._misses
         if misses >= GIVE_UP_AFTER and misses % TRY_EVERY:

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 
 from . import hotpath as hp
-from . import layout, nodes, records, stats, verify
+from . import encryption, layout, nodes, records, stats, verify
 from .store import Store
 
 log = logging.getLogger("sidecar.gc")
@@ -176,6 +176,7 @@ class GarbageCollector:
         if store.sweep_holds:
             return None  # (owner thread: no hold can begin while this job runs)
         node_db = store.db["nodes"]
+        node_db, scope_db = store.db["nodes"], store.db["nodescope"]
         keep = store.gc_keep or set()
         if keep:
             get = txn.get
@@ -187,7 +188,9 @@ class GarbageCollector:
                 continue
             rec = txn.pop(node_id, db=node_db)
             if rec is not None:
-                nodes.index_delete(txn, store, rec[:hp.HASH_SIZE], node_id)
+                scope = txn.pop(node_id, db=scope_db)  # an encrypted namespace's node: indexed under its scope
+                prefix = b"" if scope is None else bytes(scope[:encryption.SCOPE_SIZE])
+                nodes.index_delete(txn, store, rec[:hp.HASH_SIZE], node_id, prefix)
                 freed += 1
                 nbytes += len(rec)
         return freed, nbytes
@@ -196,7 +199,7 @@ class GarbageCollector:
 def check_integrity(store: Store) -> dict:
     """The summary of storage/verify.verify over the serving ``store`` (AdminService.CheckIntegrity):
     checkpoints and nodes checked, nodes referenced but missing, and up to 100 problems, one line each."""
-    report = verify.verify(store.env, store.db)
+    report = verify.verify(store.env, store.db, keys=store.keys)  # shredded values: key_missing, not damage
     problems = [f"missing node {node}" for node in report.missing_nodes[:50]]
     problems += [f"{d.table} {d.key}: {d.problem}" for d in report.damaged]
     problems += [f"{r.what} {r.namespace}/{r.thread_id}/{r.checkpoint_ns}/{r.checkpoint_id} reaches damaged or "

@@ -63,6 +63,8 @@ cstate; state/convpolicy.py owns nsconf (a thread's own idle policy is in its Th
 ``ctimers``   due_us(u64 BE) kind(1 byte: I idle, F fallback) ns NUL thread_id [NUL level(u8) first_seq(u64 BE)]
               -> tkey (the sweeper's order)
 ``reclaim``   tkey -> ns NUL thread_id (contents of a thread deleted by its idle policy, still to delete)
+``nodescope`` node id -> scope (8 bytes) + ns: the node belongs to that encrypted namespace and is indexed in
+              ``hashes`` under scope + hash (storage/encryption.py); nodes without an entry are shared
 
 Retention (sidecar/state/retention.py, docs/lifecycle.md "Retention"):
 
@@ -104,7 +106,7 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
             "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
-            "retpol", "schemas")
+            "retpol", "schemas", "nodescope")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -878,7 +880,7 @@ RECORD_DECODERS = {
 }
 RAW_TABLES = frozenset(("meta", "nodes", "hashes", "runidx", "reqtime", "thruns", "timers", "evids", "effthr",
                         "memids", "memupd", "memexp", "memfld", "memfldx", "cids", "ccalls", "ctimers", "reclaim",
-                        "cqueue"))
+                        "cqueue", "nodescope"))
 
 # The node references of each table whose records point into the node store: (table, record -> node ids).
 # One place: the collector (storage/gc.py) marks from these, storage/verify.py checks that each resolves.

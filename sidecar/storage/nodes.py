@@ -13,6 +13,13 @@ stored hashes ever share those 16 bytes (a 2**-128 accident per pair, or a
 deliberate collision), the later one is indexed under its full 32 bytes
 instead, so lookups stay exact; deleting the owner of a short key moves one
 such full-key entry up to it.
+
+An encrypted namespace's nodes (storage/encryption.py) are indexed under its
+8-byte scope prefix + hash (24 or 40 bytes; shared nodes' keys are 16 or 32),
+so they are found only by writes of that namespace, and each has a
+``nodescope`` entry (node id -> scope + namespace) saying so; their value
+records are sealed after compression. Every lookup therefore names the
+namespace it is for.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import msgspec
 
 from agentstate.codec import array_header, map_header
 
+from . import encryption
 from . import hotpath as hp
 from . import layout
 from .store import RetryJob, Store
@@ -45,42 +53,59 @@ def fetcher(txn, store: Store) -> Callable[[bytes], bytes | None]:
 INDEX_KEY = 16
 
 
-def index_get(txn, store: Store, h: bytes) -> bytes | None:
-    """Id of the stored node with hash ``h``, or None."""
-    index, records = store.db["hashes"], store.db["nodes"]
-    node_id = txn.get(h[:INDEX_KEY], db=index)
+def index_get(txn, store: Store, h: bytes, ns: str) -> bytes | None:
+    """Id of the node with hash ``h`` that a write of namespace ``ns`` may use, or None."""
+    return lookup(txn, store.db, h, store.prefix(ns))
+
+
+def lookup(txn, db, h: bytes, prefix: bytes) -> bytes | None:
+    """Id of the stored node with hash ``h`` indexed under ``prefix`` (b"": shared), or None."""
+    index, records = db["hashes"], db["nodes"]
+    node_id = txn.get(prefix + h[:INDEX_KEY], db=index)
     if node_id is not None:
         rec = txn.get(node_id, db=records)
         if rec is not None and rec[:H] == h:
             return node_id
-        return txn.get(h, db=index)  # the short key belongs to another hash
+        return txn.get(prefix + h, db=index)  # the short key belongs to another hash
     return None
 
 
-def index_put(txn, store: Store, h: bytes, node_id: bytes) -> None:
+def index_put(txn, store: Store, h: bytes, node_id: bytes, prefix: bytes = b"") -> None:
     index = store.db["hashes"]
-    if not txn.put(h[:INDEX_KEY], node_id, db=index, overwrite=False):
-        txn.put(h, node_id, db=index)
+    if not txn.put(prefix + h[:INDEX_KEY], node_id, db=index, overwrite=False):
+        txn.put(prefix + h, node_id, db=index)
 
 
-def index_delete(txn, store: Store, h: bytes, node_id: bytes) -> None:
-    """Remove the index entry that points at ``node_id``.
+def index_delete(txn, store: Store, h: bytes, node_id: bytes, prefix: bytes = b"") -> None:
+    """Remove the index entry that points at ``node_id`` (indexed under ``prefix``).
 
     Keeps the invariant index_get relies on: while any stored hash starts with
     a short key, that short key is in the index (a full-key entry moves up).
     """
     index = store.db["hashes"]
-    short = h[:INDEX_KEY]
+    short = prefix + h[:INDEX_KEY]
     if txn.get(short, db=index) != node_id:
-        if txn.get(h, db=index) == node_id:
-            txn.delete(h, db=index)
+        if txn.get(prefix + h, db=index) == node_id:
+            txn.delete(prefix + h, db=index)
         return
     txn.delete(short, db=index)
+    full = len(prefix) + H
     cursor = txn.cursor(db=index)
-    if cursor.set_range(short) and cursor.key().startswith(short):  # full keys sort right after their prefix
-        other = bytes(cursor.value())
-        cursor.delete()
-        txn.put(short, other, db=index)
+    if cursor.set_range(short):  # full keys sort right after their prefix (other lengths are other scopes)
+        for key in cursor.iternext(values=False):
+            if not bytes(key).startswith(short):
+                break
+            if len(key) == full:
+                other = bytes(cursor.value())
+                cursor.delete()
+                txn.put(short, other, db=index)
+                break
+
+
+def scope_of(txn, store: Store, node_id: bytes) -> bytes:
+    """The index prefix of a stored node (b"" for a shared one)."""
+    tag = txn.get(node_id, db=store.db["nodescope"])
+    return b"" if tag is None else bytes(tag[:encryption.SCOPE_SIZE])
 
 
 def record(fetch: Callable[[bytes], bytes | None], node_id: bytes) -> bytes:
@@ -92,18 +117,20 @@ def record(fetch: Callable[[bytes], bytes | None], node_id: bytes) -> bytes:
 
 
 class CanonicalReader:
-    """Reads canonical nodes by hash from one transaction, remembering every hash -> id it sees."""
+    """Reads canonical nodes by hash from one transaction (for namespace ``ns``), remembering every
+    hash -> id it sees."""
 
-    def __init__(self, txn, store: Store) -> None:
+    def __init__(self, txn, store: Store, ns: str) -> None:
         self.txn = txn
         self.store = store
+        self.ns = ns
         self.fetch = fetcher(txn, store)
         self.known: dict[bytes, bytes] = {}
 
     def id_of(self, h: bytes) -> bytes:
         node_id = self.known.get(h)
         if node_id is None:
-            node_id = index_get(self.txn, self.store, h)
+            node_id = index_get(self.txn, self.store, h, self.ns)
             if node_id is None:
                 raise hp.CorruptNode(f"no node with hash {bytes(h).hex()}")
             self.known[h] = node_id
@@ -116,39 +143,55 @@ class CanonicalReader:
 
     def node(self, h: bytes) -> bytes:
         """The canonical node with hash ``h``."""
-        return hp.canonical_node(record(self.fetch, self.id_of(h))[H:], self.hash_of)
+        rec = encryption.plain(record(self.fetch, self.id_of(h)))
+        return hp.canonical_node(rec[H:], self.hash_of)
 
 
-def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> dict[bytes, bytes]:
-    """Store what is missing of the trees whose root hashes are ``roots``; return hash -> id.
+def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots, ns: str) -> dict[bytes, bytes]:
+    """Store what is missing of the trees whose root hashes are ``roots`` for namespace ``ns``; return
+    hash -> id.
 
     ``nodes`` are the canonical nodes built for the request, ``known`` maps
     hashes of stored nodes they refer to. The walk goes top-down: a node found
     by hash is stored with its whole subtree (gc.py keeps that true), so its
     children are not even looked at. Raises RetryJob when a node the request
-    relied on is gone (the request must be prepared again).
+    relied on is gone (the request must be prepared again). In an encrypted
+    namespace, new nodes are indexed under its scope and value records sealed
+    with its current key (ENCRYPTION_KEY_MISSING when it has none loaded).
     """
     ids = dict(known)
     built = dict(nodes)
     records = store.db["nodes"]
     put = txn.put
     pack = store.packer.pack
+    scope = store.scope(ns)
+    if scope is None:
+        prefix = b""
+        seal = tag = None
+    else:
+        prefix, seal, tag = scope.prefix, scope.seal, scope.tag()
+        sealed_tags = encryption.SEALED_TAGS
+        scopes = store.db["nodescope"]
 
     def resolve(h: bytes) -> bytes:
         node_id = ids.get(h)
         if node_id is not None:
             return node_id
-        node_id = index_get(txn, store, h)
+        node_id = lookup(txn, store.db, h, prefix)
         if node_id is None:
             node = built.get(h)
             if node is None:
                 raise RetryJob()
             stored = hp.stored_node(node, resolve)  # children first: they get smaller ids
             if stored[0] == TAG_VALUE:
-                stored = pack(h, stored)  # compression.py: maybe ``z`` + dictionary id + zstd frame
+                stored = pack(h, stored, seal is None)  # compression.py: maybe ``z`` + dictionary id + zstd frame
             node_id = store.new_node_id()
+            if seal is not None:
+                if stored[0] in sealed_tags:
+                    stored = seal(h, stored)  # encryption.py: ``e`` + key id + nonce + AES-GCM
+                put(node_id, tag, db=scopes)
             put(node_id, h + stored, db=records, append=True)
-            index_put(txn, store, h, node_id)
+            index_put(txn, store, h, node_id, prefix)
         ids[h] = node_id
         return node_id
 
@@ -190,8 +233,8 @@ class Staged:
 
 
 def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> Staged:
-    """The CPU work of :func:`write`, done on any thread against a read snapshot ``txn`` (for a large
-    request, so that it does not hold the owner loop): which nodes of the trees of ``roots`` are missing,
+    """The CPU work of :func:`write` for a namespace without encryption (shared nodes), done on any thread
+    against a read snapshot ``txn`` (for a large request, so that it does not hold the owner loop): which nodes of the trees of ``roots`` are missing,
     their ids (a block reserved *after* the snapshot was opened, so every node it shows has a smaller id
     and children keep smaller ids than their parents, which gc.py relies on) and their stored records
     (value nodes maybe compressed).
@@ -206,7 +249,7 @@ def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> S
     def walk(h: bytes) -> None:
         if h in seen or h in ids:
             return
-        node_id = index_get(txn, store, h)
+        node_id = lookup(txn, store.db, h, b"")  # (shared nodes only: an encrypted namespace's puts are not staged)
         if node_id is not None:
             ids[h] = node_id
             return
@@ -256,10 +299,10 @@ def write_index(txn, store: Store, entries: list) -> None:
             txn.put(h, node_id, db=index, overwrite=False)
 
 
-def indexed(txn, store, h: bytes, node_id: bytes) -> bool:
-    """Whether the index finds node ``node_id`` (hash ``h``) or a copy of it (the same hash, stored by
-    two writes at once: write_index)."""
-    found = index_get(txn, store, h)
+def indexed(txn, store, h: bytes, node_id: bytes, prefix: bytes = b"") -> bool:
+    """Whether the index (under ``prefix``: scope_of) finds node ``node_id`` (hash ``h``) or a copy of it
+    (the same hash, stored by two writes at once: write_index)."""
+    found = lookup(txn, store.db, h, prefix)
     if found == node_id:
         return True
     rec = txn.get(found, db=store.db["nodes"]) if found is not None else None

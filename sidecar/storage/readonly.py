@@ -16,8 +16,12 @@ from typing import Iterator
 
 import lmdb
 
-from . import compression, layout
+from . import compression, encryption, layout
 from .store import now_us
+
+
+#: Tables a store made by an older sidecar may lack (nothing a read path needs).
+OPTIONAL_DBS = frozenset({"nodescope"})
 
 
 class ReadOnly(RuntimeError):
@@ -36,12 +40,20 @@ class ReadOnlyStore:
         self.env = lmdb.open(path, readonly=True, lock=True, max_dbs=len(layout.DB_NAMES) + 8, subdir=True,
                              readahead=False, max_readers=126)
         try:
-            self.db = {name: self.env.open_db(name.encode(), create=False) for name in layout.DB_NAMES}
+            self.db = {}
+            for name in layout.DB_NAMES:
+                try:
+                    self.db[name] = self.env.open_db(name.encode(), create=False)
+                except lmdb.NotFoundError:
+                    if name not in OPTIONAL_DBS:
+                        raise
+                    self.db[name] = None  # an older store, never opened by a sidecar that makes this table
             with self.env.begin() as txn:
                 fmt = txn.get(b"format", db=self.db["meta"])
                 if fmt is None or bytes(fmt).decode() != layout.FORMAT_NAME:
                     raise RuntimeError(f"{path}: unknown store format {fmt!r}")
                 self._register_dictionaries(txn)
+                _, self.encrypted = encryption.remembered(txn, self.db["meta"])
         except lmdb.NotFoundError:
             self.env.close()
             raise RuntimeError(f"{path}: not a store of this sidecar version (a table is missing)") from None
@@ -58,6 +70,11 @@ class ReadOnlyStore:
                     break
                 if bytes(key) != compression.META_CURRENT:
                     compression.register(bytes(value))
+
+    def prefix(self, ns: str) -> bytes:
+        """The hash index prefix of namespace ``ns``'s nodes (see Store.prefix); sealed values stay sealed
+        here: no keys are loaded, so reading them answers ENCRYPTION_KEY_MISSING."""
+        return encryption.scope_prefix(ns) if ns in self.encrypted else b""
 
     @property
     def map_size(self) -> int:

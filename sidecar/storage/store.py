@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterator
 
 import lmdb
 
-from . import compression, layout, stats, wal
+from . import compression, encryption, layout, stats, wal
 from ..errors import ApiError
 
 log = logging.getLogger("sidecar.store")
@@ -235,7 +235,7 @@ class Store:
     def __init__(self, path: str, *, map_size: int | None = None, sync: bool = True, durability: str = "sync",
                  commit_interval: float = COMMIT_INTERVAL, max_queue: int = MAX_QUEUE, max_lag: float = MAX_LAG,
                  loop: asyncio.AbstractEventLoop | None = None, compress: bool = True,
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None, keys: encryption.KeyRing | None = None) -> None:
         if durability not in DURABILITIES:
             raise ValueError(f"durability must be one of {DURABILITIES}, not {durability!r}")
         os.makedirs(path, mode=0o700, exist_ok=True)
@@ -247,6 +247,10 @@ class Store:
         current = os.path.getsize(data_file) if os.path.exists(data_file) else 0
         size = max(map_size or DEFAULT_MAP_SIZE, 2 * current)
         self._sync = sync
+        # LMDB writes whole pages: without zeroing its page buffers (meminit) the unused part of a page can
+        # carry old heap bytes -- plaintext of sealed values among them -- into the file. A store given keys
+        # (storage/encryption.py) pays the memset.
+        self._meminit = keys is not None
         self.db: dict = {}
         self._by_index: list = []
         self._open_env(size)
@@ -267,6 +271,12 @@ class Store:
         self._next_node = self._last_node_id() + 1
         self._drop_wal_files()  # every intact record is in LMDB now (a new log starts after them)
         self.packer = compression.Packer(self._load_dicts, self._save_dict, enabled=compress)
+        self.keys: encryption.KeyRing | None = None
+        self.encrypted: set[str] = set()  # namespaces that have (had) a key: storage/encryption.py
+        self._installed: list[bytes] = []
+        self._prefixes: dict[str, bytes] = {}
+        with self.env.begin(write=keys is not None, db=self.db["meta"]) as txn:  # (keys are recorded in meta)
+            self._use_keys(txn, keys)
         self._log: wal.Log | None = wal.Log(path, self._applied + 1) if durability == "process" else None
         # owner-thread state
         self._txn = None  # the open write transaction
@@ -320,7 +330,7 @@ class Store:
         """Open the LMDB environment and its sub-databases (the handle dicts are updated in place)."""
         self.env = lmdb.open(self.path, map_size=size, max_dbs=len(layout.DB_NAMES) + 8, max_readers=126,
                              sync=self._sync, metasync=self._sync, subdir=True, lock=True, readahead=False,
-                             mode=0o600, meminit=False, writemap=False)
+                             mode=0o600, meminit=self._meminit, writemap=False)
         self.db.clear()
         self.db.update({name: self.env.open_db(name.encode()) for name in layout.DB_NAMES})
         self._by_index[:] = [self.db[name] for name in layout.DB_NAMES]
@@ -346,6 +356,46 @@ class Store:
         self.reopened += 1
         log.warning("LMDB environment reopened after a fatal write error (%d so far)", self.reopened)
         return True
+
+    # ---------------------------------------------------------- encryption at rest (storage/encryption.py)
+
+    def set_keys(self, ring: encryption.KeyRing | None) -> None:
+        """Use ``ring`` from now on (a reload of the key file: rotation without a restart). Its keys are
+        recorded in ``meta`` first, in a write; KeyFileError (nothing changes) when a used key id now holds
+        other key material."""
+        self.write(lambda txn: self._use_keys(txn, ring))
+
+    def _use_keys(self, txn, ring: encryption.KeyRing | None) -> None:
+        meta = self.db["meta"]
+        if ring is not None:
+            encryption.remember(txn, meta, ring)
+            if ring.keys and not self._meminit:
+                log.warning("encryption keys loaded into a store opened without them: until a restart, unused "
+                            "parts of LMDB pages may carry old heap bytes (plaintext) into the file")
+        used, namespaces = encryption.remembered(txn, meta)
+        old = self._installed
+        self._installed = encryption.install(ring, {kid: (ns, name) for kid, (ns, name, _) in used.items()})
+        encryption.uninstall(old)
+        self.keys = ring
+        self.encrypted = namespaces
+        self._prefixes = {}
+
+    def prefix(self, ns: str) -> bytes:
+        """The hash index prefix of namespace ``ns``'s nodes: its scope when it is encrypted, else b""."""
+        p = self._prefixes.get(ns)
+        if p is None:
+            p = self._prefixes[ns] = encryption.scope_prefix(ns) if ns in self.encrypted else b""
+        return p
+
+    def scope(self, ns: str) -> encryption.Scope | None:
+        """How to write namespace ``ns``'s nodes: None when it is not encrypted; ENCRYPTION_KEY_MISSING when
+        it is and none of its keys is loaded."""
+        if ns not in self.encrypted:
+            return None
+        scope = self.keys.scope(ns) if self.keys is not None else None
+        if scope is None:
+            raise encryption.key_missing(ns)
+        return scope
 
     def _init_meta(self) -> None:
         with self.env.begin(write=True, db=self.db["meta"]) as txn:
@@ -917,6 +967,8 @@ class Store:
             self._committed.notify_all()
         with self._gate.exclusive():
             self.env.close()
+        encryption.uninstall(self._installed)
+        self._installed = []
 
     def _shutdown(self) -> None:
         self._commit()

@@ -7,8 +7,11 @@ sidecar keeps serving) and checks, in this order:
    record type (a table's unreadable record is named by table and key);
 2. every node record: its content re-hashed (children by their hashes, a
    compressed node unpacked from the record itself, never from the read
-   cache) equals the hash it is stored under, and the hash index maps that
-   hash back to it;
+   cache, a sealed one opened with its key: its AES-GCM tag checked) equals
+   the hash it is stored under, and the hash index maps that hash back to it
+   (under its namespace's scope for an encrypted namespace's node). A sealed
+   record whose key is not given is counted as ``key missing`` for its
+   namespace: it cannot be checked (nor read), which is not damage;
 3. every reference resolves: from each record of layout.ROOT_REFS (checkpoints,
    pending writes, artifacts, uploads, memory items and their revisions,
    conversation items stored as nodes) down to the leaves, no node is missing.
@@ -24,15 +27,15 @@ checksum of their own; node contents are covered by their BLAKE3 address.
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Callable
 
 import lmdb
 import msgspec
 
-from . import compression, layout, nodes
+from . import compression, encryption, layout, nodes
 from . import hotpath as hp
+from ..errors import ApiError
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -69,6 +72,8 @@ class Report:
     missing_total: int = 0
     reached: list[Reached] = field(default_factory=list)
     seconds: float = 0.0
+    sealed: dict[str, int] = field(default_factory=dict)  # namespace -> sealed records checked with their key
+    key_missing: dict[str, int] = field(default_factory=dict)  # namespace -> sealed records whose key is not given
 
     @property
     def clean(self) -> bool:
@@ -119,11 +124,24 @@ def _count(txn, db) -> int:
     return 0 if db is None else txn.stat(db)["entries"]
 
 
-def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -> Report:
-    """Check the store of ``env`` (tables ``dbs``) in one read snapshot; see the module docstring."""
+def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None,
+           keys: encryption.KeyRing | None = None) -> Report:
+    """Check the store of ``env`` (tables ``dbs``) in one read snapshot, opening sealed records with
+    ``keys``; see the module docstring."""
+    with env.begin() as txn:
+        used, _ = encryption.remembered(txn, dbs["meta"])
+    installed = encryption.install(keys, {kid: (ns, name) for kid, (ns, name, _) in used.items()})
+    try:
+        return _verify(env, dbs, progress, used)
+    finally:
+        encryption.uninstall(installed)
+
+
+def _verify(env: lmdb.Environment, dbs: dict, progress: Progress | None, used: dict) -> Report:
     report = Report()
     started = time.monotonic()
     tick = progress or (lambda phase, done, total: None)
+    scope_db = dbs.get("nodescope")
     with env.begin(buffers=False) as txn:
         _register_dictionaries(txn, dbs["meta"])
         node_db = dbs["nodes"]
@@ -165,17 +183,36 @@ def verify(env: lmdb.Environment, dbs: dict, progress: Progress | None = None) -
                 report.damaged.append(Damage("nodes", node_id.hex(), "record too short"))
                 continue
             h = rec[:hp.HASH_SIZE]
+            if encryption.is_sealed(rec):
+                ns = used.get(encryption.key_id_of(rec), ("(unknown key)",))[0]
+                try:
+                    rec = encryption.open_record(rec)
+                except ApiError as e:
+                    if e.reason == "ENCRYPTION_KEY_MISSING":
+                        report.key_missing[ns] = report.key_missing.get(ns, 0) + 1
+                        rec = None
+                    else:
+                        bad_nodes.add(node_id)
+                        report.damaged.append(Damage("nodes", node_id.hex(), e.message))
+                        continue
+                else:
+                    report.sealed[ns] = report.sealed.get(ns, 0) + 1
             try:
-                canonical = hp.canonical_node(rec[hp.HASH_SIZE:], hash_of)
-                if hp.hash_bytes(canonical) != h:
-                    raise hp.CorruptNode("content does not match its hash")
+                if rec is None:
+                    pass  # cannot be re-hashed without its key
+                else:
+                    canonical = hp.canonical_node(rec[hp.HASH_SIZE:], hash_of)
+                    if hp.hash_bytes(canonical) != h:
+                        raise hp.CorruptNode("content does not match its hash")
             except _MissingChild:
                 continue  # its content cannot be re-hashed without the child: step 3 reports the child
             except (hp.CorruptNode, ValueError) as e:
                 bad_nodes.add(node_id)
                 report.damaged.append(Damage("nodes", node_id.hex(), str(e)))
                 continue
-            if not nodes.indexed(txn, tables, h, node_id):
+            scope = txn.get(node_id, db=scope_db) if scope_db is not None else None
+            prefix = b"" if scope is None else scope[:encryption.SCOPE_SIZE]
+            if not nodes.indexed(txn, tables, h, node_id, prefix):
                 report.damaged.append(Damage("hashes", h.hex(), f"does not map back to node {node_id.hex()}"))
         report.nodes = n
         tick("nodes", n, total_nodes)
@@ -308,10 +345,10 @@ def _write_owner(key: bytes) -> tuple[int, str, str]:
         errors="replace")
 
 
-def verify_path(path: str, progress: Progress | None = None) -> Report:
-    """Open the store in ``path`` read-only and verify it."""
+def verify_path(path: str, progress: Progress | None = None, keys: encryption.KeyRing | None = None) -> Report:
+    """Open the store in ``path`` read-only and verify it (sealed records with ``keys``)."""
     env, dbs = open_env(path)
     try:
-        return verify(env, dbs, progress)
+        return verify(env, dbs, progress, keys)
     finally:
         env.close()

@@ -14,6 +14,7 @@ from .codec import Opaque, UnsupportedValue
 from .errors import (AgentStateError, Aborted, AlreadyExists, DeadlineExceeded, FailedPrecondition, Internal,
                      InvalidArgument, LeaseExpired, NotFound, PermissionDenied, ResourceExhausted, Unauthenticated,
                      Unavailable)
+from .errors import DataLoss
 from .values import Append, Encoded, Keep, SetKeys, apply_list_delta, channel_value, from_value, to_value
 from .held_runs import AsyncHeldRun, HeldRun
 from .run_records import effect_done, effect_failed, event, status_name, step
@@ -28,4 +29,5 @@ __all__ = [
     "ResourceExhausted", "Aborted", "Unavailable", "DeadlineExceeded", "Internal", "LeaseExpired",
     "Unauthenticated", "PermissionDenied",
     "HeldRun", "AsyncHeldRun", "step", "event", "effect_done", "effect_failed", "status_name",
+    "DataLoss",
 ]

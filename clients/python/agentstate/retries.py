@@ -130,6 +130,8 @@ RULES: dict[str, Rule] = {
     "AdminService.BackupStore": Rule(
         BY_KEY, "the request names the backup it creates; a repeat of one that went through fails "
         "INVALID_ARGUMENT (a backup of that name exists) and makes no second backup"),
+    "AdminService.ReencryptNamespace": Rule(IDEMPOTENT_KIND, "records already under the current key are skipped; "
+                                            "again finds nothing left to rewrite"),
     # RunService
     "RunService.CreateRun": Rule(
         BY_REQUEST_ID, "a repeat creates a second run (or fails ALREADY_EXISTS for a given run_id)"),

@@ -57,6 +57,7 @@ export class Cancelled extends AgentStateError {}
 export class Internal extends AgentStateError {}
 export class Unauthenticated extends AgentStateError {}
 export class PermissionDenied extends AgentStateError {}
+export class DataLoss extends AgentStateError {}
 
 /**
  * A held run's lease ran out on the holder's clock before a heartbeat got through (the sidecar
@@ -82,6 +83,7 @@ const BY_CODE: Record<number, new (c: number, d: string, r?: string, m?: Record<
   [GrpcStatus.INTERNAL]: Internal,
   [GrpcStatus.UNAUTHENTICATED]: Unauthenticated,
   [GrpcStatus.PERMISSION_DENIED]: PermissionDenied,
+  [GrpcStatus.DATA_LOSS]: DataLoss,
 };
 
 /** Build the AgentStateError of a code, message, reason and metadata. */

@@ -67,6 +67,7 @@ export const RULES: Record<string, Rule> = {
   "AdminService.CollectGarbage": { kind: "idempotent" },
   "AdminService.CheckIntegrity": READ,
   "AdminService.BackupStore": { kind: "by key" },
+  "AdminService.ReencryptNamespace": { kind: "idempotent" },
   "RunService.CreateRun": REQUEST_ID,
   "RunService.GetRun": READ,
   "RunService.ListRuns": READ,

@@ -92,3 +92,29 @@ class BackupStoreResponse(_message.Message):
     blobs: int
     sidecar_version: str
     def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., bytes: _Optional[int] = ..., blake3: _Optional[str] = ..., checkpoints: _Optional[int] = ..., threads: _Optional[int] = ..., blobs: _Optional[int] = ..., sidecar_version: _Optional[str] = ...) -> None: ...
+
+class ReencryptNamespaceRequest(_message.Message):
+    __slots__ = ("namespace", "batch_size")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    batch_size: int
+    def __init__(self, namespace: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
+
+class ReencryptNamespaceResponse(_message.Message):
+    __slots__ = ("key_id", "records", "rewritten", "already_current", "structure_nodes", "key_missing", "damaged")
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    REWRITTEN_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURE_NODES_FIELD_NUMBER: _ClassVar[int]
+    KEY_MISSING_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_FIELD_NUMBER: _ClassVar[int]
+    key_id: str
+    records: int
+    rewritten: int
+    already_current: int
+    structure_nodes: int
+    key_missing: int
+    damaged: int
+    def __init__(self, key_id: _Optional[str] = ..., records: _Optional[int] = ..., rewritten: _Optional[int] = ..., already_current: _Optional[int] = ..., structure_nodes: _Optional[int] = ..., key_missing: _Optional[int] = ..., damaged: _Optional[int] = ...) -> None: ...

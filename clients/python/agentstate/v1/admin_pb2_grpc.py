@@ -55,6 +55,11 @@ class AdminServiceStub:
                 request_serializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreResponse.FromString,
                 _registered_method=True)
+        self.ReencryptNamespace = channel.unary_unary(
+                '/agentstate.v1.AdminService/ReencryptNamespace',
+                request_serializer=agentstate_dot_v1_dot_admin__pb2.ReencryptNamespaceRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_admin__pb2.ReencryptNamespaceResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -101,6 +106,22 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReencryptNamespace(self, request, context):
+        """ReencryptNamespace rewrites the namespace's values sealed with an older
+        key under its current key (the last one the key file lists for it;
+        docs/security.md "Encryption at rest"), online, in small transactions:
+        reads and writes go on meanwhile and read the same values. Afterwards
+        the old keys can be removed from the key file. A call that stops
+        midway loses nothing and a new call resumes (records already under the
+        current key are skipped). Needs an admin credential that may use the
+        namespace. INVALID_ARGUMENT (field namespace) when the namespace is not
+        encrypted; FAILED_PRECONDITION ENCRYPTION_KEY_MISSING when none of its
+        keys is loaded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -123,6 +144,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.BackupStore,
                     request_deserializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_admin__pb2.BackupStoreResponse.SerializeToString,
+            ),
+            'ReencryptNamespace': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReencryptNamespace,
+                    request_deserializer=agentstate_dot_v1_dot_admin__pb2.ReencryptNamespaceRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_admin__pb2.ReencryptNamespaceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -234,6 +260,33 @@ class AdminService:
             '/agentstate.v1.AdminService/BackupStore',
             agentstate_dot_v1_dot_admin__pb2.BackupStoreRequest.SerializeToString,
             agentstate_dot_v1_dot_admin__pb2.BackupStoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReencryptNamespace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.AdminService/ReencryptNamespace',
+            agentstate_dot_v1_dot_admin__pb2.ReencryptNamespaceRequest.SerializeToString,
+            agentstate_dot_v1_dot_admin__pb2.ReencryptNamespaceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -532,6 +532,161 @@ func (x *BackupStoreResponse) GetSidecarVersion() string {
 	return ""
 }
 
+type ReencryptNamespaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// namespace to re-encrypt (empty: "default").
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// batch_size is the records per transaction (0: 500; at most 10000).
+	BatchSize     uint32 `protobuf:"varint,2,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReencryptNamespaceRequest) Reset() {
+	*x = ReencryptNamespaceRequest{}
+	mi := &file_agentstate_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReencryptNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReencryptNamespaceRequest) ProtoMessage() {}
+
+func (x *ReencryptNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReencryptNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*ReencryptNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReencryptNamespaceRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ReencryptNamespaceRequest) GetBatchSize() uint32 {
+	if x != nil {
+		return x.BatchSize
+	}
+	return 0
+}
+
+type ReencryptNamespaceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key_id names the current key the records are now sealed with.
+	KeyId string `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// records of the namespace looked at.
+	Records uint64 `protobuf:"varint,2,opt,name=records,proto3" json:"records,omitempty"`
+	// rewritten: sealed with an older key before, with key_id now.
+	Rewritten uint64 `protobuf:"varint,3,opt,name=rewritten,proto3" json:"rewritten,omitempty"`
+	// already_current: sealed with key_id before the call.
+	AlreadyCurrent uint64 `protobuf:"varint,4,opt,name=already_current,json=alreadyCurrent,proto3" json:"already_current,omitempty"`
+	// structure_nodes: list and map nodes of the namespace (they hold ids, not
+	// values, and are never sealed).
+	StructureNodes uint64 `protobuf:"varint,5,opt,name=structure_nodes,json=structureNodes,proto3" json:"structure_nodes,omitempty"`
+	// key_missing: sealed with a key that is not loaded (left as they are).
+	KeyMissing uint64 `protobuf:"varint,6,opt,name=key_missing,json=keyMissing,proto3" json:"key_missing,omitempty"`
+	// damaged: records that do not authenticate (left as they are; sidecar
+	// verify names them).
+	Damaged       uint64 `protobuf:"varint,7,opt,name=damaged,proto3" json:"damaged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReencryptNamespaceResponse) Reset() {
+	*x = ReencryptNamespaceResponse{}
+	mi := &file_agentstate_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReencryptNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReencryptNamespaceResponse) ProtoMessage() {}
+
+func (x *ReencryptNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReencryptNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*ReencryptNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReencryptNamespaceResponse) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *ReencryptNamespaceResponse) GetRecords() uint64 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *ReencryptNamespaceResponse) GetRewritten() uint64 {
+	if x != nil {
+		return x.Rewritten
+	}
+	return 0
+}
+
+func (x *ReencryptNamespaceResponse) GetAlreadyCurrent() uint64 {
+	if x != nil {
+		return x.AlreadyCurrent
+	}
+	return 0
+}
+
+func (x *ReencryptNamespaceResponse) GetStructureNodes() uint64 {
+	if x != nil {
+		return x.StructureNodes
+	}
+	return 0
+}
+
+func (x *ReencryptNamespaceResponse) GetKeyMissing() uint64 {
+	if x != nil {
+		return x.KeyMissing
+	}
+	return 0
+}
+
+func (x *ReencryptNamespaceResponse) GetDamaged() uint64 {
+	if x != nil {
+		return x.Damaged
+	}
+	return 0
+}
+
 var File_agentstate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_admin_proto_rawDesc = "" +
@@ -574,12 +729,26 @@ const file_agentstate_v1_admin_proto_rawDesc = "" +
 	"\vcheckpoints\x18\x06 \x01(\x04R\vcheckpoints\x12\x18\n" +
 	"\athreads\x18\a \x01(\x04R\athreads\x12\x14\n" +
 	"\x05blobs\x18\b \x01(\x04R\x05blobs\x12'\n" +
-	"\x0fsidecar_version\x18\t \x01(\tR\x0esidecarVersion2\xfe\x02\n" +
+	"\x0fsidecar_version\x18\t \x01(\tR\x0esidecarVersion\"X\n" +
+	"\x19ReencryptNamespaceRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1d\n" +
+	"\n" +
+	"batch_size\x18\x02 \x01(\rR\tbatchSize\"\xf8\x01\n" +
+	"\x1aReencryptNamespaceResponse\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\tR\x05keyId\x12\x18\n" +
+	"\arecords\x18\x02 \x01(\x04R\arecords\x12\x1c\n" +
+	"\trewritten\x18\x03 \x01(\x04R\trewritten\x12'\n" +
+	"\x0falready_current\x18\x04 \x01(\x04R\x0ealreadyCurrent\x12'\n" +
+	"\x0fstructure_nodes\x18\x05 \x01(\x04R\x0estructureNodes\x12\x1f\n" +
+	"\vkey_missing\x18\x06 \x01(\x04R\n" +
+	"keyMissing\x12\x18\n" +
+	"\adamaged\x18\a \x01(\x04R\adamaged2\xe9\x03\n" +
 	"\fAdminService\x12Z\n" +
 	"\rGetStoreStats\x12#.agentstate.v1.GetStoreStatsRequest\x1a$.agentstate.v1.GetStoreStatsResponse\x12]\n" +
 	"\x0eCollectGarbage\x12$.agentstate.v1.CollectGarbageRequest\x1a%.agentstate.v1.CollectGarbageResponse\x12]\n" +
 	"\x0eCheckIntegrity\x12$.agentstate.v1.CheckIntegrityRequest\x1a%.agentstate.v1.CheckIntegrityResponse\x12T\n" +
-	"\vBackupStore\x12!.agentstate.v1.BackupStoreRequest\x1a\".agentstate.v1.BackupStoreResponseB^\n" +
+	"\vBackupStore\x12!.agentstate.v1.BackupStoreRequest\x1a\".agentstate.v1.BackupStoreResponse\x12i\n" +
+	"\x12ReencryptNamespace\x12(.agentstate.v1.ReencryptNamespaceRequest\x1a).agentstate.v1.ReencryptNamespaceResponseB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
@@ -594,33 +763,37 @@ func file_agentstate_v1_admin_proto_rawDescGZIP() []byte {
 	return file_agentstate_v1_admin_proto_rawDescData
 }
 
-var file_agentstate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_agentstate_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_agentstate_v1_admin_proto_goTypes = []any{
-	(*GetStoreStatsRequest)(nil),   // 0: agentstate.v1.GetStoreStatsRequest
-	(*GetStoreStatsResponse)(nil),  // 1: agentstate.v1.GetStoreStatsResponse
-	(*CollectGarbageRequest)(nil),  // 2: agentstate.v1.CollectGarbageRequest
-	(*CollectGarbageResponse)(nil), // 3: agentstate.v1.CollectGarbageResponse
-	(*CheckIntegrityRequest)(nil),  // 4: agentstate.v1.CheckIntegrityRequest
-	(*CheckIntegrityResponse)(nil), // 5: agentstate.v1.CheckIntegrityResponse
-	(*BackupStoreRequest)(nil),     // 6: agentstate.v1.BackupStoreRequest
-	(*BackupStoreResponse)(nil),    // 7: agentstate.v1.BackupStoreResponse
-	(*timestamppb.Timestamp)(nil),  // 8: google.protobuf.Timestamp
+	(*GetStoreStatsRequest)(nil),       // 0: agentstate.v1.GetStoreStatsRequest
+	(*GetStoreStatsResponse)(nil),      // 1: agentstate.v1.GetStoreStatsResponse
+	(*CollectGarbageRequest)(nil),      // 2: agentstate.v1.CollectGarbageRequest
+	(*CollectGarbageResponse)(nil),     // 3: agentstate.v1.CollectGarbageResponse
+	(*CheckIntegrityRequest)(nil),      // 4: agentstate.v1.CheckIntegrityRequest
+	(*CheckIntegrityResponse)(nil),     // 5: agentstate.v1.CheckIntegrityResponse
+	(*BackupStoreRequest)(nil),         // 6: agentstate.v1.BackupStoreRequest
+	(*BackupStoreResponse)(nil),        // 7: agentstate.v1.BackupStoreResponse
+	(*ReencryptNamespaceRequest)(nil),  // 8: agentstate.v1.ReencryptNamespaceRequest
+	(*ReencryptNamespaceResponse)(nil), // 9: agentstate.v1.ReencryptNamespaceResponse
+	(*timestamppb.Timestamp)(nil),      // 10: google.protobuf.Timestamp
 }
 var file_agentstate_v1_admin_proto_depIdxs = []int32{
-	8, // 0: agentstate.v1.BackupStoreResponse.create_time:type_name -> google.protobuf.Timestamp
-	0, // 1: agentstate.v1.AdminService.GetStoreStats:input_type -> agentstate.v1.GetStoreStatsRequest
-	2, // 2: agentstate.v1.AdminService.CollectGarbage:input_type -> agentstate.v1.CollectGarbageRequest
-	4, // 3: agentstate.v1.AdminService.CheckIntegrity:input_type -> agentstate.v1.CheckIntegrityRequest
-	6, // 4: agentstate.v1.AdminService.BackupStore:input_type -> agentstate.v1.BackupStoreRequest
-	1, // 5: agentstate.v1.AdminService.GetStoreStats:output_type -> agentstate.v1.GetStoreStatsResponse
-	3, // 6: agentstate.v1.AdminService.CollectGarbage:output_type -> agentstate.v1.CollectGarbageResponse
-	5, // 7: agentstate.v1.AdminService.CheckIntegrity:output_type -> agentstate.v1.CheckIntegrityResponse
-	7, // 8: agentstate.v1.AdminService.BackupStore:output_type -> agentstate.v1.BackupStoreResponse
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	10, // 0: agentstate.v1.BackupStoreResponse.create_time:type_name -> google.protobuf.Timestamp
+	0,  // 1: agentstate.v1.AdminService.GetStoreStats:input_type -> agentstate.v1.GetStoreStatsRequest
+	2,  // 2: agentstate.v1.AdminService.CollectGarbage:input_type -> agentstate.v1.CollectGarbageRequest
+	4,  // 3: agentstate.v1.AdminService.CheckIntegrity:input_type -> agentstate.v1.CheckIntegrityRequest
+	6,  // 4: agentstate.v1.AdminService.BackupStore:input_type -> agentstate.v1.BackupStoreRequest
+	8,  // 5: agentstate.v1.AdminService.ReencryptNamespace:input_type -> agentstate.v1.ReencryptNamespaceRequest
+	1,  // 6: agentstate.v1.AdminService.GetStoreStats:output_type -> agentstate.v1.GetStoreStatsResponse
+	3,  // 7: agentstate.v1.AdminService.CollectGarbage:output_type -> agentstate.v1.CollectGarbageResponse
+	5,  // 8: agentstate.v1.AdminService.CheckIntegrity:output_type -> agentstate.v1.CheckIntegrityResponse
+	7,  // 9: agentstate.v1.AdminService.BackupStore:output_type -> agentstate.v1.BackupStoreResponse
+	9,  // 10: agentstate.v1.AdminService.ReencryptNamespace:output_type -> agentstate.v1.ReencryptNamespaceResponse
+	6,  // [6:11] is the sub-list for method output_type
+	1,  // [1:6] is the sub-list for method input_type
+	1,  // [1:1] is the sub-list for extension type_name
+	1,  // [1:1] is the sub-list for extension extendee
+	0,  // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_admin_proto_init() }
@@ -634,7 +807,7 @@ func file_agentstate_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_admin_proto_rawDesc), len(file_agentstate_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,10 +22,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetStoreStats_FullMethodName  = "/agentstate.v1.AdminService/GetStoreStats"
-	AdminService_CollectGarbage_FullMethodName = "/agentstate.v1.AdminService/CollectGarbage"
-	AdminService_CheckIntegrity_FullMethodName = "/agentstate.v1.AdminService/CheckIntegrity"
-	AdminService_BackupStore_FullMethodName    = "/agentstate.v1.AdminService/BackupStore"
+	AdminService_GetStoreStats_FullMethodName      = "/agentstate.v1.AdminService/GetStoreStats"
+	AdminService_CollectGarbage_FullMethodName     = "/agentstate.v1.AdminService/CollectGarbage"
+	AdminService_CheckIntegrity_FullMethodName     = "/agentstate.v1.AdminService/CheckIntegrity"
+	AdminService_BackupStore_FullMethodName        = "/agentstate.v1.AdminService/BackupStore"
+	AdminService_ReencryptNamespace_FullMethodName = "/agentstate.v1.AdminService/ReencryptNamespace"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -54,6 +55,17 @@ type AdminServiceClient interface {
 	// INVALID_ARGUMENT (field name) when the name is not a plain file name or a
 	// backup of that name exists.
 	BackupStore(ctx context.Context, in *BackupStoreRequest, opts ...grpc.CallOption) (*BackupStoreResponse, error)
+	// ReencryptNamespace rewrites the namespace's values sealed with an older
+	// key under its current key (the last one the key file lists for it;
+	// docs/security.md "Encryption at rest"), online, in small transactions:
+	// reads and writes go on meanwhile and read the same values. Afterwards
+	// the old keys can be removed from the key file. A call that stops
+	// midway loses nothing and a new call resumes (records already under the
+	// current key are skipped). Needs an admin credential that may use the
+	// namespace. INVALID_ARGUMENT (field namespace) when the namespace is not
+	// encrypted; FAILED_PRECONDITION ENCRYPTION_KEY_MISSING when none of its
+	// keys is loaded.
+	ReencryptNamespace(ctx context.Context, in *ReencryptNamespaceRequest, opts ...grpc.CallOption) (*ReencryptNamespaceResponse, error)
 }
 
 type adminServiceClient struct {
@@ -104,6 +116,16 @@ func (c *adminServiceClient) BackupStore(ctx context.Context, in *BackupStoreReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ReencryptNamespace(ctx context.Context, in *ReencryptNamespaceRequest, opts ...grpc.CallOption) (*ReencryptNamespaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReencryptNamespaceResponse)
+	err := c.cc.Invoke(ctx, AdminService_ReencryptNamespace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -130,6 +152,17 @@ type AdminServiceServer interface {
 	// INVALID_ARGUMENT (field name) when the name is not a plain file name or a
 	// backup of that name exists.
 	BackupStore(context.Context, *BackupStoreRequest) (*BackupStoreResponse, error)
+	// ReencryptNamespace rewrites the namespace's values sealed with an older
+	// key under its current key (the last one the key file lists for it;
+	// docs/security.md "Encryption at rest"), online, in small transactions:
+	// reads and writes go on meanwhile and read the same values. Afterwards
+	// the old keys can be removed from the key file. A call that stops
+	// midway loses nothing and a new call resumes (records already under the
+	// current key are skipped). Needs an admin credential that may use the
+	// namespace. INVALID_ARGUMENT (field namespace) when the namespace is not
+	// encrypted; FAILED_PRECONDITION ENCRYPTION_KEY_MISSING when none of its
+	// keys is loaded.
+	ReencryptNamespace(context.Context, *ReencryptNamespaceRequest) (*ReencryptNamespaceResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -151,6 +184,9 @@ func (UnimplementedAdminServiceServer) CheckIntegrity(context.Context, *CheckInt
 }
 func (UnimplementedAdminServiceServer) BackupStore(context.Context, *BackupStoreRequest) (*BackupStoreResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method BackupStore not implemented")
+}
+func (UnimplementedAdminServiceServer) ReencryptNamespace(context.Context, *ReencryptNamespaceRequest) (*ReencryptNamespaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReencryptNamespace not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -245,6 +281,24 @@ func _AdminService_BackupStore_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ReencryptNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReencryptNamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReencryptNamespace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReencryptNamespace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReencryptNamespace(ctx, req.(*ReencryptNamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -267,6 +321,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BackupStore",
 			Handler:    _AdminService_BackupStore_Handler,
+		},
+		{
+			MethodName: "ReencryptNamespace",
+			Handler:    _AdminService_ReencryptNamespace_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -236,6 +236,17 @@ const (
 	// --max-calls-per-connection calls in progress ("limit"); retry once some
 	// of them have ended.
 	ErrorReason_TOO_MANY_CALLS ErrorReason = 75
+	// Numbers 70-74: encryption at rest (docs/security.md).
+	// ENCRYPTION_KEY_MISSING (FAILED_PRECONDITION): the namespace is encrypted
+	// and the key its values were sealed with (or, for a write, any key of
+	// it) is not loaded ("namespace", "key_id"). A removed key makes the
+	// namespace's values unreadable for good (crypto-shredding).
+	ErrorReason_ENCRYPTION_KEY_MISSING ErrorReason = 70
+	// ENCRYPTED_RECORD_INVALID (DATA_LOSS): a sealed value does not
+	// authenticate under its key: the record was altered, or the key file
+	// holds other key material under the key's id ("namespace", "key_id",
+	// "node").
+	ErrorReason_ENCRYPTED_RECORD_INVALID ErrorReason = 71
 )
 
 // Enum value maps for ErrorReason.
@@ -301,6 +312,8 @@ var (
 		62: "SCHEMA_CONFLICT",
 		63: "SCHEMA_NOT_FOUND",
 		75: "TOO_MANY_CALLS",
+		70: "ENCRYPTION_KEY_MISSING",
+		71: "ENCRYPTED_RECORD_INVALID",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -363,6 +376,8 @@ var (
 		"SCHEMA_CONFLICT":            62,
 		"SCHEMA_NOT_FOUND":           63,
 		"TOO_MANY_CALLS":             75,
+		"ENCRYPTION_KEY_MISSING":     70,
+		"ENCRYPTED_RECORD_INVALID":   71,
 	}
 )
 
@@ -397,8 +412,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xe4\n" +
-	"\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\x9e\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -463,7 +477,9 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x19SCHEMA_VERSION_UNREADABLE\x10=\x12\x13\n" +
 	"\x0fSCHEMA_CONFLICT\x10>\x12\x14\n" +
 	"\x10SCHEMA_NOT_FOUND\x10?\x12\x12\n" +
-	"\x0eTOO_MANY_CALLS\x10KB^\n" +
+	"\x0eTOO_MANY_CALLS\x10K\x12\x1a\n" +
+	"\x16ENCRYPTION_KEY_MISSING\x10F\x12\x1c\n" +
+	"\x18ENCRYPTED_RECORD_INVALID\x10GB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentstate/v1/admin.proto.
  */
 export const file_agentstate_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChlhZ2VudHN0YXRlL3YxL2FkbWluLnByb3RvEg1hZ2VudHN0YXRlLnYxIhYKFEdldFN0b3JlU3RhdHNSZXF1ZXN0ItEBChVHZXRTdG9yZVN0YXRzUmVzcG9uc2USDwoHdGhyZWFkcxgBIAEoBBITCgtjaGVja3BvaW50cxgCIAEoBBIWCg5wZW5kaW5nX3dyaXRlcxgDIAEoBBINCgVibG9icxgEIAEoBBISCgpibG9iX2J5dGVzGAUgASgEEhcKD2RhdGFfZmlsZV9ieXRlcxgGIAEoBBIWCg5tYXBfc2l6ZV9ieXRlcxgHIAEoBBIWCg5mb3JtYXRfdmVyc2lvbhgIIAEoCRIOCgZuYXRpdmUYCSABKAgiFwoVQ29sbGVjdEdhcmJhZ2VSZXF1ZXN0IlsKFkNvbGxlY3RHYXJiYWdlUmVzcG9uc2USFwoPcmVhY2hhYmxlX2Jsb2JzGAEgASgEEhMKC2ZyZWVkX2Jsb2JzGAIgASgEEhMKC2ZyZWVkX2J5dGVzGAMgASgEIhcKFUNoZWNrSW50ZWdyaXR5UmVxdWVzdCJ1ChZDaGVja0ludGVncml0eVJlc3BvbnNlEhsKE2NoZWNrZWRfY2hlY2twb2ludHMYASABKAQSFQoNY2hlY2tlZF9ibG9icxgCIAEoBBIVCg1taXNzaW5nX2Jsb2JzGAMgASgEEhAKCHByb2JsZW1zGAQgAygJIiIKEkJhY2t1cFN0b3JlUmVxdWVzdBIMCgRuYW1lGAEgASgJItEBChNCYWNrdXBTdG9yZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSDgoGZm9ybWF0GAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVieXRlcxgEIAEoBBIOCgZibGFrZTMYBSABKAkSEwoLY2hlY2twb2ludHMYBiABKAQSDwoHdGhyZWFkcxgHIAEoBBINCgVibG9icxgIIAEoBBIXCg9zaWRlY2FyX3ZlcnNpb24YCSABKAky/gIKDEFkbWluU2VydmljZRJaCg1HZXRTdG9yZVN0YXRzEiMuYWdlbnRzdGF0ZS52MS5HZXRTdG9yZVN0YXRzUmVxdWVzdBokLmFnZW50c3RhdGUudjEuR2V0U3RvcmVTdGF0c1Jlc3BvbnNlEl0KDkNvbGxlY3RHYXJiYWdlEiQuYWdlbnRzdGF0ZS52MS5Db2xsZWN0R2FyYmFnZVJlcXVlc3QaJS5hZ2VudHN0YXRlLnYxLkNvbGxlY3RHYXJiYWdlUmVzcG9uc2USXQoOQ2hlY2tJbnRlZ3JpdHkSJC5hZ2VudHN0YXRlLnYxLkNoZWNrSW50ZWdyaXR5UmVxdWVzdBolLmFnZW50c3RhdGUudjEuQ2hlY2tJbnRlZ3JpdHlSZXNwb25zZRJUCgtCYWNrdXBTdG9yZRIhLmFnZW50c3RhdGUudjEuQmFja3VwU3RvcmVSZXF1ZXN0GiIuYWdlbnRzdGF0ZS52MS5CYWNrdXBTdG9yZVJlc3BvbnNlQl4KEWRldi5hZ2VudHN0YXRlLnYxUAFaR2dpdGh1Yi5jb20vYWdlbnRzdGF0ZS9zaWRlY2FyL2NsaWVudHMvZ28vZ2VuL2FnZW50c3RhdGUvdjE7YWdlbnRzdGF0ZXYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChlhZ2VudHN0YXRlL3YxL2FkbWluLnByb3RvEg1hZ2VudHN0YXRlLnYxIhYKFEdldFN0b3JlU3RhdHNSZXF1ZXN0ItEBChVHZXRTdG9yZVN0YXRzUmVzcG9uc2USDwoHdGhyZWFkcxgBIAEoBBITCgtjaGVja3BvaW50cxgCIAEoBBIWCg5wZW5kaW5nX3dyaXRlcxgDIAEoBBINCgVibG9icxgEIAEoBBISCgpibG9iX2J5dGVzGAUgASgEEhcKD2RhdGFfZmlsZV9ieXRlcxgGIAEoBBIWCg5tYXBfc2l6ZV9ieXRlcxgHIAEoBBIWCg5mb3JtYXRfdmVyc2lvbhgIIAEoCRIOCgZuYXRpdmUYCSABKAgiFwoVQ29sbGVjdEdhcmJhZ2VSZXF1ZXN0IlsKFkNvbGxlY3RHYXJiYWdlUmVzcG9uc2USFwoPcmVhY2hhYmxlX2Jsb2JzGAEgASgEEhMKC2ZyZWVkX2Jsb2JzGAIgASgEEhMKC2ZyZWVkX2J5dGVzGAMgASgEIhcKFUNoZWNrSW50ZWdyaXR5UmVxdWVzdCJ1ChZDaGVja0ludGVncml0eVJlc3BvbnNlEhsKE2NoZWNrZWRfY2hlY2twb2ludHMYASABKAQSFQoNY2hlY2tlZF9ibG9icxgCIAEoBBIVCg1taXNzaW5nX2Jsb2JzGAMgASgEEhAKCHByb2JsZW1zGAQgAygJIiIKEkJhY2t1cFN0b3JlUmVxdWVzdBIMCgRuYW1lGAEgASgJItEBChNCYWNrdXBTdG9yZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSDgoGZm9ybWF0GAIgASgJEi8KC2NyZWF0ZV90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVieXRlcxgEIAEoBBIOCgZibGFrZTMYBSABKAkSEwoLY2hlY2twb2ludHMYBiABKAQSDwoHdGhyZWFkcxgHIAEoBBINCgVibG9icxgIIAEoBBIXCg9zaWRlY2FyX3ZlcnNpb24YCSABKAkiQgoZUmVlbmNyeXB0TmFtZXNwYWNlUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEgoKYmF0Y2hfc2l6ZRgCIAEoDSKoAQoaUmVlbmNyeXB0TmFtZXNwYWNlUmVzcG9uc2USDgoGa2V5X2lkGAEgASgJEg8KB3JlY29yZHMYAiABKAQSEQoJcmV3cml0dGVuGAMgASgEEhcKD2FscmVhZHlfY3VycmVudBgEIAEoBBIXCg9zdHJ1Y3R1cmVfbm9kZXMYBSABKAQSEwoLa2V5X21pc3NpbmcYBiABKAQSDwoHZGFtYWdlZBgHIAEoBDLpAwoMQWRtaW5TZXJ2aWNlEloKDUdldFN0b3JlU3RhdHMSIy5hZ2VudHN0YXRlLnYxLkdldFN0b3JlU3RhdHNSZXF1ZXN0GiQuYWdlbnRzdGF0ZS52MS5HZXRTdG9yZVN0YXRzUmVzcG9uc2USXQoOQ29sbGVjdEdhcmJhZ2USJC5hZ2VudHN0YXRlLnYxLkNvbGxlY3RHYXJiYWdlUmVxdWVzdBolLmFnZW50c3RhdGUudjEuQ29sbGVjdEdhcmJhZ2VSZXNwb25zZRJdCg5DaGVja0ludGVncml0eRIkLmFnZW50c3RhdGUudjEuQ2hlY2tJbnRlZ3JpdHlSZXF1ZXN0GiUuYWdlbnRzdGF0ZS52MS5DaGVja0ludGVncml0eVJlc3BvbnNlElQKC0JhY2t1cFN0b3JlEiEuYWdlbnRzdGF0ZS52MS5CYWNrdXBTdG9yZVJlcXVlc3QaIi5hZ2VudHN0YXRlLnYxLkJhY2t1cFN0b3JlUmVzcG9uc2USaQoSUmVlbmNyeXB0TmFtZXNwYWNlEiguYWdlbnRzdGF0ZS52MS5SZWVuY3J5cHROYW1lc3BhY2VSZXF1ZXN0GikuYWdlbnRzdGF0ZS52MS5SZWVuY3J5cHROYW1lc3BhY2VSZXNwb25zZUJeChFkZXYuYWdlbnRzdGF0ZS52MVABWkdnaXRodWIuY29tL2FnZW50c3RhdGUvc2lkZWNhci9jbGllbnRzL2dvL2dlbi9hZ2VudHN0YXRlL3YxO2FnZW50c3RhdGV2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message agentstate.v1.GetStoreStatsRequest
@@ -265,6 +265,95 @@ export const BackupStoreResponseSchema: GenMessage<BackupStoreResponse> = /*@__P
   messageDesc(file_agentstate_v1_admin, 7);
 
 /**
+ * @generated from message agentstate.v1.ReencryptNamespaceRequest
+ */
+export type ReencryptNamespaceRequest = Message<"agentstate.v1.ReencryptNamespaceRequest"> & {
+  /**
+   * namespace to re-encrypt (empty: "default").
+   *
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * batch_size is the records per transaction (0: 500; at most 10000).
+   *
+   * @generated from field: uint32 batch_size = 2;
+   */
+  batchSize: number;
+};
+
+/**
+ * Describes the message agentstate.v1.ReencryptNamespaceRequest.
+ * Use `create(ReencryptNamespaceRequestSchema)` to create a new message.
+ */
+export const ReencryptNamespaceRequestSchema: GenMessage<ReencryptNamespaceRequest> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_admin, 8);
+
+/**
+ * @generated from message agentstate.v1.ReencryptNamespaceResponse
+ */
+export type ReencryptNamespaceResponse = Message<"agentstate.v1.ReencryptNamespaceResponse"> & {
+  /**
+   * key_id names the current key the records are now sealed with.
+   *
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * records of the namespace looked at.
+   *
+   * @generated from field: uint64 records = 2;
+   */
+  records: bigint;
+
+  /**
+   * rewritten: sealed with an older key before, with key_id now.
+   *
+   * @generated from field: uint64 rewritten = 3;
+   */
+  rewritten: bigint;
+
+  /**
+   * already_current: sealed with key_id before the call.
+   *
+   * @generated from field: uint64 already_current = 4;
+   */
+  alreadyCurrent: bigint;
+
+  /**
+   * structure_nodes: list and map nodes of the namespace (they hold ids, not
+   * values, and are never sealed).
+   *
+   * @generated from field: uint64 structure_nodes = 5;
+   */
+  structureNodes: bigint;
+
+  /**
+   * key_missing: sealed with a key that is not loaded (left as they are).
+   *
+   * @generated from field: uint64 key_missing = 6;
+   */
+  keyMissing: bigint;
+
+  /**
+   * damaged: records that do not authenticate (left as they are; sidecar
+   * verify names them).
+   *
+   * @generated from field: uint64 damaged = 7;
+   */
+  damaged: bigint;
+};
+
+/**
+ * Describes the message agentstate.v1.ReencryptNamespaceResponse.
+ * Use `create(ReencryptNamespaceResponseSchema)` to create a new message.
+ */
+export const ReencryptNamespaceResponseSchema: GenMessage<ReencryptNamespaceResponse> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_admin, 9);
+
+/**
  * AdminService reports on and maintains the whole store.
  *
  * @generated from service agentstate.v1.AdminService
@@ -321,6 +410,25 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof BackupStoreRequestSchema;
     output: typeof BackupStoreResponseSchema;
+  },
+  /**
+   * ReencryptNamespace rewrites the namespace's values sealed with an older
+   * key under its current key (the last one the key file lists for it;
+   * docs/security.md "Encryption at rest"), online, in small transactions:
+   * reads and writes go on meanwhile and read the same values. Afterwards
+   * the old keys can be removed from the key file. A call that stops
+   * midway loses nothing and a new call resumes (records already under the
+   * current key are skipped). Needs an admin credential that may use the
+   * namespace. INVALID_ARGUMENT (field namespace) when the namespace is not
+   * encrypted; FAILED_PRECONDITION ENCRYPTION_KEY_MISSING when none of its
+   * keys is loaded.
+   *
+   * @generated from rpc agentstate.v1.AdminService.ReencryptNamespace
+   */
+  reencryptNamespace: {
+    methodKind: "unary";
+    input: typeof ReencryptNamespaceRequestSchema;
+    output: typeof ReencryptNamespaceResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentstate_v1_admin, 0);
