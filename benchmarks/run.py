@@ -42,6 +42,10 @@ schemas
     benchmarks/bench_schemas.py: GetCheckpoint read latency of a value migrated on read (stored at version 1 of a
     three-version schema, read at 3) next to an unmigrated one (stored at 3), 20 and 200 messages (quick: 20),
     repeated reads and first reads of distinct checkpoints, as side-by-side ratios (target <= 1.2 x).
+fairness
+    benchmarks/bench_fairness.py: a client putting small checkpoints one at a time, its p99 alone next to its
+    p99 while another client floods (32 concurrent puts on one connection), in alternating rounds (target:
+    <= 3 x).
 encryption
     benchmarks/bench_encryption.py: sequential puts and gets of a fresh 2 KB value against a sidecar without
     keys and one whose namespace is encrypted (--encryption-keys), p50/p99 and the ratio, and AES-256-GCM's
@@ -72,7 +76,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 WORKLOADS = ("direct-lmdb", "put-latency", "fleet", "memory", "langgraph", "conversations", "backup",
-             "schemas", "encryption")
+             "schemas", "encryption", "fairness")
 MSG_CHARS = 400
 DELTA_BYTES = 1024
 
@@ -516,6 +520,11 @@ def _encryption(base: Path, quick: bool, log) -> dict:
     return bench_encryption.encryption_workload(base, quick, log)
 
 
+def _fairness(base: Path, quick: bool, log) -> dict:
+    import bench_fairness
+    return bench_fairness.fairness(base, quick, log)
+
+
 def checks(res: dict) -> list[tuple[str, bool, str]]:
     out = []
     d = res.get("direct-lmdb")
@@ -564,6 +573,10 @@ def checks(res: dict) -> list[tuple[str, bool, str]]:
     if sc:
         import bench_schemas
         out += bench_schemas.checks(sc)
+    fr = res.get("fairness")
+    if fr:
+        import bench_fairness
+        out += bench_fairness.checks(fr)
     return out
 
 
@@ -624,6 +637,11 @@ def report(res: dict) -> str:
         import bench_encryption
         lines += ["", f"encryption at rest ({en['calls']} sequential puts and gets of a {en['size']}-byte value "
                   "per variant, process durability)", bench_encryption.table(en)]
+    fr = res.get("fairness")
+    if fr:
+        import bench_fairness
+        lines += ["", f"fairness (a victim client's small puts, {fr['rounds']} rounds of {fr['puts_per_round']} alone "
+                  "and as many while another client floods)", bench_fairness.table(fr)]
     c = checks(res)
     if c:
         lines += ["", "targets"]
@@ -657,8 +675,8 @@ def main(argv: list[str] | None = None) -> int:
             t = time.monotonic()
             log(f"== {name}")
             fn = {"direct-lmdb": direct_lmdb, "put-latency": put_latency, "langgraph": langgraph,
-                  "memory": memory, "conversations": _conversations, "schemas": _schemas,.get(name)
-                  "encryption": _encryption}.get(name)
+                  "memory": memory, "conversations": _conversations, "schemas": _schemas,
+                  "encryption": _encryption, "fairness": _fairness}.get(name)
             if name == "fleet":
                 res[name] = fleet(base, opts.quick, log, opts.agents)
             elif name == "backup":

@@ -26,11 +26,12 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
     text = proc.stdout
     print(text)
     for title in ("direct-lmdb (", "put-latency (", "fleet (", "memory (", "langgraph (", "conversations (", "backup (", "schemas (",
-                  "targets"):
+                  "encryption at rest (", "fairness (", "targets"):
         assert title in text, title
     res = json.loads(out.read_text())
     assert res["quick"] is True and res["workloads"] == ["direct-lmdb", "put-latency", "fleet", "memory", "langgraph",
-                                                         "conversations", "backup", "schemas", "encryption"]
+                                                         "conversations", "backup", "schemas", "encryption",
+                                                         "fairness"]
     sc = res["schemas"]["messages_20"]
     assert sc["ratio_p50"] > 0 and sc["ratio_first_p50"] > 0 and "migrated / unmigrated p50" in text
     enc = res["encryption"]
@@ -38,6 +39,8 @@ def test_quick_suite_produces_tables_and_json(tmp_path):
         for op in ("put", "get"):
             assert 0 < enc[variant][op]["p50_ms"] <= enc[variant][op]["p99_ms"], (variant, op)
     assert enc["put_ratio"] > 0 and enc["micro"]["seal_p50_us"] > 0 and "encryption at rest (" in text
+    fr = res["fairness"]
+    assert fr["flood_puts"] > 0 and 0 < fr["alone"]["p50_ms"] <= fr["alone"]["p99_ms"] and fr["ratio_p99"] > 0
     for group in (1, 16, 64):
         assert res["direct-lmdb"][f"group_{group}"]["checkpoints_per_s"] > 0
     variants = ["echo unary", "echo stream", "sidecar sync unary", "sidecar sync stream", "sidecar process unary",

@@ -29,7 +29,6 @@ from ..state import memory as memstate
 from ..storage import exportfile, hotpath as hp, layout, nodes, records
 from ..storage.exportfile import ExportFileError
 from ..storage.layout import SEP
-from ..storage.store import now_us
 from . import threads as thread_ops
 
 Progress = Callable[[str, int, int], None]
@@ -225,7 +224,7 @@ def export(store, path: str, ns: str, thread_id: str | None = None, progress: Pr
 
 
 class _Exporter:
-    def __init__(self, txn, store: _View, w: exportfile.Writer, ns: str, thread_ids: list[str]) -> None:
+    def __init__(self, txn, store, w: exportfile.Writer, ns: str, thread_ids: list[str]) -> None:
         self.txn, self.store, self.w, self.ns = txn, store, w, ns
         self.fetch = lambda node_id: txn.get(node_id, db=store.db["nodes"])
         self.values: dict[bytes, dict] = {}

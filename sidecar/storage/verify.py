@@ -27,6 +27,7 @@ checksum of their own; node contents are covered by their BLAKE3 address.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 from dataclasses import dataclass, field
 from typing import Callable
 
