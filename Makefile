@@ -32,16 +32,20 @@ serve: $(STAMP)
 
 test: $(STAMP) check-generated check-breaking test-native test-pure test-ts test-go conformance
 
-# Every test, with the compiled hot path (the default build).
+# Every test, with the compiled hot path (the default build); two pytest workers (pytest-xdist), each test
+# file in one worker (its module-scoped sidecars are started once).
+PYTEST_WORKERS ?= 2
 test-native: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The server-level suites and the LangGraph savers' exactness suite again with the pure-Python twins
 # (twin equality itself is in test_hotpath.py and test_mirror.py).
 test-pure: $(STAMP)
-	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py tests/test_compression.py \
+	SIDECAR_NO_EXTENSIONS=1 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests/test_native_loaded.py tests/test_checkpoints.py tests/test_threads.py tests/test_errors.py tests/test_store.py tests/test_artifacts.py tests/test_history.py tests/test_batch.py tests/test_compression.py \
 	  tests/test_memory.py tests/test_memory_filters.py tests/test_memory_vectors.py \
-	  tests/test_mirror.py tests/test_langgraph_exact.py tests/test_conversations.py tests/test_context.py tests/test_valuetext.py
+	  tests/test_mirror.py tests/test_langgraph_exact.py tests/test_conversations.py tests/test_context.py tests/test_valuetext.py \
+	  tests/test_valuetext_golden.py tests/test_conversation_nodes.py tests/test_memory_vindex.py tests/test_encryption.py \
+	  tests/test_limits.py tests/test_verify.py
 
 # The TypeScript client: unit tests, API tests, stream tests, LangGraph.js validation and graph tests.
 test-ts: $(STAMP) $(NODE_STAMP)
