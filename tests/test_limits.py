@@ -133,7 +133,7 @@ def test_large_put_races_a_write_of_the_same_nodes(tmp_path, monkeypatch):
         with store.read() as txn:  # the remaining copy is found by hash again
             root = (await checkpoints.get(store, pb.GetCheckpointRequest(thread_id="big"))).checkpoint
             h = root.channels["state"].root
-            assert nodes.index_get(txn, store, h) is not None
+            assert nodes.index_get(txn, store, h, "default") is not None
 
     in_loop(body)(tmp_path / "d")
 
