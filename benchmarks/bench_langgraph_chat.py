@@ -41,9 +41,10 @@ turn of a block comes after the others' block; the window's median is taken
 over warm turns, so "ms/turn at N" is the saver's cost at history length N.
 The first turn count of ``--at`` (50) is a short history, where one window of
 10 turns is a small sample: ``--repeats R`` (default 4) runs R more chats of
-that length afterwards (fresh processes, sidecars and files, same blocks), and
-"ms/turn at 50" is the median over the window's turns of all R+1 chats; the
-target line also prints each chat's own ratio, so a spread shows.
+that length afterwards, each on a new thread of the same (warm) saver
+processes, in the same blocks, and "ms/turn at 50" is the median over the
+window's turns of all R+1 chats; the target line also prints each chat's own
+ratio, so a spread shows. The bytes are measured before the short chats.
 "bytes at N" is the size of each saver's data directory after turn
 N (the sidecar's: the LMDB environment and its log, after its writes were acknowledged, without
 the fixed 1 MiB disk-full reserve file `space.reserve` (storage/store.py);
@@ -235,10 +236,14 @@ def worker(name: str, conn, base: str, address: str, turns: int) -> None:
         saver = LMDBSaver(lmdb.open(str(base_path / "lmdb"), map_size=16 << 30, max_dbs=8))
         graph, path = chat_graph(Plain, saver, replies), base_path / "lmdb"
         info = {}
-    config = {"configurable": {"thread_id": "chat"}}
+    main_config = config = {"configurable": {"thread_id": "chat"}}
     conn.send(info)
     while True:
         cmd, arg = conn.recv()
+        if cmd == "thread":  # the next turns go to a new thread of this process (the short chats)
+            config = {"configurable": {"thread_id": arg}}
+            conn.send(None)
+            continue
         if cmd == "turn":
             t = time.perf_counter()
             graph.invoke({"messages": [HumanMessage(questions[arg - 1])]}, config)
@@ -255,7 +260,7 @@ def worker(name: str, conn, base: str, address: str, turns: int) -> None:
             else:
                 conn.send(dir_bytes(path))
         else:  # stop: check the state, close
-            messages = graph.get_state(config).values["messages"]
+            messages = graph.get_state(main_config).values["messages"]
             ok = len(messages) == 2 * arg and messages[-2].content == questions[arg - 1]
             if name.startswith("sidecar"):
                 saver.close()
@@ -276,18 +281,16 @@ def run(turns: int = 800, at=(50, 200, 800), window: int = 10, names=DEFAULT_SAV
         keep: bool = False, log=print, block: int | None = None, repeats: int = 0) -> dict:
     """Run the chat with the savers ``names``; returns the results (see main for the printed table).
     ``block``: turns each saver runs back to back before the next one's (default: ``window``).
-    ``repeats``: after the long chat, run that many more short chats of ``at[0]`` turns (fresh processes,
-    sidecars and files); "ms/turn at at[0]" is then the median over the window's turns of every chat, and the
-    ratio of each chat on its own is kept in ``ratios_at_first`` (a spread, not one sample)."""
-    result = _run_once(turns, at, window, names, sync, keep, log, block)
+    ``repeats``: after the long chat, each saver's process runs that many more chats of ``at[0]`` turns on new
+    threads (warm processes, same blocks); "ms/turn at at[0]" is then the median over the window's turns of
+    every chat, and the ratio of each chat on its own is kept in ``ratios_at_first`` (a spread, not one
+    sample). The bytes are measured before the short chats."""
+    result = _run_once(turns, at, window, names, sync, keep, log, block, repeats)
     first = result["at"][0]
-    samples = {n: [result["ms_by_turn"][n][max(0, first - window):first]] for n in result["savers"]}
-    for r in range(repeats):
-        log(f"  short chat {r + 1}/{repeats}: {first} turns")
-        short = _run_once(first, [first], window, result["savers"], sync, False, lambda *_: None, block)
-        for n in result["savers"]:
-            samples[n].append(short["ms_by_turn"][n][max(0, first - window):first])
     if repeats:
+        samples = {n: [result["ms_by_turn"][n][max(0, first - window):first]]
+                   + [chat[max(0, first - window):first] for chat in result["short_chats"][n]]
+                   for n in result["savers"]}
         for n in result["savers"]:
             result["ms_per_turn"][n][first] = statistics.median(x for chat in samples[n] for x in chat)
         result["repeats"] = repeats
@@ -298,8 +301,10 @@ def run(turns: int = 800, at=(50, 200, 800), window: int = 10, names=DEFAULT_SAV
     return result
 
 
-def _run_once(turns: int, at, window: int, names, sync: bool, keep: bool, log, block: int | None) -> dict:
-    """One chat of ``turns`` turns for every saver of ``names`` (see ``run``)."""
+def _run_once(turns: int, at, window: int, names, sync: bool, keep: bool, log, block: int | None,
+              repeats: int = 0) -> dict:
+    """One chat of ``turns`` turns for every saver of ``names``, then ``repeats`` chats of ``at[0]`` turns
+    on new threads (see ``run``)."""
     at = [n for n in at if n <= turns]
     block = max(1, block or window)
     names = list(names)
@@ -350,6 +355,23 @@ def _run_once(turns: int, at, window: int, names, sync: bool, keep: bool, log, b
                     sizes[n][last] = pipes[n].recv()
                 log(f"  turn {last}: " + ", ".join(f"{n} {statistics.median(times[n][-window:]) * 1e3:.1f} ms"
                                                   for n in names))
+        short = {n: [] for n in names}
+        for r in range(repeats):  # the short chats: new threads, warm processes, the same blocks
+            log(f"  short chat {r + 1}/{repeats}: {at[0]} turns on a new thread")
+            for n in names:
+                pipes[n].send(("thread", f"short-{r}"))
+                pipes[n].recv()
+                short[n].append([])
+            first = 1
+            for k, last in enumerate(block_ends(at[0], block, [at[0]])):
+                order = names[(k + r) % len(names):] + names[:(k + r) % len(names)]
+                for n in order:
+                    if sync:
+                        os.sync()
+                    for turn in range(first, last + 1):
+                        pipes[n].send(("turn", turn))
+                        short[n][-1].append(pipes[n].recv())
+                first = last + 1
         for n in names:
             pipes[n].send(("stop", turns))
             assert pipes[n].recv(), f"{n}: wrong final state"
@@ -363,13 +385,14 @@ def _run_once(turns: int, at, window: int, names, sync: bool, keep: bool, log, b
             sc.stop()
         if pg is not None:
             pg.stop()
-    for n in names:  # after closing: what is left on disk
-        if n in sidecars:
+    for n in names:  # after closing: what is left on disk (unless short chats added threads since)
+        if n in sidecars and not repeats:
             sizes[n][at[-1]] = max(sizes[n][at[-1]], dir_bytes(base / n))
     result = {"turns": turns, "window": window, "block": block, "at": at, "native": native, "savers": names, "skipped": skipped,
               "ms_per_turn": {n: {t: statistics.median(times[n][max(0, t - window):t]) * 1e3 for t in at}
                               for n in names},
               "ms_by_turn": {n: [round(x * 1e3, 3) for x in times[n]] for n in names},
+              "short_chats": {n: [[x * 1e3 for x in chat] for chat in short[n]] for n in names},
               "bytes": sizes}
     if not keep:
         shutil.rmtree(base, ignore_errors=True)
