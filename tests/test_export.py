@@ -427,37 +427,6 @@ def test_conflicts_are_refused_unless_replace(exported, tmp_path):
     assert "1 replaced" in out.stdout
     out = cli("import", "--from", str(f), "--data-dir", str(tmp_path / "m"), "--replace")
     assert out.returncode == 0, out.stderr
-    # exported again from the imported store before any sidecar serves it: the same records (memory item ids
-    # and insertion numbers are the store's own). Not after serving: the file's timers (compaction fallbacks,
-    # memory TTLs) fall due in wall-clock time, and a serving sidecar then applies them.
-    again = tmp_path / "again.asx"
-    assert cli("export", "--data-dir", str(target), "--namespace", "golden", "--to", str(again)).returncode == 0
-    def comparable(recs):
-        out = []
-        for r in recs:
-            r = dict(r)
-            if r["t"] == "schedule":
-                continue
-            if r["t"] == "conversation_state":
-                r.pop("timer_us")
-            if r["t"] == "namespace_config":
-                r.pop("walk_from")
-            if r["t"] in ("memory_item", "memory_revision"):
-                r.pop("item_id", None)
-                r.pop("etag", None)
-                r.pop("ins_seq", None)
-            if r["t"] == "memory_path":
-                r.pop("first_seq", None)
-            if r["t"] == "conversation_item":
-                r.setdefault("node", None)  # the golden file predates large contents as nodes
-            if r["t"] == "checkpoint":
-                r.setdefault("schema", "")  # ... and schema names (docs/lifecycle.md "Schema versions")
-            if r["t"] == "memory_item":
-                r.setdefault("schema", "")
-                r.setdefault("schema_version", 0)
-            out.append(r)
-        return out
-    assert comparable(exportfile.read(str(again)).records) == comparable(contents.records)
     s = SidecarProcess(target).start()
     try:
         with s.client(namespace=NS) as c:
@@ -502,6 +471,37 @@ def test_golden_version_1_file_stays_readable(tmp_path):
     target = tmp_path / "g"
     out = cli("import", "--from", str(GOLDEN), "--data-dir", str(target))
     assert out.returncode == 0, out.stderr
+    # exported again from the imported store before any sidecar serves it: the same records (memory item ids
+    # and insertion numbers are the store's own). Not after serving: the file's timers (compaction fallbacks,
+    # memory TTLs) fall due in wall-clock time, and a serving sidecar then applies them.
+    again = tmp_path / "again.asx"
+    assert cli("export", "--data-dir", str(target), "--namespace", "golden", "--to", str(again)).returncode == 0
+    def comparable(recs):
+        out = []
+        for r in recs:
+            r = dict(r)
+            if r["t"] == "schedule":
+                continue
+            if r["t"] == "conversation_state":
+                r.pop("timer_us")
+            if r["t"] == "namespace_config":
+                r.pop("walk_from")
+            if r["t"] in ("memory_item", "memory_revision"):
+                r.pop("item_id", None)
+                r.pop("etag", None)
+                r.pop("ins_seq", None)
+            if r["t"] == "memory_path":
+                r.pop("first_seq", None)
+            if r["t"] == "conversation_item":
+                r.setdefault("node", None)  # the golden file predates large contents as nodes
+            if r["t"] == "checkpoint":
+                r.setdefault("schema", "")  # ... and schema names (docs/lifecycle.md "Schema versions")
+            if r["t"] == "memory_item":
+                r.setdefault("schema", "")
+                r.setdefault("schema_version", 0)
+            out.append(r)
+        return out
+    assert comparable(exportfile.read(str(again)).records) == comparable(contents.records)
     # served with the test's clock at the file's own time: its timers (compaction fallbacks, memory TTLs, the
     # conversation's idle expiry) are the same distance away whenever the test runs
     from conftest import InProcess
