@@ -549,14 +549,20 @@ class LogReader:
         return any(last.startswith(b'{"t":"%s"' % t) for t in (b"ckpt", b"writes", b"delete", b"gc", b"resumed"))
 
     def paused_since(self, wid: int, offset: int) -> bool:
-        """True when writer ``wid`` logged that it paused after byte ``offset`` of its log."""
+        """True when writer ``wid`` logged that it paused after byte ``offset`` of its log, or is still in the
+        pause it logged before it: a writer that did not see the pause file go (the loop's run between two
+        pauses can be shorter than a starved writer's sleep) never logged ``resumed``, so it sent nothing."""
+        start = max(0, offset - 64)  # the record before the offset too
         try:
             with open(self.paths[wid], "rb") as f:
-                f.seek(offset)
+                f.seek(start)
                 data = f.read()
         except FileNotFoundError:
             return False
-        return b'{"t":"paused"}' in data
+        before, after = data[:offset - start], data[offset - start:]
+        if b'{"t":"paused"}' in after:
+            return True
+        return not after.strip() and before.rstrip(b"\n").rsplit(b"\n", 1)[-1] == b'{"t":"paused"}'
 
 
 # ----------------------------------------------------------------- verifier
