@@ -1032,8 +1032,43 @@ class Memory:
 
     # ---------------------------------------------------------- start-up
 
+    def upgrade_field_index(self) -> int | None:
+        """Rebuild the field index when ``meta`` names another key format than memory_index.FORMAT (stores
+        before format 2 hashed whole strings, which ranges cannot read): every entry is dropped and made again
+        from the items, in one write. How many items were indexed, or None when the format was current."""
+        meta = self.db["meta"]
+        with self.store.read() as txn:
+            if txn.get(mi.FORMAT_KEY, db=meta) == mi.FORMAT:
+                return None
+
+        def rebuild(txn) -> int:
+            for name in ("memfld", "memfldx"):
+                cursor = txn.cursor(db=self.db[name])
+                while cursor.first():
+                    cursor.delete()
+            n = 0
+            items = self.db["memitems"]
+            for k, raw in txn.cursor(db=self.db["mempaths"]).iternext():
+                k = bytes(k)
+                ns = k[:k.index(layout.SEP)].decode()
+                prefix = layout.u64(layout.mempath_decoder.decode(raw).path_id)
+                cursor = txn.cursor(db=items)
+                if not cursor.set_range(prefix):
+                    continue
+                for ik, iraw in cursor.iternext():
+                    if not bytes(ik).startswith(prefix):
+                        break
+                    rec = layout.memitem_decoder.decode(iraw)
+                    self._index_fields(txn, ns, rec.item_id, nodes.value_encoding(rec.value, txn.get), add=True)
+                    n += 1
+            txn.put(mi.FORMAT_KEY, mi.FORMAT, db=meta)
+            return n
+        return self.store.write(rebuild)
+
     def build_index(self) -> int:
-        """Load every stored vector into the resident index (start-up); how many items have vectors."""
+        """Load every stored vector into the resident index (start-up); how many items have vectors. First
+        brings the field index to its current format (:meth:`upgrade_field_index`)."""
+        self.upgrade_field_index()
         with self.store.read() as txn, self.index.lock:
             names = set()
             for k in txn.cursor(db=self.db["memspace"]).iternext(values=False):

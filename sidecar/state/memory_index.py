@@ -2,14 +2,21 @@
 
 An item's *indexable leaves* are the scalars of its value reached through map keys only (no list), at depth
 at most MAX_DEPTH: bools, numbers (not NaN) and strings. Each becomes one ``memfld`` entry
-``ns NUL hash(path)[:8] type(1) value key(16) item id(8)``: numbers of every kind share one key (their float64
-value, so 1, 1.0 and Decimal("1") meet), strings and bools are hashed. The index is a pre-filter: candidates
-are always re-checked with the whole filter, so a shared key (two big ints with one float64) only costs a
-check. An item with more than MAX_LEAVES leaves is listed in ``memfldx`` instead (always a candidate).
+``ns NUL hash(path)[:8] type(1) value key(16) item id(8)``, every key ordered as AGENTSTATE orders its type
+(docs/memory.md §3.2): numbers of every kind share one key (their big-endian float64 value, so 1, 1.0 and
+Decimal("1") meet), a bool is 16 bytes of 0 or 1 (false < true), a string is its first 8 UTF-8 bytes padded
+with zeros (code point order, non-decreasing) then 8 bytes of its blake3 hash (equal strings, equal keys).
+The index is a pre-filter: candidates are always re-checked with the whole filter, so a shared key (two big
+ints with one float64, two strings with one 8-byte prefix in a range) only costs a check. An item with more
+than MAX_LEAVES leaves is listed in ``memfldx`` instead (always a candidate).
 
-:func:`plan` finds the AGENTSTATE equality conditions of a filter the index can answer: a condition on a path
-of map keys (no list index, no digit segment of the expression form, which may index a list) whose operand
-is such a scalar, alone or as a member of a top-level ``All``.
+:func:`plan` finds the AGENTSTATE conditions of a filter the index can answer: a condition on a path of map
+keys (no list index, no digit segment of the expression form, which may index a list) whose operand is such a
+scalar (an equality, an ``IN``, or a range on a number, a string or a bool), alone or as a member of a
+top-level ``All``.
+
+FORMAT names the key format; a store whose ``meta`` holds another (``mem_fld_format``; stores before
+format 2 hashed whole strings) has its entries rebuilt at start-up (``Memory.upgrade_field_index``).
 """
 from __future__ import annotations
 
@@ -23,6 +30,9 @@ from . import memory_filters as mf
 
 MAX_DEPTH = 4
 MAX_LEAVES = 64
+FORMAT = b"2"
+FORMAT_KEY = b"mem_fld_format"
+_STR_PREFIX = 8
 _F64 = struct.Struct(">d")
 _enc = msgspec.msgpack.Encoder()
 T_BOOL, T_NUMBER, T_STRING = b"b", b"n", b"s"
@@ -48,8 +58,15 @@ def value_key(v) -> tuple[bytes, bytes] | None:
             f = 0.0  # -0.0 == 0.0
         return T_NUMBER, _F64.pack(f) + bytes(8)
     if t is str:
-        return T_STRING, blake3(v.encode("utf-8", "surrogatepass")).digest()[:16]
+        raw = v.encode("utf-8", "surrogatepass")
+        return T_STRING, _string_prefix(raw) + blake3(raw).digest()[:16 - _STR_PREFIX]
     return None
+
+
+def _string_prefix(raw: bytes) -> bytes:
+    """The ordered part of a string's key: its first UTF-8 bytes, padded with zeros (UTF-8 byte order is code
+    point order; truncating and padding keep it non-decreasing)."""
+    return raw[:_STR_PREFIX].ljust(_STR_PREFIX, b"\x00")
 
 
 def leaves(value) -> list[tuple[tuple, bytes, bytes]] | None:
@@ -112,9 +129,10 @@ def _plain_path(c) -> bool:
 def plan(node) -> list[list[tuple[bytes, bytes]]]:
     """Ways the index can answer ``node``: each a list of key intervals (after ``ns NUL``; inclusive, compared
     on their length) whose entries hold every item that may match. From the conditions every match must
-    satisfy: an equality with a scalar, an ``IN`` of scalars (one interval each), and ranges on numbers
-    (``GT GTE LT LTE``, intersected per path; the bounds taken inclusive at float64 precision, since the
-    entries hold float64 keys)."""
+    satisfy: an equality with a scalar, an ``IN`` of scalars (one interval each), and ranges (``GT GTE LT
+    LTE``, intersected per path and operand type: a value compares only with its own type) on numbers (the
+    bounds taken inclusive at float64 precision, since the entries hold float64 keys), strings (inclusive on
+    the 8-byte prefix) and bools (exact)."""
     if node is None:
         return []
     out = []
@@ -139,14 +157,37 @@ def plan(node) -> list[list[tuple[bytes, bytes]]]:
             if keys is not None:
                 out.append([(k, k) for k in sorted(set(keys))])
         elif c.op in (mf.GT, mf.GTE, mf.LT, mf.LTE):
-            f = _number(c.value)
-            if f is None:
-                continue
-            bounds = ranges.setdefault(tuple(c.path), [float("-inf"), float("inf")])
-            if c.op in (mf.GT, mf.GTE):
-                bounds[0] = max(bounds[0], f)
+            t = type(c.value)
+            if t is bool:  # false < true: a strict bound excludes its own value exactly
+                vtype, b = T_BOOL, int(c.value)
+                b = b + 1 if c.op == mf.GT else b - 1 if c.op == mf.LT else b
+                lo_b, hi_b = (b, 1) if c.op in (mf.GT, mf.GTE) else (0, b)
+            elif t is str:  # bounds on the ordered 8-byte prefix, inclusive
+                vtype, b = T_STRING, _string_prefix(c.value.encode("utf-8", "surrogatepass"))
+                lo_b, hi_b = (b, None) if c.op in (mf.GT, mf.GTE) else (None, b)
             else:
-                bounds[1] = min(bounds[1], f)
-    for path, (lo, hi) in ranges.items():
-        out.append([] if lo > hi else _number_intervals(path_hash(path) + T_NUMBER, lo, hi))
+                f = _number(c.value)
+                if f is None:  # NaN, null, bytes, datetimes...: compare with nothing indexed
+                    continue
+                vtype = T_NUMBER
+                lo_b, hi_b = (f, None) if c.op in (mf.GT, mf.GTE) else (None, f)
+            bounds = ranges.setdefault((tuple(c.path), vtype), [None, None])
+            if lo_b is not None:
+                bounds[0] = lo_b if bounds[0] is None else max(bounds[0], lo_b)
+            if hi_b is not None:
+                bounds[1] = hi_b if bounds[1] is None else min(bounds[1], hi_b)
+    for (path, vtype), (lo, hi) in ranges.items():
+        head = path_hash(path) + vtype
+        if vtype == T_NUMBER:
+            lo = float("-inf") if lo is None else lo
+            hi = float("inf") if hi is None else hi
+            out.append([] if lo > hi else _number_intervals(head, lo, hi))
+        elif vtype == T_BOOL:
+            lo, hi = max(0, lo), min(1, hi)
+            out.append([] if lo > hi else [(head + bytes([lo]) * 16, head + bytes([hi]) * 16)])
+        else:
+            lo = bytes(_STR_PREFIX) if lo is None else lo
+            hi = b"\xff" * _STR_PREFIX if hi is None else hi
+            pad = 16 - _STR_PREFIX
+            out.append([] if lo > hi else [(head + lo + bytes(pad), head + hi + b"\xff" * pad)])
     return out
