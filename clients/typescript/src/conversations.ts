@@ -13,6 +13,7 @@ import { blake3 } from "@noble/hashes/blake3";
 import { encode, Opaque } from "./codec.js";
 import type { CallOptions } from "./rpc.js";
 import type { Client } from "./client.js";
+import type { MemoryQueryInit } from "./memory.js";
 import { encodeField, fromValue } from "./values.js";
 import {
   ConfigScope,
@@ -266,11 +267,13 @@ export class Conversations {
   getContext(
     threadId: string,
     budgetTokens: number,
-    opts: CallOptions & { knowledge?: KnowledgeInput[]; tokenizer?: string; keepLastItems?: number; omitExplanation?: boolean } = {},
+    opts: CallOptions & { knowledge?: KnowledgeInput[]; tokenizer?: string; keepLastItems?: number; omitExplanation?: boolean;
+      /** memoryQuery(...) of memory.ts: its hits join the knowledge layer after `knowledge`. */
+      memoryQuery?: MemoryQueryInit } = {},
   ): Promise<GetContextResponse> {
     return this.stub.getContext({
       namespace: this.ns, threadId, budgetTokens, knowledge: opts.knowledge ?? [], tokenizer: opts.tokenizer ?? "",
-      keepLastItems: opts.keepLastItems, omitExplanation: opts.omitExplanation ?? false,
+      keepLastItems: opts.keepLastItems, omitExplanation: opts.omitExplanation ?? false, memoryQuery: opts.memoryQuery,
     }, opts);
   }
 

@@ -9,6 +9,9 @@
  *
  * Filters are expression maps (`{"a.b": 1, n: {$gt: 2}, $or: [...]}`, the AGENTSTATE mode) or MemoryFilter
  * messages. Vectors are number arrays (sent as float32).
+ *
+ *   const q = memoryQuery(["users", "u-42"], { filter: { kind: "pref" }, vector: [0.1, 0.6], limit: 3 });
+ *   const ctx = await c.conversations.getContext("chat-1", 8000, { memoryQuery: q });  // hits join the knowledge
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { CallOptions, Stub } from "./rpc.js";
@@ -26,6 +29,7 @@ import {
   type MemoryItemRevision,
   type MemoryOpResult,
   type MemoryOpSchema,
+  type MemoryQuerySchema,
   type PutMemoryItemRequestSchema,
   type PutMemoryItemResponse,
   type DeleteMemoryItemResponse,
@@ -113,6 +117,25 @@ export function searchRequest(namespace: string, prefix: string[], opts: SearchM
       unscored: opts.unscoredOnly ? Unscored.ONLY : Unscored.UNSPECIFIED,
     },
   };
+}
+
+export interface MemoryQueryOptions {
+  filter?: Record<string, unknown> | MemoryFilter;
+  vector?: number[];
+  vectorSpace?: string;
+  fields?: string[];
+  order?: "updated" | "insertion" | "path_key";
+  /** How many hits at most (default 10). */
+  limit?: number;
+}
+
+export type MemoryQueryInit = MessageInitShape<typeof MemoryQuerySchema>;
+
+/** A MemoryQuery for GetContext (`conversations.getContext(..., { memoryQuery })`): its hits join the knowledge
+ * layer. The options mean what they mean in a search. */
+export function memoryQuery(prefix: string[] = [], opts: MemoryQueryOptions = {}): MemoryQueryInit {
+  const s = searchRequest("", prefix, { ...opts, limit: opts.limit ?? 10 });
+  return { pathPrefix: s.pathPrefix, filter: s.filter, vector: s.vector, order: s.order, limit: s.limit };
 }
 
 /** MemoryService calls in a client's namespace. */
