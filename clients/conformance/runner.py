@@ -26,7 +26,8 @@ import grpc  # noqa: E402
 
 from agentstate import AgentStateError, Append, Client, Keep, Opaque, SetKeys, codec  # noqa: E402
 from agentstate.conversations import KINDS, context_hash  # noqa: E402
-from agentstate.v1 import conversations_pb2 as cpb, threads_pb2 as pb, values_pb2  # noqa: E402
+from agentstate.memory import memory_query  # noqa: E402
+from agentstate.v1 import conversations_pb2 as cpb, memory_pb2 as mpb, threads_pb2 as pb, values_pb2  # noqa: E402
 from agentstate.values import from_value, to_value  # noqa: E402
 from describe import from_desc  # noqa: E402
 
@@ -134,15 +135,15 @@ class Runner:
         return c._call(c.threads.PutCheckpoint, req, None)
 
     def memory(self, c: Client, step: dict) -> Any:
-        """The memory ops (scenarios/02_memory.json): memory_put, memory_search, memory_list."""
+        """The memory ops (scenarios/02_memory.json, 07_memory_trees.json): memory_put, memory_search (an
+        expression ``filter`` or a typed ``tree``), memory_list."""
         op = step["op"]
         if op == "memory_put":
             return c.memory.put(step["path"], step["key"], from_desc(resolve(step["value"])),
                                 vectors=step.get("vectors"))
         if op == "memory_search":
-            flt = from_desc(resolve(step["filter"])) if "filter" in step else None
-            return c.memory.search(step["prefix"], filter=flt, vector=step.get("vector"), order=step.get("order"),
-                                   limit=step.get("limit", 100))
+            return c.memory.search(step["prefix"], filter=filter_of(step), vector=step.get("vector"),
+                                   order=step.get("order"), limit=step.get("limit", 100))
         return list(c.memory.list_namespaces(prefix=step.get("prefix"), max_depth=step.get("max_depth")))
 
     def do(self, c: Client, step: dict) -> Any:
@@ -223,9 +224,12 @@ class Runner:
         return self.get_context(c, t, step)
 
     def get_context(self, c: Client, t: str, step: dict):
+        mq = step.get("memory_query")
+        query = None if mq is None else memory_query(mq["prefix"], filter=filter_of(mq), vector=mq.get("vector"),
+                                                       order=mq.get("order"), limit=mq.get("limit", 10))
         return c.conversations.get_context(t, step["budget"], knowledge=[self._knowledge(k) for k in step.get("knowledge", [])],
                                            tokenizer=step.get("tokenizer", ""),
-                                           keep_last_items=step.get("keep_last_items"))
+                                           keep_last_items=step.get("keep_last_items"), memory_query=query)
 
     @staticmethod
     def _knowledge(desc) -> cpb.KnowledgeItem:
@@ -441,13 +445,46 @@ class Runner:
                         self.check(b == ch.value.msgpack, f"{where}: {name} re-encoded differently")
 
 
+OPERATORS = {"eq": mpb.FILTER_OPERATOR_EQ, "ne": mpb.FILTER_OPERATOR_NE, "gt": mpb.FILTER_OPERATOR_GT,
+             "gte": mpb.FILTER_OPERATOR_GTE, "lt": mpb.FILTER_OPERATOR_LT, "lte": mpb.FILTER_OPERATOR_LTE,
+             "in": mpb.FILTER_OPERATOR_IN, "nin": mpb.FILTER_OPERATOR_NIN, "exists": mpb.FILTER_OPERATOR_EXISTS,
+             "is_type": mpb.FILTER_OPERATOR_IS_TYPE, "length_eq": mpb.FILTER_OPERATOR_LENGTH_EQ}
+MODES = {"agentstate": mpb.COMPARISON_MODE_AGENTSTATE, "python": mpb.COMPARISON_MODE_LANGGRAPH_PYTHON,
+         "js": mpb.COMPARISON_MODE_LANGGRAPH_JS}
+
+
+def tree_of(d: dict) -> mpb.MemoryFilter:
+    """A typed MemoryFilter tree from its scenario form (README.md): {"all": [..]}, {"any": [..]}, {"not": ..},
+    or a condition {"path": [key or index, ...], "op": "gt", "value": desc, "mode": "python"}."""
+    if "all" in d:
+        return mpb.MemoryFilter(all=mpb.MemoryFilterList(filters=[tree_of(x) for x in d["all"]]))
+    if "any" in d:
+        return mpb.MemoryFilter(any=mpb.MemoryFilterList(filters=[tree_of(x) for x in d["any"]]))
+    if "not" in d:
+        return mpb.MemoryFilter(negate=tree_of(d["not"]))
+    cond = mpb.FieldCondition(op=OPERATORS[d["op"]], mode=MODES[d.get("mode", "agentstate")], path=mpb.FieldPath(
+        segments=[mpb.FieldPathSegment(key=x) if isinstance(x, str) else mpb.FieldPathSegment(index=x)
+                  for x in d["path"]]))
+    if "value" in d:
+        to_value(from_desc(resolve(d["value"])), cond.value)
+    return mpb.MemoryFilter(field=cond)
+
+
+def filter_of(step: dict):
+    """A step's filter: an expression map (``filter``), a typed tree (``tree``), or None."""
+    if "tree" in step:
+        return tree_of(step["tree"])
+    return from_desc(resolve(step["filter"])) if "filter" in step else None
+
+
 CONVERSATION_OPS = ("append_items", "set_compaction_policy", "pop_item", "latest", "get_context", "set_pin")
 
 
 def context_desc(ctx) -> dict:
     """What a get_context step's "expect" may name (the same in every runner): per item its source and
     tokens and whether they were estimated, the totals, and each explanation entry as one string
-    "<pin:ID | first-last | knowledge:I> <fate> t=<tokens>[ @<context_index>][ <summary_id>][ dup=<seq>]"."""
+    "<pin:ID | first-last | knowledge:I> <fate> t=<tokens>[ @<context_index>][ <summary_id>][ dup=<seq>][ mem=<hit>]",
+    and the memory hits of the items, each "<path>/<key> v<version>[ scored]"."""
     def entry(e) -> str:
         which = e.WhichOneof("source")
         head = (f"pin:{e.pin_id}" if which == "pin_id" else f"knowledge:{e.knowledge_index}"
@@ -459,12 +496,18 @@ def context_desc(ctx) -> dict:
             out += f" {e.summary_id}"
         if e.duplicate_of_seq:
             out += f" dup={e.duplicate_of_seq}"
+        if e.HasField("memory_hit"):
+            out += f" mem={hit(e.memory_hit)}"
         return out
+
+    def hit(h) -> str:
+        return f"{'/'.join(h.path)}/{h.key} v{h.version}" + (" scored" if h.HasField("score") else "")
     return {"sources": [cpb.ContextSource.Name(i.source).removeprefix("CONTEXT_SOURCE_").lower() for i in ctx.items],
             "tokens": [i.tokens for i in ctx.items], "estimated": [i.tokens_estimated for i in ctx.items],
             "total_tokens": ctx.total_tokens, "stable_prefix_items": ctx.stable_prefix_items,
             "estimated_raw_tokens": ctx.estimated_raw_tokens, "client_counted_tokens": ctx.client_counted_tokens,
-            "explanation": [entry(e) for e in ctx.explanation]}
+            "explanation": [entry(e) for e in ctx.explanation],
+            "memory_hits": [hit(i.memory_hit) for i in ctx.items if i.HasField("memory_hit")]}
 
 
 def main() -> int:

@@ -362,7 +362,77 @@ func floats(v any) []float32 {
 var memoryOrders = map[string]pb.MemoryOrder{"updated": pb.MemoryOrder_MEMORY_ORDER_UPDATED_DESC,
 	"insertion": pb.MemoryOrder_MEMORY_ORDER_INSERTION, "path_key": pb.MemoryOrder_MEMORY_ORDER_PATH_KEY}
 
-// memory plays the memory ops of scenarios/02_memory.json.
+var filterOperators = map[string]pb.FilterOperator{"eq": pb.FilterOperator_FILTER_OPERATOR_EQ,
+	"ne": pb.FilterOperator_FILTER_OPERATOR_NE, "gt": pb.FilterOperator_FILTER_OPERATOR_GT,
+	"gte": pb.FilterOperator_FILTER_OPERATOR_GTE, "lt": pb.FilterOperator_FILTER_OPERATOR_LT,
+	"lte": pb.FilterOperator_FILTER_OPERATOR_LTE, "in": pb.FilterOperator_FILTER_OPERATOR_IN,
+	"nin": pb.FilterOperator_FILTER_OPERATOR_NIN, "exists": pb.FilterOperator_FILTER_OPERATOR_EXISTS,
+	"is_type": pb.FilterOperator_FILTER_OPERATOR_IS_TYPE, "length_eq": pb.FilterOperator_FILTER_OPERATOR_LENGTH_EQ}
+
+var comparisonModes = map[string]pb.ComparisonMode{"agentstate": pb.ComparisonMode_COMPARISON_MODE_AGENTSTATE,
+	"python": pb.ComparisonMode_COMPARISON_MODE_LANGGRAPH_PYTHON, "js": pb.ComparisonMode_COMPARISON_MODE_LANGGRAPH_JS}
+
+// treeOf is a typed MemoryFilter tree from its scenario form (as runner.py's tree_of).
+func treeOf(d obj) (*pb.MemoryFilter, error) {
+	list := func(xs any) (*pb.MemoryFilterList, error) {
+		out := &pb.MemoryFilterList{}
+		for _, x := range asList(xs) {
+			f, err := treeOf(x.(map[string]any))
+			if err != nil {
+				return nil, err
+			}
+			out.Filters = append(out.Filters, f)
+		}
+		return out, nil
+	}
+	if xs, ok := d["all"]; ok {
+		l, err := list(xs)
+		return &pb.MemoryFilter{Kind: &pb.MemoryFilter_All{All: l}}, err
+	}
+	if xs, ok := d["any"]; ok {
+		l, err := list(xs)
+		return &pb.MemoryFilter{Kind: &pb.MemoryFilter_Any{Any: l}}, err
+	}
+	if x, ok := d["not"]; ok {
+		f, err := treeOf(x.(map[string]any))
+		return &pb.MemoryFilter{Kind: &pb.MemoryFilter_Negate{Negate: f}}, err
+	}
+	mode := "agentstate"
+	if m := str(d, "mode"); m != "" {
+		mode = m
+	}
+	cond := &pb.FieldCondition{Op: filterOperators[str(d, "op")], Mode: comparisonModes[mode], Path: &pb.FieldPath{}}
+	for _, seg := range asList(d["path"]) {
+		if k, ok := seg.(string); ok {
+			cond.Path.Segments = append(cond.Path.Segments, &pb.FieldPathSegment{Kind: &pb.FieldPathSegment_Key{Key: k}})
+		} else {
+			cond.Path.Segments = append(cond.Path.Segments, &pb.FieldPathSegment{Kind: &pb.FieldPathSegment_Index{Index: uint32(seg.(float64))}})
+		}
+	}
+	if v, ok := d["value"]; ok {
+		x, err := fromDesc(resolve(v))
+		if err != nil {
+			return nil, err
+		}
+		if cond.Value, err = agentstate.ToValue(x); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.MemoryFilter{Kind: &pb.MemoryFilter_Field{Field: cond}}, nil
+}
+
+// filterOf is a step's filter: an expression map ("filter"), a typed tree ("tree"), or nil.
+func filterOf(step obj) (any, error) {
+	if t, ok := step["tree"].(map[string]any); ok {
+		return treeOf(t)
+	}
+	if f, ok := step["filter"]; ok {
+		return fromDesc(resolve(f))
+	}
+	return nil, nil
+}
+
+// memory plays the memory ops of scenarios/02_memory.json and 07_memory_trees.json.
 func (r *runner) memory(c *agentstate.Client, step obj) (any, error) {
 	ctx := context.Background()
 	switch step["op"] {
@@ -385,13 +455,11 @@ func (r *runner) memory(c *agentstate.Client, step obj) (any, error) {
 		if n, ok := num(step, "limit"); ok {
 			opts.Limit = uint32(n)
 		}
-		if f, ok := step["filter"]; ok {
-			v, err := fromDesc(resolve(f))
-			if err != nil {
-				return nil, err
-			}
-			opts.Filter = v
+		f, err := filterOf(step)
+		if err != nil {
+			return nil, err
 		}
+		opts.Filter = f
 		if vec, ok := step["vector"]; ok {
 			opts.Vector = floats(vec)
 		}
@@ -594,6 +662,22 @@ func (r *runner) getContext(c *agentstate.Client, t string, step obj) (*pb.GetCo
 		keep := uint32(k)
 		req.KeepLastItems = &keep
 	}
+	if mq, ok := step["memory_query"].(map[string]any); ok {
+		f, err := filterOf(mq)
+		if err != nil {
+			return nil, err
+		}
+		o := &agentstate.MemoryQueryOptions{Filter: f, Order: memoryOrders[str(mq, "order")]}
+		if vec, ok := mq["vector"]; ok {
+			o.Vector = floats(vec)
+		}
+		if n, ok := num(mq, "limit"); ok {
+			o.Limit = uint32(n)
+		}
+		if req.MemoryQuery, err = agentstate.NewMemoryQuery(strs(mq["prefix"]), o); err != nil {
+			return nil, err
+		}
+	}
 	return c.Conversations.GetContext(ctx, req)
 }
 
@@ -626,11 +710,29 @@ func contextDesc(res *pb.GetContextResponse) map[string]any {
 		if e.DuplicateOfSeq != 0 {
 			out += fmt.Sprintf(" dup=%d", e.DuplicateOfSeq)
 		}
+		if e.MemoryHit != nil {
+			out += " mem=" + memoryHit(e.MemoryHit)
+		}
 		expl = append(expl, out)
+	}
+	hits := []any{}
+	for _, it := range res.Items {
+		if it.MemoryHit != nil {
+			hits = append(hits, memoryHit(it.MemoryHit))
+		}
 	}
 	return map[string]any{"sources": sources, "tokens": tokens, "estimated": estimated, "total_tokens": res.TotalTokens,
 		"stable_prefix_items": res.StablePrefixItems, "estimated_raw_tokens": res.EstimatedRawTokens,
-		"client_counted_tokens": res.ClientCountedTokens, "explanation": expl}
+		"client_counted_tokens": res.ClientCountedTokens, "explanation": expl, "memory_hits": hits}
+}
+
+// memoryHit names a context item's memory hit: "<path>/<key> v<version>[ scored]".
+func memoryHit(h *pb.ContextMemoryHit) string {
+	out := fmt.Sprintf("%s/%s v%d", strings.Join(h.Path, "/"), h.Key, h.Version)
+	if h.Score != nil {
+		out += " scored"
+	}
+	return out
 }
 
 func contextRecord(thread string, budget int, ctx *pb.GetContextResponse) obj {

@@ -29,7 +29,7 @@ import {
 } from "../src/index.js";
 import { channelWrite, toValue } from "../src/values.js";
 import { ITEM_KINDS, contextHash, type KindName } from "../src/conversations.js";
-import { ConfigScope, ContextSource, Fate, ItemKind, type ExplanationEntry, type GetContextResponse } from "../src/gen/agentstate/v1/conversations_pb.js";
+import { ConfigScope, ContextSource, Fate, ItemKind, type ContextMemoryHit, type ExplanationEntry, type GetContextResponse } from "../src/gen/agentstate/v1/conversations_pb.js";
 
 /** What a get_context step's "expect" may name, as clients/conformance/runner.py's context_desc says. */
 function contextDesc(ctx: GetContextResponse): Record<string, unknown> {
@@ -41,8 +41,10 @@ function contextDesc(ctx: GetContextResponse): Record<string, unknown> {
     if (e.contextIndex !== undefined) out += ` @${e.contextIndex}`;
     if (e.summaryId) out += ` ${e.summaryId}`;
     if (e.duplicateOfSeq) out += ` dup=${e.duplicateOfSeq}`;
+    if (e.memoryHit) out += ` mem=${hit(e.memoryHit)}`;
     return out;
   };
+  const hit = (h: ContextMemoryHit): string => `${h.path.join("/")}/${h.key} v${h.version}${h.score !== undefined ? " scored" : ""}`;
   return {
     sources: ctx.items.map((i) => ContextSource[i.source].toLowerCase()),
     tokens: ctx.items.map((i) => i.tokens),
@@ -52,6 +54,7 @@ function contextDesc(ctx: GetContextResponse): Record<string, unknown> {
     estimated_raw_tokens: Number(ctx.estimatedRawTokens),
     client_counted_tokens: Number(ctx.clientCountedTokens),
     explanation: ctx.explanation.map(entry),
+    memory_hits: ctx.items.filter((i) => i.memoryHit).map((i) => hit(i.memoryHit!)),
   };
 }
 import {
@@ -64,9 +67,36 @@ import {
   type Checkpoint,
 } from "../src/gen/agentstate/v1/threads_pb.js";
 import { ValueSchema, type Value } from "../src/gen/agentstate/v1/values_pb.js";
+import { ComparisonMode, FilterOperator, MemoryFilterSchema, type MemoryFilter } from "../src/gen/agentstate/v1/memory_pb.js";
+import { memoryQuery } from "../src/memory.js";
 
 type Desc = Record<string, any>;
 type Step = Record<string, any>;
+
+const OPERATORS: Record<string, FilterOperator> = { eq: FilterOperator.EQ, ne: FilterOperator.NE, gt: FilterOperator.GT,
+  gte: FilterOperator.GTE, lt: FilterOperator.LT, lte: FilterOperator.LTE, in: FilterOperator.IN, nin: FilterOperator.NIN,
+  exists: FilterOperator.EXISTS, is_type: FilterOperator.IS_TYPE, length_eq: FilterOperator.LENGTH_EQ };
+const MODES: Record<string, ComparisonMode> = { agentstate: ComparisonMode.AGENTSTATE, python: ComparisonMode.LANGGRAPH_PYTHON,
+  js: ComparisonMode.LANGGRAPH_JS };
+
+/** A typed MemoryFilter tree from its scenario form (as runner.py's tree_of). */
+function treeOf(d: Desc): MemoryFilter {
+  if (d.all) return create(MemoryFilterSchema, { kind: { case: "all", value: { filters: d.all.map(treeOf) } } });
+  if (d.any) return create(MemoryFilterSchema, { kind: { case: "any", value: { filters: d.any.map(treeOf) } } });
+  if (d.not) return create(MemoryFilterSchema, { kind: { case: "negate", value: treeOf(d.not) } });
+  const segments = (d.path as (string | number)[]).map((x) =>
+    typeof x === "string" ? { kind: { case: "key" as const, value: x } } : { kind: { case: "index" as const, value: x } });
+  return create(MemoryFilterSchema, { kind: { case: "field", value: {
+    path: { segments }, op: OPERATORS[d.op], mode: MODES[d.mode ?? "agentstate"],
+    value: d.value === undefined ? undefined : toValue(fromDesc(resolveDesc(d.value))),
+  } } });
+}
+
+/** A step's filter: an expression map (`filter`), a typed tree (`tree`), or undefined. */
+function filterOf(step: Step): Record<string, unknown> | MemoryFilter | undefined {
+  if (step.tree) return treeOf(step.tree);
+  return step.filter ? (fromDesc(resolveDesc(step.filter)) as Record<string, unknown>) : undefined;
+}
 
 const CONF = resolve(import.meta.dirname, "../../../conformance");
 const VALUES: Record<string, Desc> = JSON.parse(readFileSync(join(CONF, "values.json"), "utf8")).values;
@@ -280,10 +310,7 @@ class Runner {
         return c.memory.put(step.path, step.key, fromDesc(resolveDesc(step.value)) as Record<string, unknown>,
           step.vectors ? { vectors: step.vectors } : {});
       case "memory_search":
-        return c.memory.search(step.prefix, {
-          filter: step.filter ? (fromDesc(resolveDesc(step.filter)) as Record<string, unknown>) : undefined,
-          vector: step.vector, order: step.order, limit: step.limit ?? 100,
-        });
+        return c.memory.search(step.prefix, { filter: filterOf(step), vector: step.vector, order: step.order, limit: step.limit ?? 100 });
       case "memory_list": {
         const out: string[][] = [];
         for await (const p of c.memory.listNamespaces({ prefix: step.prefix, maxDepth: step.max_depth })) out.push(p);
@@ -299,8 +326,10 @@ class Runner {
   }
 
   getContext(c: Client, t: string, step: Step): Promise<GetContextResponse> {
+    const mq = step.memory_query;
     return c.conversations.getContext(t, step.budget, { knowledge: this.knowledgeOf(step), tokenizer: step.tokenizer ?? "",
-      keepLastItems: step.keep_last_items });
+      keepLastItems: step.keep_last_items,
+      memoryQuery: mq ? memoryQuery(mq.prefix, { filter: filterOf(mq), vector: mq.vector, order: mq.order, limit: mq.limit ?? 10 }) : undefined });
   }
 
   knowledgeOf(step: Step): { kind: ItemKind; content: Value }[] {
