@@ -40,7 +40,7 @@ Memory items (sidecar/state/memory.py, docs/memory.md §10):
 ``memhist``   path id blake3(key)[:16] version(u64 BE) -> MemRevRec (history, newest last)
 ``memvec``    item id field -> MemVecRec (one client-supplied float32 vector)
 ``memspace``  ns NUL space name -> MemSpaceRec (a vector space's id and dimension)
-``memfld``    ns NUL hash(field path)[:8] type(1) value key(16) item id -> b"" (equality pre-filter)
+``memfld``    ns NUL hash(field path)[:8] type(1) value key(16) item id -> b"" (pre-filter, keys ordered per type)
 ``memfldx``   ns NUL item id -> b"" (items with too many leaves to index: always candidates)
 
 Conversations (docs/conversations.md "LMDB layout"; sidecar/state/conversations.py owns citems, cids, ccalls,
