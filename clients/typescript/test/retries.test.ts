@@ -95,7 +95,7 @@ describe("which calls are safe to repeat", () => {
 });
 
 describe("a held run and sidecar restarts", () => {
-  it("keepAlive, effects and checkpoints ride out 3 SIGKILL restarts within the lease (3 s); every effect applies once", async () => {
+  it("keepAlive, effects and checkpoints ride out 3 SIGKILL restarts within the lease (8 s: a restart takes about 0.5 s, over 3 s on 2 busy cores); every effect applies once", async () => {
     const sc = Sidecar.temp();
     sc.extraArgs = ["--watchdog-interval", "0.05"];
     await sc.start();
@@ -104,7 +104,7 @@ describe("a held run and sidecar restarts", () => {
     const outages: number[] = [];
     let restarting = true;
     try {
-      const held = await c.startRun("catalog", { createThread: true, leaseTimeout: { seconds: 3n } });
+      const held = await c.startRun("catalog", { createThread: true, leaseTimeout: { seconds: 8n } });
       const ka = held.keepAlive(200);
       const restarts = (async () => {
         for (let i = 0; i < 3; i++) {
@@ -138,7 +138,7 @@ describe("a held run and sidecar restarts", () => {
       await held.complete({ batches: batch });
       await ka.done;
       expect(outages.length).toBe(3);
-      expect(Math.max(...outages)).toBeLessThan(3000);
+      expect(Math.max(...outages)).toBeLessThan(8000);
       expect(new Set(applied).size).toBe(applied.length);
       const done = await c.effects.listEffects({ namespace: c.namespace, threadId: "catalog", pageSize: 1000 });
       expect(done.effects.map((e) => e.idempotencyKey).sort()).toEqual([...applied].sort());
