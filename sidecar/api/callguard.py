@@ -161,11 +161,12 @@ class CallGuard:
             except ApiError as e:
                 await abort(context, e)
                 return None
-            turn = None
+            turn = False
             try:
                 if queued:
-                    await fair.acquire(key)
-                    turn = fairness.Turn(fair, key)
+                    if not fair.try_acquire(key):
+                        await fair.acquire(key)
+                    turn = True
                 if deadline is None or context.time_remaining() is not None:
                     return await behavior(request, context)
                 try:
@@ -174,8 +175,8 @@ class CallGuard:
                     await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                         f"no deadline was sent; the server's default of {deadline:g} s passed")
             finally:
-                if turn is not None:
-                    turn.give_back()
+                if turn:
+                    fair.release(key)
                 self._leave_client(counted)
                 self._leave(peer)
 

@@ -62,22 +62,6 @@ class _Client:
         self.in_ring = False
 
 
-class Turn:
-    """One admitted call's turn: given back once, when its first write waits for its commit
-    (``storage.store.ACK_WAIT``) or when the call ends."""
-
-    __slots__ = ("queue", "key")
-
-    def __init__(self, queue: "FairQueue", key) -> None:
-        self.queue = queue
-        self.key = key
-
-    def give_back(self) -> None:
-        queue, self.queue = self.queue, None
-        if queue is not None:
-            queue.release(self.key)
-
-
 class FairQueue:
     """Round-robin admission across clients (see the module doc)."""
 
@@ -95,18 +79,29 @@ class FairQueue:
     def _limit(self, key) -> int:
         return self.capacity if key == UNIX else self.per_client
 
+    def try_acquire(self, key) -> bool:
+        """A turn of client ``key`` at once, if there is one (no wait: the fast path of :meth:`acquire`)."""
+        c = self.clients.get(key)
+        if c is None:
+            if self.ring or self.running >= self.capacity:
+                return False
+            c = self.clients[key] = _Client()
+        elif self.ring or self.running >= self.capacity or c.running >= self._limit(key):
+            return False
+        c.running += 1
+        self.running += 1
+        if self.order is not None:
+            self.order.append(key)
+        return True
+
     async def acquire(self, key) -> None:
         """Wait for a turn of client ``key``. Every acquire that returns must be followed by one
         :meth:`release` (a wait cancelled after its turn was given gives the turn back itself)."""
+        if self.try_acquire(key):
+            return
         c = self.clients.get(key)
         if c is None:
             c = self.clients[key] = _Client()
-        if not self.ring and self.running < self.capacity and c.running < self._limit(key):
-            c.running += 1
-            self.running += 1
-            if self.order is not None:
-                self.order.append(key)
-            return
         fut = asyncio.get_running_loop().create_future()
         c.waiting.append(fut)
         self.queued += 1
@@ -133,8 +128,10 @@ class FairQueue:
         if c.waiting and not c.in_ring and c.running < self._limit(key):
             c.in_ring = True
             self.ring.append(key)
-        self._dispatch()
-        self._forget(key, c)
+        if self.ring:
+            self._dispatch()
+        if not c.running and not c.waiting and not c.in_ring:
+            del self.clients[key]
 
     def _forget(self, key, c: _Client) -> None:
         if not c.running and not c.waiting and not c.in_ring and self.clients.get(key) is c:
