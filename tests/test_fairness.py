@@ -402,3 +402,128 @@ def test_a_stuck_streaming_client_does_not_hold_up_another_clients_puts(tmp_path
             watch.cancel()
     finally:
         proc.stop()
+
+
+# ---------------------------------------------------------------- large puts to an encrypted namespace: staged
+
+def test_large_put_to_an_encrypted_namespace_is_staged_sealed_and_scoped(tmp_path, monkeypatch):
+    """Its nodes are found, numbered, compressed and sealed in the worker thread (nodes.stage with the
+    namespace's scope), like a shared namespace's: nothing of it in the clear on disk, its records
+    scoped (dedup inside the namespace), readable, a delta on it right, the integrity check clean."""
+    from agentstate import _requests as rq
+    from sidecar.api import checkpoints
+    from sidecar.storage import encryption, gc, nodes
+    from test_encryption import files_contain, key_entry, marker
+
+    ring = encryption.parse(key_entry("sec", "k1"))
+    mark, open_mark = marker("bigsec"), marker("bigopen")
+    staged_scopes = []
+    real_stage = nodes.stage
+
+    def stage(*args, **kw):
+        staged_scopes.append(args[5] if len(args) > 5 else kw.get("scope"))
+        return real_stage(*args, **kw)
+
+    monkeypatch.setattr(nodes, "stage", stage)
+
+    def request(ns, thread_id, channels, **kw):
+        args = dict(checkpoint_id="", parent_id="", base_id="", checkpoint_ns="", metadata=None, extra=None,
+                    expected_head_etag=None, schema_version=0, require_thread=False, request_id="")
+        args.update(kw)
+        return rq.put_checkpoint_request(ns, thread_id, channels, **args)
+
+    async def read(store, ns, checkpoint_id):
+        from agentstate import codec
+        cp = (await checkpoints.get(store, threads_pb2.GetCheckpointRequest(
+            namespace=ns, thread_id="big", checkpoint_id=checkpoint_id))).checkpoint
+        return {k: codec.decode(e.msgpack) for k, e in cp.channels["state"].value.map.entries.items()}
+
+    data = tmp_path / "d"
+
+    async def main():
+        store = Store(str(data), loop=asyncio.get_running_loop(), keys=ring)
+        try:
+            value = {f"key-{i:06d}": f"{mark}{i}" for i in range(30_000)}
+            req = request("sec", "big", {"state": value}, checkpoint_id="c1")
+            assert req.ByteSize() > checkpoints.LARGE_REQUEST
+            await checkpoints.put(store, req)
+            assert len(staged_scopes) == 1 and staged_scopes[0] is not None  # staged, with the scope
+            changed = {**value, "key-000007": "changed"}
+            await checkpoints.put(store, request("sec", "big", {"state": changed}, checkpoint_id="c2",
+                                                 parent_id="c1"))
+            assert await read(store, "sec", "c1") == value
+            assert await read(store, "sec", "c2") == changed
+            # the control: the same in a namespace without a key (staged without a scope)
+            await checkpoints.put(store, request("open", "big", {"state": {k: v.replace(mark, open_mark)
+                                                                           for k, v in value.items()}}))
+            assert staged_scopes[-1] is None
+            with store.read() as txn:
+                scoped = txn.stat(store.db["nodescope"])["entries"]
+            assert scoped >= len(value)  # every value node of the encrypted put has its scope entry
+            report = gc.check_integrity(store)
+            assert report["problems"] == [] and report["missing_blobs"] == 0
+        finally:
+            store.close()
+
+    asyncio.run(main())
+    assert "data.mdb" in files_contain(data, open_mark)  # a grep that finds what is stored in the clear
+    assert files_contain(data, mark) == []
+
+
+def test_large_encrypted_put_does_not_stall_small_puts(tmp_path):
+    """As tests/test_limits.py's test for a shared namespace: while one client puts a 150,000-key map to
+    an encrypted namespace, another's small puts (to it too) go on, none waiting longer than 30% of the
+    large put (before, such a put was prepared and sealed inside the write, holding the loop)."""
+    from test_encryption import key_entry
+    from test_limits import big_map
+
+    keys = tmp_path / "keys.toml"
+    keys.write_text(key_entry("sec", "k1"))
+    keys.chmod(0o600)
+    proc = SidecarProcess(tmp_path / "data", "--encryption-keys", str(keys)).start()
+    try:
+        value = big_map(150_000)
+        with proc.client(timeout=120, namespace="sec") as c:
+            c.put_checkpoint("warm", {"x": 1})
+        stop = threading.Event()
+        done: list = []
+        errors: list = []
+
+        def small(tag):
+            with Client(proc.address, namespace="sec", timeout=120) as c:
+                i = 0
+                while not stop.is_set():
+                    started = time.perf_counter()
+                    try:
+                        c.put_checkpoint(f"small-{tag}", {"v": i})
+                    except Exception as e:  # noqa: BLE001 - reported by the test
+                        errors.append(e)
+                    done.append((started, time.perf_counter()))
+                    i += 1
+
+        writers = [threading.Thread(target=small, args=(k,)) for k in range(2)]
+        for w in writers:
+            w.start()
+        time.sleep(1.0)
+        with proc.client(timeout=120, namespace="sec") as c:
+            started = time.perf_counter()
+            c.put_checkpoint("big", {"state": value}, checkpoint_id="c")
+            ended = time.perf_counter()
+        time.sleep(0.3)
+        stop.set()
+        for w in writers:
+            w.join()
+        assert not errors, errors[:3]
+        big_seconds = ended - started
+        during = [(s, e) for s, e in done if e > started and s < ended]
+        longest = max(e - s for s, e in during)
+        print(f"encrypted large put {big_seconds * 1000:.0f} ms; {len(during)} small puts during it, "
+              f"the longest {longest * 1000:.0f} ms")
+        assert len(during) >= 10
+        assert longest < 0.3 * big_seconds, (longest, big_seconds)
+        with proc.client(timeout=120, namespace="sec") as c:
+            got = c.get_checkpoint("big", "c")
+            assert len(got.channels["state"].value.map.entries) == len(value)
+            assert c.check_integrity().problems == []
+    finally:
+        proc.stop()

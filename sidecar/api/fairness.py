@@ -32,8 +32,8 @@ loop, in the open transaction, in each commit) is bounded by its turns, and so
 is what another client's call waits behind. (Giving the turn back when the
 write starts waiting for its commit was tried: the flooding client's calls
 then all reach the transaction, and the other client's p50 under the flood
-was ~22-25 ms instead of ~6-12 ms: benchmarks/bench_fairness.py, with the commits paced as
-storage/store.py COMMIT_PACE says.) The turn is
+was 12.8-32.4 ms instead of 5.9-11.7 ms in short runs of benchmarks/bench_fairness.py, with the
+commits paced as storage/store.py COMMIT_PACE says: docs/security.md "Fairness".) The turn is
 given back before the response is sent, so a client that does not read its
 responses holds no turn. Calls that wait by
 request (``ClaimRun``/``ClaimCompaction`` with a ``wait_timeout``), the
