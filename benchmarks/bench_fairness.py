@@ -97,16 +97,21 @@ def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=pri
             raise RuntimeError("the flooding client did not start")
         alone: list[float] = []
         loaded: list[float] = []
+        flooding = time.perf_counter()  # the flood runs from its start until the first SIGSTOP
+        flood_seconds = 0.0
         for r in range(rounds):
             flooder.send_signal(signal.SIGSTOP)
+            flood_seconds += time.perf_counter() - flooding
             time.sleep(0.3)
             alone += _victim(addr, puts, f"alone{r}")
             flooder.send_signal(signal.SIGCONT)
+            flooding = time.perf_counter()
             time.sleep(0.5)
             loaded += _victim(addr, puts, f"loaded{r}")
             log(f"  fairness round {r + 1}/{rounds}: p99 alone {_p(alone, 0.99) * 1e3:.1f} ms, "
                 f"flooded {_p(loaded, 0.99) * 1e3:.1f} ms")
         flooder.kill()
+        flood_seconds += time.perf_counter() - flooding
         flooder.wait()
         flooder = None
         with Client(addr, timeout=30) as c:
@@ -118,7 +123,7 @@ def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=pri
         proc.terminate()
         proc.wait(30)
     return {"rounds": rounds, "puts_per_round": puts, "streams_per_connection": streams, "flood_puts": flood_puts,
-            "sidecar_args": list(extra),
+            "sidecar_args": list(extra), "flood_puts_per_second": round(flood_puts / flood_seconds, 1),
             "alone": {"p50_ms": round(_p(alone, 0.5) * 1e3, 3), "p99_ms": round(_p(alone, 0.99) * 1e3, 3)},
             "flooded": {"p50_ms": round(_p(loaded, 0.5) * 1e3, 3), "p99_ms": round(_p(loaded, 0.99) * 1e3, 3)},
             "ratio_p99": round(_p(loaded, 0.99) / _p(alone, 0.99), 2)}
@@ -134,6 +139,7 @@ def table(res: dict) -> str:
     for label, key in (("alone", "alone"), ("while another floods", "flooded")):
         lines.append(f"{label:26s}{res[key]['p50_ms']:9.2f}ms{res[key]['p99_ms']:9.2f}ms")
     lines.append(f"flooded / alone p99: {res['ratio_p99']:.2f} x ({res['flood_puts']:,} flood puts, "
+                 f"{res['flood_puts_per_second']:,.0f}/s while flooding, "
                  f"--max-streams-per-connection {res['streams_per_connection'] or 'off'}"
                  f"{''.join(' ' + a for a in res.get('sidecar_args', ()))})")
     return "\n".join(lines)
