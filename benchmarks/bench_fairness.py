@@ -66,10 +66,10 @@ def _victim(addr: str, n: int, tag: str) -> list[float]:
     return out
 
 
-def _start(data: Path, port: int, streams: int) -> subprocess.Popen:
+def _start(data: Path, port: int, streams: int, extra: list[str] = ()) -> subprocess.Popen:
     data.mkdir(parents=True)
     log = data.parent / "sidecar.log"
-    args = ["--max-streams-per-connection", str(streams)] if streams else []
+    args = (["--max-streams-per-connection", str(streams)] if streams else []) + list(extra)
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(data), "--listen",
                                  f"127.0.0.1:{port}", *args], stdout=out, stderr=subprocess.STDOUT, text=True,
@@ -85,10 +85,10 @@ def _start(data: Path, port: int, streams: int) -> subprocess.Popen:
     raise RuntimeError(f"sidecar did not start: {log.read_text()}")
 
 
-def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=print) -> dict:
+def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=print, extra: list[str] = ()) -> dict:
     port = _free_port()
     addr = f"127.0.0.1:{port}"
-    proc = _start(base / "data", port, streams)
+    proc = _start(base / "data", port, streams, extra)
     flooder = None
     try:
         _victim(addr, 50, "warm")
@@ -97,16 +97,21 @@ def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=pri
             raise RuntimeError("the flooding client did not start")
         alone: list[float] = []
         loaded: list[float] = []
+        flooding = time.perf_counter()  # the flood runs from its start until the first SIGSTOP
+        flood_seconds = 0.0
         for r in range(rounds):
             flooder.send_signal(signal.SIGSTOP)
+            flood_seconds += time.perf_counter() - flooding
             time.sleep(0.3)
             alone += _victim(addr, puts, f"alone{r}")
             flooder.send_signal(signal.SIGCONT)
+            flooding = time.perf_counter()
             time.sleep(0.5)
             loaded += _victim(addr, puts, f"loaded{r}")
             log(f"  fairness round {r + 1}/{rounds}: p99 alone {_p(alone, 0.99) * 1e3:.1f} ms, "
                 f"flooded {_p(loaded, 0.99) * 1e3:.1f} ms")
         flooder.kill()
+        flood_seconds += time.perf_counter() - flooding
         flooder.wait()
         flooder = None
         with Client(addr, timeout=30) as c:
@@ -118,6 +123,7 @@ def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=pri
         proc.terminate()
         proc.wait(30)
     return {"rounds": rounds, "puts_per_round": puts, "streams_per_connection": streams, "flood_puts": flood_puts,
+            "sidecar_args": list(extra), "flood_puts_per_second": round(flood_puts / flood_seconds, 1),
             "alone": {"p50_ms": round(_p(alone, 0.5) * 1e3, 3), "p99_ms": round(_p(alone, 0.99) * 1e3, 3)},
             "flooded": {"p50_ms": round(_p(loaded, 0.5) * 1e3, 3), "p99_ms": round(_p(loaded, 0.99) * 1e3, 3)},
             "ratio_p99": round(_p(loaded, 0.99) / _p(alone, 0.99), 2)}
@@ -133,7 +139,9 @@ def table(res: dict) -> str:
     for label, key in (("alone", "alone"), ("while another floods", "flooded")):
         lines.append(f"{label:26s}{res[key]['p50_ms']:9.2f}ms{res[key]['p99_ms']:9.2f}ms")
     lines.append(f"flooded / alone p99: {res['ratio_p99']:.2f} x ({res['flood_puts']:,} flood puts, "
-                 f"--max-streams-per-connection {res['streams_per_connection'] or 'off'})")
+                 f"{res['flood_puts_per_second']:,.0f}/s while flooding, "
+                 f"--max-streams-per-connection {res['streams_per_connection'] or 'off'}"
+                 f"{''.join(' ' + a for a in res.get('sidecar_args', ()))})")
     return "\n".join(lines)
 
 
@@ -148,9 +156,11 @@ def main() -> int:
     ap.add_argument("--puts", type=int, default=150, help="victim puts per round and mode")
     ap.add_argument("--streams", type=int, default=16, help="--max-streams-per-connection of the sidecar (0: off)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--sidecar-arg", action="append", default=[], metavar="ARG",
+                    help="one more argument of `sidecar serve` (repeatable), e.g. --sidecar-arg=--fair-calls=0")
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-fair-") as tmp:
-        res = run(Path(tmp), opts.rounds, opts.puts, opts.streams)
+        res = run(Path(tmp), opts.rounds, opts.puts, opts.streams, extra=opts.sidecar_arg)
     print(table(res))
     for label, ok, fig in checks(res):
         print(f"  [{'met' if ok else 'MISSED'}] {label}: {fig}")

@@ -9,7 +9,7 @@ import sys
 from . import __version__, inspector, limits, logs
 from .metrics import parse_listen
 from .storage.store import COMMIT_INTERVAL, MAX_QUEUE
-from .api import auth, callguard
+from .api import auth, callguard, fairness
 from .server import DEFAULT_DATA_DIR, DEFAULT_TCP, SOCKET_NAME, Config, ConfigError, DataDirLocked, serve
 
 
@@ -123,6 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="encrypt the values of the namespaces it lists at rest (AES-256-GCM): the TOML key file "
                         "(see `sidecar encryption-key` and docs/security.md); reloaded on SIGHUP; default: the "
                         "same text in $SIDECAR_ENCRYPTION_KEYS, or no encryption")
+    s.add_argument("--fair-calls", type=int, default=fairness.DEFAULT_CAPACITY, metavar="N",
+                   help="unary calls whose handlers run at once, all clients together; more wait, and freed turns "
+                        "go round-robin across clients; 0: no fair turns (default: %(default)s; see "
+                        "docs/security.md 'Fairness')")
+    s.add_argument("--fair-calls-per-client", type=int, default=fairness.DEFAULT_PER_CLIENT, metavar="N",
+                   help="... of one client (its token, or else its TCP connection) (default: %(default)s)")
+    s.add_argument("--max-calls-per-client", type=int, default=fairness.DEFAULT_MAX_CALLS_PER_CLIENT, metavar="N",
+                   help="unary calls in progress per client over all its connections (with --auth-file: per "
+                        "token) before more are refused RESOURCE_EXHAUSTED TOO_MANY_CALLS; 0: no limit "
+                        "(default: %(default)s)")
     t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
                        description="Make a random bearer token. Prints the token (give it to the client; it is "
                                    "not stored anywhere) on the first line, then its auth-file entry (holding the "
@@ -250,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
                     max_streams_per_connection=args.max_streams_per_connection,
                     max_calls_per_connection=args.max_calls_per_connection,
                     max_message_bytes=args.max_message_bytes, default_deadline_seconds=args.default_deadline,
-                    encryption_keys=args.encryption_keys)
+                    encryption_keys=args.encryption_keys,
+                    fair_calls=args.fair_calls, fair_calls_per_client=args.fair_calls_per_client,
+                    max_calls_per_client=args.max_calls_per_client)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

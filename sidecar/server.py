@@ -34,7 +34,7 @@ from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_
 from agentstate.v1 import schemas_pb2
 
 from . import __version__, limits
-from .api import auth, callguard, context, memory, service
+from .api import auth, callguard, context, fairness, memory, service
 from .api.sweeper import Sweeper
 from .metrics import Metrics
 from .api.watchdog import Watchdog, extend_leases_after_restart
@@ -96,6 +96,10 @@ class Config:
     max_message_bytes: int = limits.MAX_MESSAGE_BYTES  # one request or response
     default_deadline_seconds: float = callguard.DEFAULT_DEADLINE_SECONDS  # unary calls sent without one (0: none)
     encryption_keys: str | None = None  # the key file (storage/encryption.py); None: $SIDECAR_ENCRYPTION_KEYS or none
+    # fair turns across clients (api/fairness.py, docs/security.md "Fairness")
+    fair_calls: int = fairness.DEFAULT_CAPACITY  # unary handlers running at once, all clients (0: no fair turns)
+    fair_calls_per_client: int = fairness.DEFAULT_PER_CLIENT  # ... of one client
+    max_calls_per_client: int = fairness.DEFAULT_MAX_CALLS_PER_CLIENT  # over its connections: TOO_MANY_CALLS (0: off)
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -265,7 +269,13 @@ class Sidecar:
             *((("grpc.max_concurrent_streams", self.config.max_streams_per_connection),)
               if self.config.max_streams_per_connection else ()),
         ])
-        self.guard = callguard.CallGuard(self.config.max_calls_per_connection, self.config.default_deadline_seconds)
+        if self.config.fair_calls < 0 or self.config.fair_calls and self.config.fair_calls_per_client < 1:
+            raise ConfigError("--fair-calls must be 0 (off) or more, and --fair-calls-per-client at least 1")
+        fair = (fairness.FairQueue(self.config.fair_calls, self.config.fair_calls_per_client)
+                if self.config.fair_calls else None)
+        self.guard = callguard.CallGuard(self.config.max_calls_per_connection, self.config.default_deadline_seconds,
+                                         fair=fair, authorizer=self.authorizer,
+                                         max_calls_per_client=self.config.max_calls_per_client)
         self.ctx = context.Ctx(self.store, context.Hub(), self.collector.soon,
                                 round(self.config.lease_timeout_seconds * 1000))
         extended = extend_leases_after_restart(self.store)

@@ -184,9 +184,8 @@ async def put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | Non
 
 async def _put(store: Store, req: pb.PutCheckpointRequest, ctx: context.Ctx | None) -> pb.PutCheckpointResponse:
     durability = wire.durability(req.durability)
-    # small, or in an encrypted namespace (its nodes are scoped and sealed inside the write: nodes.write):
-    # prepared and applied in one go, inside the write
-    if req.ByteSize() <= LARGE_REQUEST or store.scope(validate.namespace(req.namespace)) is not None:
+    # small: prepared and applied in one go, inside the write
+    if req.ByteSize() <= LARGE_REQUEST:
         resp, touched = await store.run(put_job(store, req), durability)
     else:
         resp, touched = await _put_large(store, req, durability)
@@ -269,7 +268,8 @@ def _stage(store: Store, req: pb.PutCheckpointRequest):
     with store.read() as txn:
         plan = checkpoints.plan_put(store, put_in, txn)
         roots = [*plan.roots.values(), *((plan.extra,) if plan.extra else ())]
-        staged = nodes.stage(txn, store, plan.nodes, plan.known, roots)
+        # an encrypted namespace: scoped and sealed here too (ENCRYPTION_KEY_MISSING without its key)
+        staged = nodes.stage(txn, store, plan.nodes, plan.known, roots, store.scope(put_in.ns))
     return plan, staged
 
 
@@ -278,15 +278,20 @@ async def _write_staged(store: Store, staged: nodes.Staged) -> None:
     lost commit): the records first, in id order (reachable by id only), then the hash index in key
     order (so each job touches one range of the index's pages, not all of them; a node becomes findable
     by hash only when every record of the put is stored)."""
+    tag = staged.scope_tag  # an encrypted namespace's records get their nodescope entries with them
+
+    def _records(txn, store: Store, items: list) -> None:
+        nodes.write_records(txn, store, items, tag)
+
     parts, part, size = [], [], 0
     for rec in staged.records:
         part.append(rec)
         size += len(rec[1])
         if size >= STAGE_RECORD_BYTES:
-            parts.append((nodes.write_records, part))
+            parts.append((_records, part))
             part, size = [], 0
     if part:
-        parts.append((nodes.write_records, part))
+        parts.append((_records, part))
     index = staged.index
     parts.extend((nodes.write_index, index[i:i + STAGE_INDEX_ENTRIES]) for i in range(0, len(index), STAGE_INDEX_ENTRIES))
     for fn, items in parts:

@@ -224,24 +224,30 @@ def _no_child(h: bytes) -> bytes:  # a value node refers to no other node
 @dataclass
 class Staged:
     """A large write's new nodes, ready to store (:func:`stage`): ``records`` (id, record) in id order,
-    ``index`` (short key, id, hash) grouped by the key's first byte, ``ids`` hash -> id of every node the roots reach that
-    the write needs (stored before or new)."""
+    ``index`` (short key, id, full key: both under the scope's prefix) grouped by the hash's first byte,
+    ``ids`` hash -> id of every node the roots reach that the write needs (stored before or new);
+    ``scope_tag``: the ``nodescope`` value of every record (an encrypted namespace), or None."""
 
     records: list
     index: list
     ids: dict
+    scope_tag: bytes | None = None
 
 
-def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> Staged:
-    """The CPU work of :func:`write` for a namespace without encryption (shared nodes), done on any thread
-    against a read snapshot ``txn`` (for a large request, so that it does not hold the owner loop): which nodes of the trees of ``roots`` are missing,
+def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots,
+          scope: encryption.Scope | None = None) -> Staged:
+    """The CPU work of :func:`write`, done on any thread against a read snapshot ``txn`` (for a large
+    request, so that it does not hold the owner loop): which nodes of the trees of ``roots`` are missing,
     their ids (a block reserved *after* the snapshot was opened, so every node it shows has a smaller id
     and children keep smaller ids than their parents, which gc.py relies on) and their stored records
-    (value nodes maybe compressed).
+    (value nodes maybe compressed). ``scope``: an encrypted namespace's (``store.scope``): lookups and
+    index entries under its prefix, records sealed with its current key as :func:`write` seals them
+    (the key current when staged; an older key stays readable after a rotation).
 
     The caller keeps garbage collection from deleting what the snapshot showed until the write is
     done (``Store.hold_sweeps``). RetryJob when a node the request relied on is gone."""
     ids = dict(known)
+    prefix = scope.prefix if scope is not None else b""
     built = {h: node for h, node in nodes}  # (not dict(nodes): one C call holding the GIL for all of it)
     new: list = []  # (hash, node), children before parents
     seen: set[bytes] = set()
@@ -249,7 +255,7 @@ def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> S
     def walk(h: bytes) -> None:
         if h in seen or h in ids:
             return
-        node_id = lookup(txn, store.db, h, b"")  # (shared nodes only: an encrypted namespace's puts are not staged)
+        node_id = lookup(txn, store.db, h, prefix)
         if node_id is not None:
             ids[h] = node_id
             return
@@ -272,21 +278,30 @@ def stage(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots) -> S
     get = ids.__getitem__
     records = [(ids[h], h + (pack(h, hp.stored_node(node, _no_child)) if node[0] == TAG_VALUE
                              else hp.stored_node(node, get))) for h, node in new]
+    tag = None
+    if scope is not None:  # sealed as write() seals them: value records after compression
+        seal, sealed_tags, tag = scope.seal, encryption.SEALED_TAGS, scope.tag()
+        records = [(node_id, rec[:H] + seal(rec[:H], rec[H:]) if rec[H] in sealed_tags else rec)
+                   for node_id, rec in records]
     buckets: list[list] = [[] for _ in range(256)]  # by first byte: one range of the index each (no sort:
     for h, _ in new:                                # a sort of it all is one C call holding the GIL)
-        buckets[h[0]].append((h[:INDEX_KEY], ids[h], h))
-    return Staged(records, [entry for bucket in buckets for entry in bucket], ids)
+        buckets[h[0]].append((prefix + h[:INDEX_KEY], ids[h], prefix + h))
+    return Staged(records, [entry for bucket in buckets for entry in bucket], ids, tag)
 
 
-def write_records(txn, store: Store, records: list) -> None:
-    """(In a write) store staged records; they are reached by id only, until :func:`write_index`."""
+def write_records(txn, store: Store, records: list, scope_tag: bytes | None = None) -> None:
+    """(In a write) store staged records; they are reached by id only, until :func:`write_index`. With
+    ``scope_tag`` (an encrypted namespace's) each gets its ``nodescope`` entry in the same write."""
     txn.cursor(db=store.db["nodes"]).putmulti(records)
+    if scope_tag is not None:
+        txn.cursor(db=store.db["nodescope"]).putmulti([(node_id, scope_tag) for node_id, _ in records])
 
 
 def write_index(txn, store: Store, entries: list) -> None:
     """(In a write, after every record of the write is stored) index staged nodes by hash.
 
-    A short key already there belongs to a node with another hash (a short-key twin) or, when another
+    Entries are (short key, id, full key), under the scope's prefix for an encrypted namespace. A short
+    key already there belongs to a node with another hash (a short-key twin) or, when another
     write stored the same content after the put was staged, to a copy of the very node: either way this
     node goes under its full hash, as for twins. A copy costs its bytes only: lookups find the first
     one, and when that one is deleted, this one moves up to the short key (index_delete)."""

@@ -82,6 +82,17 @@ MIN_LAG_BACKLOG = 8
 COMMIT_INTERVAL = 0.05  # process mode: seconds between synced LMDB commits (at most)
 COMMIT_BYTES = 8 * 1024 * 1024  # process mode: log bytes since the last commit that trigger one
 _LAG_PROBE = 0.05
+#: Commit pacing (fairness, docs/security.md "Fairness"): with at least PACE_MIN_JOBS writes in the open
+#: transaction, its commit starts no sooner than COMMIT_PACE x the last commit's duration after that one
+#: ended (at least MIN_PACE, at most MAX_PACE seconds). A commit's fsync holds the event loop; back to
+#: back under a flood, every step of another client's call (its arrival, its request, its reply) waited
+#: for one, so that call took its number of steps times an fsync (p50 ~30 ms against ~2 ms alone, where
+#: paced ~10 ms: benchmarks/bench_fairness.py). The writes gathered meanwhile share the commit. A single
+#: writer (one write in the transaction) is never delayed.
+COMMIT_PACE = 1.0
+PACE_MIN_JOBS = 2
+MIN_PACE = 0.002
+MAX_PACE = 0.02
 #: seconds between scans of LMDB's reader table for slots of processes that died holding a read
 #: transaction (a killed inspector, backup or test process): such a slot pins old pages, so the
 #: file would grow without bound; LMDB does not clear it by itself.
@@ -286,6 +297,9 @@ class Store:
         self._pending_bytes = 0
         self._commit_soon = False
         self._commit_later: asyncio.TimerHandle | None = None
+        self.pace = COMMIT_PACE
+        self._last_commit_seconds = 0.0
+        self._last_commit_end = 0.0
         self._lag_handle: asyncio.TimerHandle | None = None
         self._reader_handle: asyncio.TimerHandle | None = None
         self.stale_readers_cleared = 0
@@ -736,9 +750,27 @@ class Store:
         if urgent:
             if not self._commit_soon:
                 self._commit_soon = True
-                self._loop.call_soon(self._commit)
+                self._loop.call_soon(self._paced_commit)
         elif self._commit_later is None:
             self._commit_later = self._loop.call_later(self.commit_interval, self._commit)
+
+    def _paced_commit(self) -> None:
+        """The group commit's callback: commit now, unless the loop is busy with several writers and the last
+        commit ended less than ``pace`` ago (then at that time; see COMMIT_PACE)."""
+        if not self._commit_soon:
+            return
+        if self._jobs_in_txn >= PACE_MIN_JOBS and self.pace > 0:
+            gap = min(max(self._last_commit_seconds * self.pace, MIN_PACE), MAX_PACE)
+            wait = self._last_commit_end + gap - time.monotonic()
+            if wait > 0.0005:
+                later = self._commit_later
+                if later is not None and later.when() <= self._loop.time() + wait:
+                    return  # (process mode: its interval commit comes first)
+                if later is not None:
+                    later.cancel()
+                self._commit_later = self._loop.call_later(wait, self._commit)
+                return
+        self._commit()
 
     def _commit(self) -> None:
         """Commit the open transaction (owner thread) and acknowledge the jobs waiting for it."""
@@ -773,6 +805,8 @@ class Store:
             self._after_lost_txn(waiting, error=_storage_error(e, self.path))
             return
         self.commits += 1
+        self._last_commit_seconds = elapsed
+        self._last_commit_end = time.monotonic()
         self.stats.commit_seconds.observe(elapsed)
         if group:
             self.stats.group_size.observe(group)
