@@ -123,6 +123,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="encrypt the values of the namespaces it lists at rest (AES-256-GCM): the TOML key file "
                         "(see `sidecar encryption-key` and docs/security.md); reloaded on SIGHUP; default: the "
                         "same text in $SIDECAR_ENCRYPTION_KEYS, or no encryption")
+    s.add_argument("--quota-max-bytes", type=_size, default=0, metavar="BYTES",
+                   help="default quota of charged bytes per namespace (checkpoints, pending writes, artifacts); "
+                        "over it a write is refused RESOURCE_EXHAUSTED QUOTA_EXCEEDED; SetQuota overrides it "
+                        "per namespace; 0: none (docs/security.md 'Quotas')")
+    s.add_argument("--quota-max-threads", type=int, default=0, metavar="N",
+                   help="default quota of threads per namespace; 0: none")
+    s.add_argument("--quota-max-items", type=int, default=0, metavar="N",
+                   help="default quota of items (conversation items, memory items, artifact versions) per "
+                        "namespace; 0: none")
     t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
                        description="Make a random bearer token. Prints the token (give it to the client; it is "
                                    "not stored anywhere) on the first line, then its auth-file entry (holding the "
@@ -250,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                     max_streams_per_connection=args.max_streams_per_connection,
                     max_calls_per_connection=args.max_calls_per_connection,
                     max_message_bytes=args.max_message_bytes, default_deadline_seconds=args.default_deadline,
-                    encryption_keys=args.encryption_keys)
+                    encryption_keys=args.encryption_keys,
+                    quota_max_bytes=args.quota_max_bytes, quota_max_threads=args.quota_max_threads,
+                    quota_max_items=args.quota_max_items)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

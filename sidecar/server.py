@@ -96,6 +96,10 @@ class Config:
     max_message_bytes: int = limits.MAX_MESSAGE_BYTES  # one request or response
     default_deadline_seconds: float = callguard.DEFAULT_DEADLINE_SECONDS  # unary calls sent without one (0: none)
     encryption_keys: str | None = None  # the key file (storage/encryption.py); None: $SIDECAR_ENCRYPTION_KEYS or none
+    # namespace quotas' defaults (storage/usage.py; 0: unlimited): for namespaces without their own (SetQuota)
+    quota_max_bytes: int = 0
+    quota_max_threads: int = 0
+    quota_max_items: int = 0
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -255,6 +259,8 @@ class Sidecar:
                                clock=self.config.clock, keys=keys)
         except encryption.KeyFileError as e:
             raise ConfigError(str(e)) from None
+        self.store.quota_defaults = (self.config.quota_max_bytes, self.config.quota_max_threads,
+                                     self.config.quota_max_items)
         if keys is not None:
             log.info("encryption at rest: %s", _describe_keys(keys))
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)
