@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ApiError
+from . import encryption, layout
 from . import hotpath as hp
-from . import layout
 from .layout import ChargeRec, QuotaRec, UsageRec
 
 VERSION = b"1"  # meta b"usage": the counters exist (a store without it gets them built on open)
@@ -401,15 +401,26 @@ def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: i
 # ----------------------------------------------------------------- rebuild and recount
 
 def _physical(get, roots, seen: set[bytes]) -> int:
-    """Stored bytes of the node records reachable from ``roots`` not in ``seen`` (which gets them)."""
+    """Canonical bytes (what a put is charged for a node it builds) of the nodes reachable from ``roots`` not in
+    ``seen`` (which gets them)."""
     total = 0
     stack = [r for r in roots if r not in seen]
     seen.update(stack)
+
+    def hash_of(node_id: bytes) -> bytes:
+        child = get(node_id)
+        if child is None:
+            raise hp.CorruptNode("missing node")
+        return bytes(child[:hp.HASH_SIZE])
+
     while stack:
         rec = get(stack.pop())
         if rec is None:
             continue
-        total += len(rec)
+        try:
+            total += len(hp.canonical_node(encryption.plain(rec)[hp.HASH_SIZE:], hash_of))
+        except Exception:  # a damaged or unreadable (sealed, no key) record: its stored size
+            total += len(rec)
         for child in hp.stored_children(rec[hp.HASH_SIZE:]):
             if child not in seen:
                 seen.add(child)
@@ -443,8 +454,8 @@ def _memory_items(txn, store) -> dict[str, int]:
 
 
 def stored_bytes(txn, store, m: layout.Manifest) -> int:
-    """The stored bytes of the nodes a manifest reaches, each once (the charge of a checkpoint made of stored
-    nodes: a promotion's)."""
+    """The canonical bytes of the nodes a manifest reaches, each once (the charge of a checkpoint made of
+    stored nodes: a promotion's)."""
     nodes_db = store.db["nodes"]
     roots = [i for _, i in m.channels] + ([m.extra] if m.extra is not None else [])
     return _physical(lambda i: txn.get(i, db=nodes_db), roots, set())
@@ -452,9 +463,9 @@ def stored_bytes(txn, store, m: layout.Manifest) -> int:
 
 def rebuild_thread(txn, store, ns: str, tkey: int) -> UsageRec:
     """Build one thread's charge rows and counter from what it stores (a store or thread written without
-    counters): each checkpoint, in key order, is charged its metadata and the stored bytes of the nodes it
+    counters): each checkpoint, in key order, is charged its metadata and the canonical bytes of the nodes it
     reaches first in its thread, and is taken as built on the one before it in its checkpoint namespace; a
-    pending write the stored bytes of what its value reaches first."""
+    pending write the canonical bytes of what its value reaches first."""
     prefix = layout.tkey_prefix(tkey)
     for name in ("ckcharge", "wcharge"):
         _delete_prefix(txn, store.db[name], prefix)
