@@ -819,7 +819,7 @@ class RetentionRec(msgspec.Struct, array_like=True):
     thin_interval_us: int
     idle_after_us: int  # delete the thread when nothing was written to it for this long
     max_checkpoints: int  # per thread
-    max_bytes: int  # per thread, physical bytes (shared nodes once)
+    max_bytes: int  # per thread, charged bytes (storage/usage.py)
     on_limit: int  # LimitAction: 1 refuse, 2 prune
     history_channels: list[str]
     updated_us: int

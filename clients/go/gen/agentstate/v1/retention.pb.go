@@ -160,9 +160,10 @@ type RetentionPolicy struct {
 	// max_checkpoints limits the checkpoints of a thread (all checkpoint
 	// namespaces together), checked on every put that adds one.
 	MaxCheckpoints uint32 `protobuf:"varint,6,opt,name=max_checkpoints,json=maxCheckpoints,proto3" json:"max_checkpoints,omitempty"`
-	// max_bytes limits the physical bytes of a thread (its checkpoints' and
-	// pending writes' nodes, a node shared within the thread counted once),
-	// checked on every put that adds a checkpoint.
+	// max_bytes limits the charged bytes of a thread (what its checkpoint
+	// puts, pending writes and artifacts were charged: see Quota.max_bytes
+	// and GetQuota's thread_usage), checked on every put that adds a
+	// checkpoint.
 	MaxBytes uint64 `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// on_limit says what a put over a limit does (default REFUSE).
 	OnLimit LimitAction `protobuf:"varint,8,opt,name=on_limit,json=onLimit,proto3,enum=agentstate.v1.LimitAction" json:"on_limit,omitempty"`

@@ -77,9 +77,10 @@ export type RetentionPolicy = Message<"agentstate.v1.RetentionPolicy"> & {
   maxCheckpoints: number;
 
   /**
-   * max_bytes limits the physical bytes of a thread (its checkpoints' and
-   * pending writes' nodes, a node shared within the thread counted once),
-   * checked on every put that adds a checkpoint.
+   * max_bytes limits the charged bytes of a thread (what its checkpoint
+   * puts, pending writes and artifacts were charged: see Quota.max_bytes
+   * and GetQuota's thread_usage), checked on every put that adds a
+   * checkpoint.
    *
    * @generated from field: uint64 max_bytes = 7;
    */
