@@ -167,6 +167,23 @@ def test_max_bytes_refuses_with_the_numbers_and_changes_nothing(local, c):
     recount_clean(local)
 
 
+def test_a_large_put_is_charged_and_refused_before_its_nodes_are_stored(local, c):
+    """A put over 256 KiB is staged off the loop (api/checkpoints._put_large): it is charged like any put,
+    and one over the quota is refused before any of its nodes is written."""
+    c.put_checkpoint("t", {"n": 0})
+    have = used(c).usage.bytes
+    c.retention.set_quota(max_bytes=have + 100_000)
+    big = {"v": os.urandom(200_000).hex(), "m": [os.urandom(1000).hex() for _ in range(100)]}
+    before = digest(local)
+    with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes"):
+        c.put_checkpoint("t", big)
+    assert digest(local) == before
+    c.retention.set_quota(max_bytes=have + 10_000_000)
+    c.put_checkpoint("t", big)
+    assert used(c).usage.bytes - have >= 600_000
+    recount_clean(local)
+
+
 def test_max_threads_every_way_of_making_one(local, c):
     c.retention.set_quota(max_threads=2)
     c.put_checkpoint("a", {"n": 1})

@@ -387,6 +387,16 @@ def set_quota(txn, store, ns: str, values: tuple[int, int, int] | None, now: int
         txn.put(ns.encode(), layout.encode(QuotaRec(1, *values, now)), db=store.db["quotas"])
 
 
+def check(txn, store, ns: str, *, nbytes: int = 0, threads: int = 0, items: int = 0) -> None:
+    """QUOTA_EXCEEDED if adding these to namespace ``ns`` now would go over a quota (a large put asks before
+    it stores its staged nodes; its write checks again)."""
+    n = namespace(txn, store, ns)
+    n.nbytes += nbytes
+    n.threads += threads
+    n.items += items
+    _check(txn, store, ns, n, nbytes, threads, items)
+
+
 def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: int) -> None:
     q = quota_of(txn, store, ns)
     for name, grew, value, limit, unit in (("max_bytes", nbytes, n.nbytes, q.max_bytes, "bytes"),
