@@ -384,3 +384,42 @@ def test_counters_and_quotas_survive_a_restart(tmp_path):
                 c.create_thread("u")
     finally:
         side.close()
+
+
+def test_retention_sweeps_idle_deletes_and_reclaims_refund(tmp_path):
+    from sidecar.state import checkpoints as ckpt_mod, threads as threads_mod
+    from sidecar.storage import records as records_mod
+    side = InProcess(tmp_path)
+    side.clock.now = 1_900_000_000_000_000
+    saved = [(m, m.now_us) for m in (ckpt_mod, records_mod, threads_mod)]
+    for m, _ in saved:
+        m.now_us = side.clock  # checkpoints and threads stamped by the test's clock
+    side.sidecar.sweeper.retention_interval = 0
+    try:
+        with Client(side.address, namespace="sw") as c:
+            for i in range(5):
+                side.clock.advance(1)
+                c.put_checkpoint("k", {"n": i, "v": os.urandom(500).hex()})
+            c.put_checkpoint("idle", {"n": 0})
+            c.conversations.append("idle", [item("message", "hi", role="user")])
+            c.artifacts.upload("idle", "f", b"x" * 100)
+            full = used(c).usage
+            c.retention.set_policy("k", keep_last=2)
+            r = c.retention.apply("k")
+            assert r.removed_checkpoints == 3
+            u = used(c).usage
+            assert u.checkpoints == full.checkpoints - 3 and full.bytes - u.bytes >= 3 * 1000
+            c.retention.clear_policy("k")  # (a thread's own policy replaces its namespace's)
+            c.retention.set_policy(delete_idle_thread_after=60)
+            side.clock.advance(120)
+            assert list(c.retention.apply().deleted_thread_ids) == ["idle", "k"]
+            assert zero(used(c).usage)
+            side.sweep()  # the deleted threads' contents reclaimed: nothing more to refund
+            assert zero(used(c).usage)
+            store = side.sidecar.store
+            with store.read() as txn:
+                assert usage.recount(txn, store).problems == []
+    finally:
+        for m, fn in saved:
+            m.now_us = fn
+        side.close()
