@@ -133,6 +133,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="unary calls in progress per client over all its connections (with --auth-file: per "
                         "token) before more are refused RESOURCE_EXHAUSTED TOO_MANY_CALLS; 0: no limit "
                         "(default: %(default)s)")
+    s.add_argument("--quota-max-bytes", type=_size, default=0, metavar="BYTES",
+                   help="default quota of charged bytes per namespace (checkpoints, pending writes, artifacts); "
+                        "over it a write is refused RESOURCE_EXHAUSTED QUOTA_EXCEEDED; SetQuota overrides it "
+                        "per namespace; 0: none (docs/security.md 'Quotas')")
+    s.add_argument("--quota-max-threads", type=int, default=0, metavar="N",
+                   help="default quota of threads per namespace; 0: none")
+    s.add_argument("--quota-max-items", type=int, default=0, metavar="N",
+                   help="default quota of items (conversation items, memory items, artifact versions) per "
+                        "namespace; 0: none")
     t = sub.add_parser("token", help="make a bearer token and its auth-file entry",
                        description="Make a random bearer token. Prints the token (give it to the client; it is "
                                    "not stored anywhere) on the first line, then its auth-file entry (holding the "
@@ -262,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                     max_message_bytes=args.max_message_bytes, default_deadline_seconds=args.default_deadline,
                     encryption_keys=args.encryption_keys,
                     fair_calls=args.fair_calls, fair_calls_per_client=args.fair_calls_per_client,
-                    max_calls_per_client=args.max_calls_per_client)
+                    max_calls_per_client=args.max_calls_per_client,
+                    quota_max_bytes=args.quota_max_bytes, quota_max_threads=args.quota_max_threads,
+                    quota_max_items=args.quota_max_items)
     try:
         asyncio.run(serve(config))
     except (DataDirLocked, ConfigError) as e:

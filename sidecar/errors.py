@@ -84,6 +84,8 @@ REASONS: dict[str, grpc.StatusCode] = {
     "SCHEMA_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     # 75-79: resource limits and fairness (api/callguard.py)
     "TOO_MANY_CALLS": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    # 76-79: namespace quotas (storage/usage.py, api/quotas.py)
+    "QUOTA_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
     # 70-74: encryption at rest (storage/encryption.py)
     "ENCRYPTION_KEY_MISSING": grpc.StatusCode.FAILED_PRECONDITION,
     "ENCRYPTED_RECORD_INVALID": grpc.StatusCode.DATA_LOSS,

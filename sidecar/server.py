@@ -100,6 +100,10 @@ class Config:
     fair_calls: int = fairness.DEFAULT_CAPACITY  # unary handlers running at once, all clients (0: no fair turns)
     fair_calls_per_client: int = fairness.DEFAULT_PER_CLIENT  # ... of one client
     max_calls_per_client: int = fairness.DEFAULT_MAX_CALLS_PER_CLIENT  # over its connections: TOO_MANY_CALLS (0: off)
+    # namespace quotas' defaults (storage/usage.py; 0: unlimited): for namespaces without their own (SetQuota)
+    quota_max_bytes: int = 0
+    quota_max_threads: int = 0
+    quota_max_items: int = 0
 
     def backups(self) -> str:
         return os.path.abspath(self.backup_dir) if self.backup_dir else backup.default_dir(self.data_dir)
@@ -259,6 +263,8 @@ class Sidecar:
                                clock=self.config.clock, keys=keys)
         except encryption.KeyFileError as e:
             raise ConfigError(str(e)) from None
+        self.store.quota_defaults = (self.config.quota_max_bytes, self.config.quota_max_threads,
+                                     self.config.quota_max_items)
         if keys is not None:
             log.info("encryption at rest: %s", _describe_keys(keys))
         self.collector = gc.GarbageCollector(self.store, delay=self.config.gc_delay_seconds)

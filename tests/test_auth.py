@@ -290,6 +290,8 @@ def retention_requests(w) -> dict:
         X + "GetRetentionPolicy": tpb.GetRetentionPolicyRequest(namespace=NS),
         X + "ApplyRetention": tpb.ApplyRetentionRequest(namespace=NS, thread_id=w.thread),
         X + "GetUsage": tpb.GetUsageRequest(namespace=NS, thread_id=w.thread),
+        X + "SetQuota": tpb.SetQuotaRequest(namespace=NS, quota=tpb.Quota(max_items=10 ** 9)),
+        X + "GetQuota": tpb.GetQuotaRequest(namespace=NS, thread_id=w.thread),
     }
 
 

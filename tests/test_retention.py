@@ -243,8 +243,8 @@ def test_refusal_changes_nothing(local, c):
     head = ids_of(c, "t")[-1]
     c.put_checkpoint("t", {"n": 2}, checkpoint_id=head, parent_id=ids_of(c, "t")[-2])
     # bytes: a limit below what the thread already holds refuses the next put
-    use = c.retention.usage("t")
-    c.retention.set_policy("t", max_bytes=use.physical_bytes + 100)
+    charged = c.retention.quota("t").thread_usage.bytes  # max_bytes counts charged bytes (storage/usage.py)
+    c.retention.set_policy("t", max_bytes=charged + 100)
     before = store_digest(local)
     with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "RETENTION_LIMIT_EXCEEDED", None, limit="max_bytes"):
         c.put_checkpoint("t", {"n": 5, "big": os.urandom(20_000).hex()})  # random: no compression helps
@@ -597,9 +597,11 @@ def test_the_async_client_has_the_same_calls(local, c):
                                                                  HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["put", "put", "rewrite", "writes", "prune", "refused"]),
                           st.integers(0, 5)), min_size=3, max_size=25))
-def test_the_remembered_footprint_equals_a_fresh_measure(local, c, ops):
-    """max_bytes' per-thread memory of its last measure is a shortcut, never a different answer."""
+def test_the_thread_counter_equals_a_recount(local, c, ops):
+    """max_bytes reads the thread's usage counter (storage/usage.py), kept by every write: it equals a recount
+    after any sequence of puts, rewrites, pending writes, prunes and refused puts."""
     from sidecar.ops import retention as ret_ops
+    from sidecar.storage import usage
     store = local.sidecar.store
     tid = f"fp-{uuid.uuid4().hex[:8]}"
     pool = [os.urandom(3000).hex() for _ in range(6)]
@@ -622,9 +624,12 @@ def test_the_remembered_footprint_equals_a_fresh_measure(local, c, ops):
             c.retention.set_policy(tid, max_bytes=10 ** 12)
         with store.read() as txn:
             rec = ret_ops.records.thread(txn, store, c.namespace, tid)
-            remembered = ret_ops.thread_physical(txn, store, rec.tkey)
-            fresh = ret_ops.thread_usage(txn, store, rec.tkey, retention.Meter(txn, store), set()).physical_bytes
-        assert remembered == fresh, op
+            counted = usage.thread(txn, store, rec.tkey)
+            again = usage.recount(txn, store)
+        assert again.problems == [], op
+        assert (counted.nbytes, counted.checkpoints) == (again.threads[rec.tkey].nbytes,
+                                                         again.threads[rec.tkey].checkpoints), op
+        assert counted.checkpoints == len(ids_of(c, tid)), op
 
 
 def test_history_channels_keep_the_parent_chain_a_rebuild_needs(local, c):

@@ -208,6 +208,8 @@ var Rules = map[string]Rule{
 	"RetentionService.GetRetentionPolicy":   ruleRead,
 	"RetentionService.ApplyRetention":       {Kind: Idempotent},
 	"RetentionService.GetUsage":             ruleRead,
+	"RetentionService.SetQuota":             {Kind: Idempotent},
+	"RetentionService.GetQuota":             ruleRead,
 	"SchemaService.RegisterSchema": {Kind: ByKey, When: func(m proto.Message) bool {
 		return m.(*pb.RegisterSchemaRequest).GetEtag() == ""
 	}},

@@ -263,6 +263,7 @@ def _table() -> dict[str, Rule]:
             "SetRetentionPolicy": w, "GetRetentionPolicy": r, "GetUsage": r,
             # a dry run only reads
             "ApplyRetention": Rule(WRITE, _field, access_of=lambda req: READ if req.dry_run else WRITE),
+            "SetQuota": Rule(ADMIN, _field), "GetQuota": r,  # namespace quotas (api/quotas.py)
         },
         "SchemaService": {
             "RegisterSchema": w, "GetSchema": r, "ListSchemas": r, "MigrateThread": w, "MigrateNamespace": w,

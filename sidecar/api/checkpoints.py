@@ -21,7 +21,7 @@ from ..ops.puts import RunRecords
 from ..state import checkpoints, runstate, schemas
 from ..state.checkpoints import ChannelOp, PutInput, PutPlan, WritesPlan
 from ..storage import hotpath as hp
-from ..storage import layout, nodes, records
+from ..storage import layout, nodes, records, usage
 from ..storage.layout import Manifest
 from ..storage.metadata import encode as encode_metadata
 from ..storage.store import RetryJob, Store
@@ -214,6 +214,7 @@ async def _put_large(store: Store, req: pb.PutCheckpointRequest, durability: str
         for _ in range(MAX_PREPARE_ATTEMPTS):
             plan, staged = await loop.run_in_executor(None, _stage, store, req)
             try:
+                _check_quota(store, plan)  # before its nodes are stored (its write checks again)
                 await _write_staged(store, staged)
                 wanted = (*plan.roots.values(), *((plan.extra,) if plan.extra else ()))
                 known = {h: staged.ids[h] for h in wanted}
@@ -248,6 +249,12 @@ def _free(garbage: list) -> None:
             while obj:
                 del obj[-1024:]
     garbage.clear()
+
+
+def _check_quota(store: Store, plan: PutPlan) -> None:
+    with store.read() as txn:
+        new_thread = records.thread(txn, store, plan.ns, plan.thread_id) is None
+        usage.check(txn, store, plan.ns, nbytes=plan.charge, threads=int(new_thread))
 
 
 def _barrier(txn) -> None:

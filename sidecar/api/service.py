@@ -27,6 +27,7 @@ from . import schemas
 
 from agentstate.v1 import retention_pb2_grpc  # noqa: E402 - retention (issue 14)
 from . import retention as retention_api  # noqa: E402
+from . import quotas as quotas_api  # noqa: E402 - namespace quotas (issue 16)
 
 log = logging.getLogger("sidecar.service")
 
@@ -572,6 +573,14 @@ class RetentionService(retention_pb2_grpc.RetentionServiceServicer):
     @handler
     async def GetUsage(self, request, context):
         return await retention_api.usage(self.ctx, request)
+
+    @handler
+    async def SetQuota(self, request, context):
+        return await quotas_api.set_quota(self.ctx, request)
+
+    @handler
+    async def GetQuota(self, request, context):
+        return await quotas_api.get_quota(self.ctx, request)
 
 
 class SchemaService(schemas_pb2_grpc.SchemaServiceServicer):

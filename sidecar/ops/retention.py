@@ -21,8 +21,6 @@ Keep-rules (a checkpoint a policy rule names stays when one holds):
 """
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .. import limits
@@ -30,7 +28,7 @@ from ..errors import ApiError
 from ..state import branches, history, retention, runs, threads
 from ..state.retention import Ckpt, Decision, Meter, Policy, Usage
 from ..state.runstate import Tx
-from ..storage import layout, records
+from ..storage import layout, records, usage
 from ..storage.store import Store
 
 
@@ -145,80 +143,14 @@ def _roots_by_checkpoint(txn, store: Store, tkey: int, manifests: dict[bytes, la
     return roots
 
 
-def bytes_curve(txn, store: Store, tkey: int, manifests: dict[bytes, layout.Manifest]):
-    """``curve(gone, order)`` for state/retention.decide, from one walk of the thread's nodes: the nodes the
-    checkpoints that stay reach are counted first; then, from the newest of ``order`` back, each checkpoint's
-    nodes not seen yet — those go only once it and every later one of ``order`` go."""
-    meter = Meter(txn, store)
-    roots = _roots_by_checkpoint(txn, store, tkey, manifests)
-
-    def curve(gone: set[bytes], order: list[bytes]) -> list[int]:
-        leaving = gone | set(order)
-        seen: set[bytes] = set()
-        base = meter.physical((i for key, r in roots.items() if key not in leaving for i in r), seen)
-        own = [0] * len(order)
-        for k in range(len(order) - 1, -1, -1):
-            own[k] = meter.physical(roots.get(order[k], ()), seen)
-        out = [0] * (len(order) + 1)
-        out[len(order)] = base
-        for k in range(len(order) - 1, -1, -1):
-            out[k] = out[k + 1] + own[k]
-        return out
-
-    return curve
-
-
-class _Footprint:
-    """A thread's physical bytes as last measured, with what they were measured over (manifest and pending
-    write records by key) and the nodes reached: a later put walks only what is new."""
-
-    __slots__ = ("records", "seen", "bytes")
-
-    def __init__(self) -> None:
-        self.records: dict[bytes, bytes] = {}
-        self.seen: set[bytes] = set()
-        self.bytes = 0
-
-
-_FOOTPRINTS: "weakref.WeakKeyDictionary[Store, OrderedDict]" = weakref.WeakKeyDictionary()
-FOOTPRINT_THREADS = 32  # threads per store whose footprint is remembered
-
-
-def thread_physical(txn, store: Store, tkey: int) -> int:
-    """The thread's physical bytes in ``txn``. Remembered per thread: when every record it was measured over
-    is still there unchanged, only the new checkpoints' and writes' nodes are walked; otherwise (a removal, a
-    rewrite, an aborted transaction that had added one) it is measured again. Exact either way."""
-    prefix = layout.tkey_prefix(tkey)
-    current: dict[bytes, bytes] = {}
-    for name in ("ckpts", "writes"):
-        cursor = txn.cursor(db=store.db[name])
-        if cursor.set_range(prefix):
-            for key, raw in cursor.iternext():
-                if not key.startswith(prefix):
-                    break
-                current[name[0].encode() + bytes(key)] = bytes(raw)
-    cache = _FOOTPRINTS.setdefault(store, OrderedDict())
-    fp = cache.get(tkey)
-    if fp is None or any(current.get(k) != v for k, v in fp.records.items()):
-        fp = _Footprint()
-    new_roots: list[bytes] = []
-    for k, raw in current.items():
-        if k in fp.records:
-            continue
-        if k[:1] == b"c":
-            m = layout.manifest_decoder.decode(raw)
-            new_roots.extend(node_id for _, node_id in m.channels)
-            if m.extra is not None:
-                new_roots.append(m.extra)
-        else:
-            new_roots.append(layout.write_decoder.decode(raw).value)
-    fp.bytes += Meter(txn, store).physical(new_roots, fp.seen)
-    fp.records = current
-    cache[tkey] = fp
-    cache.move_to_end(tkey)
-    while len(cache) > FOOTPRINT_THREADS:
-        cache.popitem(last=False)
-    return fp.bytes
+def bytes_curve(txn, store: Store, tkey: int, manifests: dict[bytes, layout.Manifest] | None = None):
+    """``curve(gone, order)`` for state/retention.decide, from the thread's charge rows (storage/usage.py): its
+    charged bytes after removing ``gone`` and the first k of ``order``, for every k, as the deletes would
+    refund them (a checkpoint another one was built on refunds nothing while that one stays)."""
+    charges, writes = usage.thread_charges(txn, store, tkey)
+    t = usage.thread(txn, store, tkey)
+    total = t.nbytes if t is not None else sum(r.nbytes for r in charges.values()) + sum(writes.values())
+    return lambda gone, order: usage.refund_curve(charges, writes, total, gone, order)
 
 
 def decide_thread(txn, store: Store, ns: str, tkey: int, policy: Policy, now: int, tx: Tx | None = None,
@@ -349,7 +281,7 @@ def check_limits(tx: Tx, store: Store, ns: str, thread_id: str, tkey: int) -> in
     policy, _ = retention.effective(txn, store, ns, thread_id, tkey)
     if policy is None or not policy.has_limits:
         return 0
-    over = _over(txn, store, tkey, policy)
+    over = _over(txn, store, ns, tkey, policy)
     if over is None:
         return 0
     pruned = 0
@@ -361,7 +293,7 @@ def check_limits(tx: Tx, store: Store, ns: str, thread_id: str, tkey: int) -> in
         if pruned:
             tx.garbage = True
             store.stats.retention_pruned_on_put += pruned
-        over = _over(txn, store, tkey, policy)
+        over = _over(txn, store, ns, tkey, policy)
     if over is not None:
         name, value, limit = over
         raise ApiError("RETENTION_LIMIT_EXCEEDED",
@@ -370,15 +302,15 @@ def check_limits(tx: Tx, store: Store, ns: str, thread_id: str, tkey: int) -> in
     return pruned
 
 
-def _over(txn, store: Store, tkey: int, policy: Policy) -> tuple[str, int, int] | None:
-    if policy.max_checkpoints:
-        n = len(records.checkpoint_keys(txn, store, layout.tkey_prefix(tkey)))
-        if n > policy.max_checkpoints:
-            return "max_checkpoints", n, policy.max_checkpoints
-    if policy.max_bytes:
-        size = thread_physical(txn, store, tkey)
-        if size > policy.max_bytes:
-            return "max_bytes", size, policy.max_bytes
+def _over(txn, store: Store, ns: str, tkey: int, policy: Policy) -> tuple[str, int, int] | None:
+    """The limit the thread is over, from its usage counters (storage/usage.py: one read, no scan)."""
+    t = usage.thread(txn, store, tkey)
+    if t is None:  # (not expected: every thread has its row) counted
+        t = usage.rebuild_thread(txn, store, ns, tkey)
+    if policy.max_checkpoints and t.checkpoints > policy.max_checkpoints:
+        return "max_checkpoints", t.checkpoints, policy.max_checkpoints
+    if policy.max_bytes and t.nbytes > policy.max_bytes:
+        return "max_bytes", t.nbytes, policy.max_bytes
     return None
 
 

@@ -26,7 +26,7 @@ import msgspec
 from .. import __version__, limits
 from ..errors import ApiError
 from ..state import memory as memstate
-from ..storage import exportfile, hotpath as hp, layout, nodes, records
+from ..storage import exportfile, hotpath as hp, layout, nodes, records, usage
 from ..storage.exportfile import ExportFileError
 from ..storage.layout import SEP
 from . import threads as thread_ops
@@ -818,5 +818,6 @@ def import_file(store, path: str | _Plan, *, ns: str | None = None, replace: boo
     if p.memory:
         items, revs, kept = store.write(lambda txn: imp.namespace(txn, replace))
         tick("importing memory", 1, 1)
+    store.write(lambda txn: usage.rebuild_namespace(txn, store, p.ns))  # records were written directly
     return ImportSummary(len(p.threads), replaced, checkpoints, items, revs, kept, p.records,
                          time.monotonic() - started, p.ns)

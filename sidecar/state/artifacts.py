@@ -34,7 +34,7 @@ from agentstate import codec
 
 from ..errors import ApiError, invalid, thread_not_found
 from ..storage import hotpath as hp
-from ..storage import encryption, layout, nodes, records
+from ..storage import encryption, layout, nodes, records, usage
 from ..storage.layout import ArtifactNameRec, ArtifactRec, ThreadRec, UploadRec
 from ..storage.store import Store, now_us
 from . import runstate
@@ -172,6 +172,7 @@ def commit(tx: Tx, ns: str, thread_id: str, name: str, *, run_id: str, step_id: 
     rec = ArtifactRec(layout.FORMAT_VERSION, ids[root], root, size, content_type,
                       msgspec.Raw(metadata), run_id, step_id, tx.now)
     txn.put(layout.artifact_key(trec.tkey, name, nrec.latest), layout.encode(rec), db=store.db["artifacts"])
+    usage.add(txn, store, ns, trec.tkey, nbytes=size, items=1)
     drop_upload(txn, store, upload_id)
     tx.append_event(ns, thread_id, trec.tkey, layout.EventRec(
         layout.FORMAT_VERSION, run_id, step_id, runstate.SERVER_EVENT_PREFIX + "artifact.created",

@@ -26,7 +26,7 @@ from agentstate import ids
 from .. import limits
 from ..errors import ApiError, checkpoint_not_found, invalid, thread_not_found, unsupported_value
 from ..storage import hotpath as hp
-from ..storage import layout, metadata, nodes, records
+from ..storage import layout, metadata, nodes, records, usage
 from ..storage.layout import Manifest
 from ..storage.store import RetryJob, Store, now_us
 from . import runstate
@@ -97,6 +97,7 @@ class PutPlan:
     require_thread: bool = False
     expected_head_etag: str | None = None
     schema: str = ""
+    charge: int = 0  # the bytes this put is charged (storage/usage.py): its metadata and the nodes it built
 
     def manifest(self, ids: dict[bytes, bytes]) -> Manifest:
         return Manifest(layout.FORMAT_VERSION, layout.pack_id(self.parent_id), self.created_us,
@@ -161,7 +162,7 @@ def plan_put(store: Store, put: PutInput, txn=None) -> PutPlan:
     return PutPlan(put.ns, put.thread_id, put.cns, put.checkpoint_id, put.parent_id, now_us(), put.metadata, roots,
                    put.extra, put.schema_version, put.run_id, etag, built, put.base_id, base_roots,
                    reader.known if reader is not None else {}, put.require_thread, put.expected_head_etag,
-                   put.schema)
+                   put.schema, len(put.metadata) + sum(len(node) for _, node in built))
 
 
 def apply_delta(op: ChannelOp, root: bytes, root_id: bytes, reader: nodes.CanonicalReader, built: list) -> bytes:
@@ -263,6 +264,8 @@ def apply_put(tx: runstate.Tx, store: Store, plan: PutPlan, run_id: str, lease_i
     if m.run_id is not None:
         put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id),
             layout.run_entry(plan.ns, m.run_id), db=store.db["runidx"])
+    usage.put_checkpoint(txn, store, plan.ns, tkey, key, plan.charge,
+                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"")
     return Applied(m.created_us, True, tkey), run
 
 
@@ -307,13 +310,36 @@ def apply_writes(tx: runstate.Tx, store: Store, plan: WritesPlan) -> tuple[int, 
             todo.append((key, channel, h, task_path))
     if todo:
         ids = nodes.write(txn, store, plan.nodes, {}, [h for _, _, h, _ in todo], plan.ns)
+        size = _built_size(plan.nodes)
         for key, channel, h, task_path in todo:
             wrec = layout.WriteRec(2, channel, ids[h], task_path, plan.run_id or None)
             txn.put(key, layout.encode(wrec), db=db)
+            usage.put_write(txn, store, plan.ns, rec.tkey, key, size(h))
         keep = store.gc_keep
         if keep is not None:
             keep.update(ids.values())
     return len(todo), len(plan.rows) - len(todo)
+
+
+def _built_size(built: list):
+    """``size(h)``: the canonical bytes of the built nodes the value with root hash ``h`` reaches (each once)."""
+    by_hash = dict(built)
+
+    def size(h: bytes) -> int:
+        total, stack, seen = 0, [h], {h}
+        while stack:
+            node = by_hash.get(stack.pop())
+            if node is None:
+                continue  # a stored node the request referred to: not built by it
+            total += len(node)
+            if node[0] != hp.TAG_VALUE:
+                for child in hp.children(node):
+                    if child not in seen:
+                        seen.add(child)
+                        stack.append(child)
+        return total
+
+    return size
 
 
 # ----------------------------------------------------------------- reads

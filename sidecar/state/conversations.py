@@ -15,7 +15,7 @@ import msgspec
 
 from ..errors import ApiError
 from ..storage import hotpath as hp
-from ..storage import layout, nodes, records, valuetext
+from ..storage import layout, nodes, records, usage, valuetext
 from ..storage.layout import ConvState, ItemRec
 from ..storage.store import Store
 
@@ -151,6 +151,7 @@ def append(txn, store: Store, ns: str, tkey: int, items: list[ItemIn], expected_
             st.first_seq = seq
         out.append((seq, rec, False))
     save_state(txn, store, tkey, st)
+    usage.add_items(txn, store, tkey, sum(1 for _, _, dup in out if not dup))
     return out, st
 
 
@@ -232,6 +233,7 @@ def pop(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[in
     if not st.count:
         st.first_seq = 0
     save_state(txn, store, tkey, st)
+    usage.add_items(txn, store, tkey, -1)
     return seq, rec, st
 
 
@@ -249,6 +251,7 @@ def clear(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[
         records.delete_prefix(txn, store.db[name], prefix)
     st.count = st.first_seq = st.last_seq = st.cum_raw = 0
     save_state(txn, store, tkey, st)
+    usage.add_items(txn, store, tkey, -n)
     return n, st, had_nodes
 
 

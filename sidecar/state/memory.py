@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 from ..errors import ApiError
 from .. import limits
 from ..storage import hotpath as hp
-from ..storage import layout, nodes, vectors
+from ..storage import layout, nodes, usage, vectors
 from ..storage.layout import MemItemRec, MemPathRec, MemRevRec, NO_PROVENANCE, Provenance
 from ..storage.store import Store, now_us
 from . import memory_filters as mf
@@ -247,6 +247,7 @@ class Memory:
         txn.delete(layout.u64(rec.item_id), db=self.db["memids"])
         prec.live -= 1
         self._save_path(txn, ns, labels, prec)
+        usage.add(txn, self.store, ns, items=-1)
         version = rec.version + 1
         self._revision(txn, prec.path_id, key, version, kind, now, actor, provenance, rec.origin, None, None, [],
                        layout.mem_etag(rec.item_id, version))
@@ -314,6 +315,7 @@ class Memory:
             txn.put(layout.u64(item_id), layout.mem_item_key(path_id, p.key), db=self.db["memids"])
             prec.live += 1
             self._save_path(txn, ns, p.path, prec)
+            usage.add(txn, self.store, ns, items=1)
         if p.vectors:
             vdb = self.db["memvec"]
             sid = self._space(txn, ns, space, len(next(iter(p.vectors.values()))) // 4, False, "vectors")

@@ -9,7 +9,7 @@ rules names checkpoints to remove, per (thread, checkpoint_ns):
   ``thin_interval`` window of creation time (windows are fixed on the clock, so a second sweep of the same
   history removes nothing more);
 * in ``prune`` mode, the limits: the oldest removable ones until the thread holds at most ``max_checkpoints``
-  (all namespaces together), and at most ``max_bytes`` physical bytes.
+  (all namespaces together), and at most ``max_bytes`` charged bytes (storage/usage.py).
 
 A checkpoint named by a rule goes unless a keep-rule protects it (:data:`KEEP_RULES`; ops/retention.py gathers
 what protects what: heads, runs, branches, pending writes, the parent chains of ``history_channels``). The
@@ -158,7 +158,7 @@ def decide(chains: dict[str, list[Ckpt]], policy: Policy, now: int, protected: d
            bytes_curve: Callable[[set[bytes], list[bytes]], list[int]] | None = None) -> Decision:
     """What the policy removes from one thread: ``chains`` (cns -> checkpoints, oldest first), ``protected``
     ((cns, id) -> keep-rule; the head of each chain is protected here). ``bytes_curve(gone, order)`` gives the
-    thread's physical bytes without the checkpoints ``gone`` and the first k of ``order``, for every k from 0
+    thread's charged bytes without the checkpoints ``gone`` and the first k of ``order``, for every k from 0
     to len(order) (needed for ``max_bytes`` in prune mode)."""
     out = Decision()
     doomed: set[bytes] = set()

@@ -15,7 +15,7 @@ from typing import Iterator
 import msgspec
 
 from ..errors import ApiError, thread_not_found
-from ..storage import layout, metadata, records
+from ..storage import layout, metadata, records, usage
 from ..storage.layout import ThreadRec
 from ..storage.store import Store, now_us
 
@@ -87,8 +87,13 @@ def matching(txn, store: Store, ns: str, wanted: dict[str, bytes], after: str | 
 
 
 def drop(txn, store: Store, ns: str, thread_id: str) -> None:
-    """Remove the thread's own record (what it held is removed by ops/threads.py first)."""
-    txn.delete(layout.thread_key(ns, thread_id), db=store.db["threads"])
+    """Remove the thread's own record (what it held is removed by ops/threads.py first, or later by a
+    reclaim); its usage is refunded (storage/usage.py)."""
+    key = layout.thread_key(ns, thread_id)
+    raw = txn.get(key, db=store.db["threads"])
+    if raw is not None:
+        usage.drop_thread(txn, store, ns, layout.thread_decoder.decode(raw).tkey)
+    txn.delete(key, db=store.db["threads"])
 
 
 def copy(txn, store: Store, ns: str, src_id: str, dst_id: str, items: dict[str, bytes], replace: bool,

@@ -74,6 +74,14 @@ Schemas (sidecar/state/schemas.py, docs/lifecycle.md "Schema versions and migrat
 
 ``schemas``   ns NUL schema name -> SchemaRec (versions with their migration steps, window, policy)
 
+Usage counters and quotas (sidecar/storage/usage.py, state/quotas.py; docs/security.md "Quotas"):
+
+``usage``     b"n" ns -> UsageRec (a namespace's charged bytes, threads, items, checkpoints);
+              b"t" tkey(u64 BE) -> UsageRec (a thread's charged bytes and checkpoints)
+``ckcharge``  ckpts key -> ChargeRec (the bytes a checkpoint is charged, its base and the checkpoints built on it)
+``wcharge``   writes key -> bytes charged (u64 BE) for one pending write
+``quotas``    ns -> QuotaRec (a namespace's own quotas)
+
 Threads get an internal key (``tkey``) when created, so the per-thread tables
 use a short fixed-width prefix and a deleted-then-recreated thread never sees
 old records. Identifiers never contain NUL (validate.py), so NUL separates
@@ -106,7 +114,8 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "memfld", "memfldx",
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
             "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
-            "retpol", "schemas", "nodescope")
+            "retpol", "schemas", "nodescope",
+            "usage", "ckcharge", "wcharge", "quotas")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -810,7 +819,7 @@ class RetentionRec(msgspec.Struct, array_like=True):
     thin_interval_us: int
     idle_after_us: int  # delete the thread when nothing was written to it for this long
     max_checkpoints: int  # per thread
-    max_bytes: int  # per thread, physical bytes (shared nodes once)
+    max_bytes: int  # per thread, charged bytes (storage/usage.py)
     on_limit: int  # LimitAction: 1 refuse, 2 prune
     history_channels: list[str]
     updated_us: int
@@ -893,3 +902,53 @@ ROOT_REFS = (
     ("memhist", lambda r: [] if r.value is None else [r.value]),
     ("citems", lambda i: [] if i.node is None else [i.node]),  # content over state.conversations.INLINE_MAX
 )
+
+
+# ----------------------------------------------------------------- usage counters and quotas (storage/usage.py)
+
+class UsageRec(msgspec.Struct, array_like=True):
+    """Charged usage of a namespace (``usage`` b"n" ns) or of a thread (b"t" tkey: threads and items are 0)."""
+
+    fmt: int
+    nbytes: int
+    threads: int
+    items: int
+    checkpoints: int
+    ns: str = ""  # a thread's row: its namespace
+
+
+class ChargeRec(msgspec.Struct, array_like=True):
+    """What one checkpoint is charged (storage/usage.py): ``nbytes``; ``base`` the ckpts key of the checkpoint
+    its put was a delta or keep of (b"": none); ``deps`` the ckpts keys of the live checkpoints built on it."""
+
+    fmt: int
+    nbytes: int
+    base: bytes
+    deps: list[bytes]
+
+
+class QuotaRec(msgspec.Struct, array_like=True):
+    """A namespace's own quotas (0: unlimited; -1: the server's default)."""
+
+    fmt: int
+    max_bytes: int
+    max_threads: int
+    max_items: int
+    updated_us: int
+
+
+usage_decoder = msgspec.msgpack.Decoder(UsageRec)
+charge_decoder = msgspec.msgpack.Decoder(ChargeRec)
+quota_decoder = msgspec.msgpack.Decoder(QuotaRec)
+
+
+def ns_usage_key(ns: str) -> bytes:
+    return b"n" + ns.encode()
+
+
+def thread_usage_key(tkey: int) -> bytes:
+    return b"t" + _U64.pack(tkey)
+
+
+RECORD_DECODERS.update({"usage": usage_decoder, "ckcharge": charge_decoder, "quotas": quota_decoder})
+RAW_TABLES = RAW_TABLES | {"wcharge"}

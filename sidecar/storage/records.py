@@ -18,7 +18,7 @@ from typing import Iterator
 import msgspec
 
 from .. import limits
-from . import layout, nodes
+from . import layout, nodes, usage
 from . import hotpath as hp
 from .layout import Manifest, ThreadRec
 from .store import Store, now_us
@@ -122,10 +122,12 @@ def create_thread(txn, store: Store, ns: str, thread_id: str, metadata: bytes = 
     old = thread_any(txn, store, ns, thread_id)
     if old is not None:
         queue_reclaim(txn, store, ns, thread_id, old.tkey)
+        usage.drop_thread(txn, store, ns, old.tkey)
     now = now_us()
     rec = ThreadRec(layout.FORMAT_VERSION, new_tkey(txn, store), now, now, msgspec.Raw(metadata), 1,
                     THREAD_STATUS_IDLE)
     save_thread(txn, store, ns, thread_id, rec)
+    usage.new_thread(txn, store, ns, rec.tkey)
     return rec
 
 
@@ -235,6 +237,7 @@ def delete_checkpoint_at(txn, store: Store, ns: str, key: bytes, m: Manifest | N
         tkey, cns, cid = layout.split_ckpt_key(key)
         txn.delete(layout.run_key(ns, m.run_id, tkey, cns, cid), db=store.db["runidx"])
     delete_prefix(txn, store.db["writes"], key + layout.SEP)
+    usage.delete_checkpoint(txn, store, ns, key)
 
 
 def delete_checkpoints(txn, store: Store, ns: str, tkey: int) -> int:
@@ -242,7 +245,8 @@ def delete_checkpoints(txn, store: Store, ns: str, tkey: int) -> int:
     keys = checkpoint_keys(txn, store, layout.tkey_prefix(tkey))
     for key in keys:
         delete_checkpoint_at(txn, store, ns, key)
-    delete_prefix(txn, store.db["writes"], layout.tkey_prefix(tkey))  # writes without a checkpoint of their own
+    if delete_prefix(txn, store.db["writes"], layout.tkey_prefix(tkey)):  # writes without a checkpoint of their own
+        usage.delete_writes(txn, store, ns, tkey, usage.keys_of(txn, store.db["wcharge"], layout.tkey_prefix(tkey)))
     return len(keys)
 
 
@@ -267,12 +271,16 @@ def delete_run_checkpoints(txn, store: Store, ns: str, tkey: int, run_id: str) -
                 doomed.append(bytes(key))
     for key in doomed:
         txn.delete(key, db=db)
+    usage.delete_writes(txn, store, ns, tkey, doomed)
     return len(ckeys)
 
 
 def put_manifest(txn, store: Store, ns: str, tkey: int, cns: str, checkpoint_id: str, m: Manifest) -> None:
     """Store a new checkpoint made of stored nodes (its run-index entry with it; the GC keeps its nodes)."""
-    txn.put(layout.ckpt_key(tkey, cns, checkpoint_id), layout.encode(m), db=store.db["ckpts"])
+    key = layout.ckpt_key(tkey, cns, checkpoint_id)
+    if txn.get(key, db=store.db["ckcharge"]) is None:  # a new checkpoint (a rewrite keeps its charge)
+        usage.put_checkpoint(txn, store, ns, tkey, key, len(bytes(m.metadata)) + usage.stored_bytes(txn, store, m))
+    txn.put(key, layout.encode(m), db=store.db["ckpts"])
     if m.run_id is not None:
         txn.put(layout.run_key(ns, m.run_id, tkey, cns, checkpoint_id), layout.run_entry(ns, m.run_id),
                 db=store.db["runidx"])
@@ -318,6 +326,7 @@ def copy_checkpoint(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int, cn
         txn.put(key, value, db=writes)
         if keep is not None:
             keep.add(layout.write_decoder.decode(value).value)
+    usage.copy_checkpoint(txn, store, ns, layout.ckpt_key(src_tkey, cns, checkpoint_id), dst_key)
     return True
 
 
@@ -349,6 +358,7 @@ def copy_checkpoints(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int) -
                 _keep_manifest(store, m)
             elif keep is not None:
                 keep.add(layout.write_decoder.decode(value).value)
+    usage.copy_thread(txn, store, ns, src_tkey, dst_tkey)
     return n
 
 

@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterator
 
 import lmdb
 
-from . import compression, encryption, layout, stats, wal
+from . import compression, encryption, layout, stats, usage, wal
 from ..errors import ApiError
 
 log = logging.getLogger("sidecar.store")
@@ -288,6 +288,8 @@ class Store:
         self._prefixes: dict[str, bytes] = {}
         with self.env.begin(write=keys is not None, db=self.db["meta"]) as txn:  # (keys are recorded in meta)
             self._use_keys(txn, keys)
+        self.quota_defaults: tuple[int, int, int] = (0, 0, 0)  # (max_bytes, max_threads, max_items): --quota-*
+        self._build_usage()
         self._log: wal.Log | None = wal.Log(path, self._applied + 1) if durability == "process" else None
         # owner-thread state
         self._txn = None  # the open write transaction
@@ -410,6 +412,16 @@ class Store:
         if scope is None:
             raise encryption.key_missing(ns)
         return scope
+
+    def _build_usage(self) -> None:
+        """A store written before the usage counters (storage/usage.py) gets them built, once."""
+        with self.env.begin(db=self.db["meta"]) as txn:
+            if txn.get(b"usage") is not None:
+                return
+        started = time.monotonic()
+        with self.env.begin(write=True) as txn:
+            n = usage.rebuild(txn, self)
+        log.info("usage counters built for %d threads in %.2f s", n, time.monotonic() - started)
 
     def _init_meta(self) -> None:
         with self.env.begin(write=True, db=self.db["meta"]) as txn:

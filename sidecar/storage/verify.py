@@ -34,7 +34,7 @@ from typing import Callable
 import lmdb
 import msgspec
 
-from . import compression, encryption, layout, nodes
+from . import compression, encryption, layout, nodes, usage
 from . import hotpath as hp
 from ..errors import ApiError
 
@@ -332,6 +332,13 @@ def _verify(env: lmdb.Environment, dbs: dict, progress: Progress | None, used: d
                                                  + ", ".join(sorted({f.hex() for f in found})[:10])))
         report.missing_nodes = sorted(m.hex() for m in missing)[:100]
         report.missing_total = len(missing)
+        # usage counters (storage/usage.py) against a recount; a store without them gets them built on open
+        if all(dbs.get(name) is not None for name in ("usage", "ckcharge", "wcharge", "quotas")) and txn.get(
+                b"usage", db=dbs["meta"]) is not None:
+            tick("usage counters", 0, 1)
+            for problem in usage.recount(txn, SimpleNamespace(db=dbs)).problems[:100]:
+                report.damaged.append(Damage("usage", "", problem))
+            tick("usage counters", 1, 1)
     report.seconds = time.monotonic() - started
     return report
 

@@ -84,6 +84,21 @@ class RetentionCalls:
         req = tpb.GetUsageRequest(namespace=self.client.namespace, thread_id=thread_id)
         return (yield Call(self.stub.GetUsage, req, timeout))
 
+    @unary
+    def set_quota(self, *, max_bytes: int | None = None, max_threads: int | None = None,
+                  max_items: int | None = None, clear: bool = False,
+                  timeout: float | None = None) -> tpb.SetQuotaResponse:
+        """Set the namespace's own quotas (None: the server's default; 0: unlimited), or ``clear`` them."""
+        quota = None if clear else tpb.Quota(max_bytes=max_bytes, max_threads=max_threads, max_items=max_items)
+        req = tpb.SetQuotaRequest(namespace=self.client.namespace, quota=quota, clear=clear)
+        return (yield Call(self.stub.SetQuota, req, timeout))
+
+    @unary
+    def quota(self, thread_id: str = "", *, timeout: float | None = None) -> tpb.GetQuotaResponse:
+        """The quotas in effect next to the namespace's charged usage (and the thread's, with ``thread_id``)."""
+        req = tpb.GetQuotaRequest(namespace=self.client.namespace, thread_id=thread_id)
+        return (yield Call(self.stub.GetQuota, req, timeout))
+
 
 class Retention(RetentionCalls, SyncFacet):
     """RetentionService calls (``client.retention``)."""

@@ -235,6 +235,8 @@ RULES: dict[str, Rule] = {
     "RetentionService.ApplyRetention": Rule(
         IDEMPOTENT_KIND, "a repeat removes only what the policies name at that moment"),
     "RetentionService.GetUsage": Rule(READ_ONLY, _READ),
+    "RetentionService.SetQuota": Rule(IDEMPOTENT_KIND, "setting the same quotas again leaves them as they are"),
+    "RetentionService.GetQuota": Rule(READ_ONLY, _READ),
     # SchemaService
     "SchemaService.RegisterSchema": Rule(
         BY_KEY, "registering the same schema again (same versions, window and policy) changes nothing; with an etag a repeat fails SCHEMA_CONFLICT once the first one changed the schema", lambda r: not r.etag),

@@ -132,6 +132,8 @@ export const RULES: Record<string, Rule> = {
   "RetentionService.GetRetentionPolicy": READ,
   "RetentionService.ApplyRetention": { kind: "idempotent" },
   "RetentionService.GetUsage": READ,
+  "RetentionService.SetQuota": { kind: "idempotent" },
+  "RetentionService.GetQuota": READ,
   "SchemaService.RegisterSchema": { kind: "by key", when: (r) => r.etag === "" },
   "SchemaService.GetSchema": READ,
   "SchemaService.ListSchemas": READ,

@@ -66,6 +66,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCHEMA_CONFLICT: _ClassVar[ErrorReason]
     SCHEMA_NOT_FOUND: _ClassVar[ErrorReason]
     TOO_MANY_CALLS: _ClassVar[ErrorReason]
+    QUOTA_EXCEEDED: _ClassVar[ErrorReason]
     ENCRYPTION_KEY_MISSING: _ClassVar[ErrorReason]
     ENCRYPTED_RECORD_INVALID: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
@@ -128,5 +129,6 @@ SCHEMA_VERSION_UNREADABLE: ErrorReason
 SCHEMA_CONFLICT: ErrorReason
 SCHEMA_NOT_FOUND: ErrorReason
 TOO_MANY_CALLS: ErrorReason
+QUOTA_EXCEEDED: ErrorReason
 ENCRYPTION_KEY_MISSING: ErrorReason
 ENCRYPTED_RECORD_INVALID: ErrorReason

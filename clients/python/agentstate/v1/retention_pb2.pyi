@@ -156,3 +156,65 @@ class GetUsageResponse(_message.Message):
     logical_bytes: int
     physical_bytes: int
     def __init__(self, threads: _Optional[int] = ..., checkpoints: _Optional[int] = ..., pending_writes: _Optional[int] = ..., logical_bytes: _Optional[int] = ..., physical_bytes: _Optional[int] = ...) -> None: ...
+
+class Quota(_message.Message):
+    __slots__ = ("max_bytes", "max_threads", "max_items")
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_THREADS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    max_bytes: int
+    max_threads: int
+    max_items: int
+    def __init__(self, max_bytes: _Optional[int] = ..., max_threads: _Optional[int] = ..., max_items: _Optional[int] = ...) -> None: ...
+
+class QuotaUsage(_message.Message):
+    __slots__ = ("bytes", "threads", "items", "checkpoints")
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
+    bytes: int
+    threads: int
+    items: int
+    checkpoints: int
+    def __init__(self, bytes: _Optional[int] = ..., threads: _Optional[int] = ..., items: _Optional[int] = ..., checkpoints: _Optional[int] = ...) -> None: ...
+
+class SetQuotaRequest(_message.Message):
+    __slots__ = ("namespace", "quota", "clear")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    quota: Quota
+    clear: bool
+    def __init__(self, namespace: _Optional[str] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., clear: _Optional[bool] = ...) -> None: ...
+
+class SetQuotaResponse(_message.Message):
+    __slots__ = ("quota", "own", "usage")
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    OWN_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    quota: Quota
+    own: bool
+    usage: QuotaUsage
+    def __init__(self, quota: _Optional[_Union[Quota, _Mapping]] = ..., own: _Optional[bool] = ..., usage: _Optional[_Union[QuotaUsage, _Mapping]] = ...) -> None: ...
+
+class GetQuotaRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ...) -> None: ...
+
+class GetQuotaResponse(_message.Message):
+    __slots__ = ("quota", "own", "usage", "thread_usage")
+    QUOTA_FIELD_NUMBER: _ClassVar[int]
+    OWN_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_USAGE_FIELD_NUMBER: _ClassVar[int]
+    quota: Quota
+    own: bool
+    usage: QuotaUsage
+    thread_usage: QuotaUsage
+    def __init__(self, quota: _Optional[_Union[Quota, _Mapping]] = ..., own: _Optional[bool] = ..., usage: _Optional[_Union[QuotaUsage, _Mapping]] = ..., thread_usage: _Optional[_Union[QuotaUsage, _Mapping]] = ...) -> None: ...

@@ -57,6 +57,16 @@ class RetentionServiceStub:
                 request_serializer=agentstate_dot_v1_dot_retention__pb2.GetUsageRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_retention__pb2.GetUsageResponse.FromString,
                 _registered_method=True)
+        self.SetQuota = channel.unary_unary(
+                '/agentstate.v1.RetentionService/SetQuota',
+                request_serializer=agentstate_dot_v1_dot_retention__pb2.SetQuotaRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_retention__pb2.SetQuotaResponse.FromString,
+                _registered_method=True)
+        self.GetQuota = channel.unary_unary(
+                '/agentstate.v1.RetentionService/GetQuota',
+                request_serializer=agentstate_dot_v1_dot_retention__pb2.GetQuotaRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_retention__pb2.GetQuotaResponse.FromString,
+                _registered_method=True)
 
 
 class RetentionServiceServicer:
@@ -99,6 +109,24 @@ class RetentionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetQuota(self, request, context):
+        """SetQuota sets or clears a namespace's own quotas (docs/security.md
+        "Quotas"); needs the admin role for that namespace. A write that would
+        take the namespace over a quota is refused with RESOURCE_EXHAUSTED
+        (QUOTA_EXCEEDED) and writes nothing; deletes are always allowed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetQuota(self, request, context):
+        """GetQuota reports the quotas in effect on a namespace next to its
+        charged usage (and, with thread_id, that thread's charged usage).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RetentionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -121,6 +149,16 @@ def add_RetentionServiceServicer_to_server(servicer, server):
                     servicer.GetUsage,
                     request_deserializer=agentstate_dot_v1_dot_retention__pb2.GetUsageRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_retention__pb2.GetUsageResponse.SerializeToString,
+            ),
+            'SetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetQuota,
+                    request_deserializer=agentstate_dot_v1_dot_retention__pb2.SetQuotaRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_retention__pb2.SetQuotaResponse.SerializeToString,
+            ),
+            'GetQuota': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetQuota,
+                    request_deserializer=agentstate_dot_v1_dot_retention__pb2.GetQuotaRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_retention__pb2.GetQuotaResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -234,6 +272,60 @@ class RetentionService:
             '/agentstate.v1.RetentionService/GetUsage',
             agentstate_dot_v1_dot_retention__pb2.GetUsageRequest.SerializeToString,
             agentstate_dot_v1_dot_retention__pb2.GetUsageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.RetentionService/SetQuota',
+            agentstate_dot_v1_dot_retention__pb2.SetQuotaRequest.SerializeToString,
+            agentstate_dot_v1_dot_retention__pb2.SetQuotaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetQuota(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.RetentionService/GetQuota',
+            agentstate_dot_v1_dot_retention__pb2.GetQuotaRequest.SerializeToString,
+            agentstate_dot_v1_dot_retention__pb2.GetQuotaResponse.FromString,
             options,
             channel_credentials,
             insecure,

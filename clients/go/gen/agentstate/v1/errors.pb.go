@@ -236,6 +236,12 @@ const (
 	// --max-calls-per-connection calls in progress ("limit"); retry once some
 	// of them have ended.
 	ErrorReason_TOO_MANY_CALLS ErrorReason = 75
+	// Numbers 76-79: namespace quotas (docs/security.md "Quotas").
+	// QUOTA_EXCEEDED (RESOURCE_EXHAUSTED): the write would take its namespace
+	// over a quota ("namespace", "quota": max_bytes, max_threads or
+	// max_items, "usage", "requested", "limit"); nothing of it is written.
+	// Deletes are never refused.
+	ErrorReason_QUOTA_EXCEEDED ErrorReason = 76
 	// Numbers 70-74: encryption at rest (docs/security.md).
 	// ENCRYPTION_KEY_MISSING (FAILED_PRECONDITION): the namespace is encrypted
 	// and the key its values were sealed with (or, for a write, any key of
@@ -312,6 +318,7 @@ var (
 		62: "SCHEMA_CONFLICT",
 		63: "SCHEMA_NOT_FOUND",
 		75: "TOO_MANY_CALLS",
+		76: "QUOTA_EXCEEDED",
 		70: "ENCRYPTION_KEY_MISSING",
 		71: "ENCRYPTED_RECORD_INVALID",
 	}
@@ -376,6 +383,7 @@ var (
 		"SCHEMA_CONFLICT":            62,
 		"SCHEMA_NOT_FOUND":           63,
 		"TOO_MANY_CALLS":             75,
+		"QUOTA_EXCEEDED":             76,
 		"ENCRYPTION_KEY_MISSING":     70,
 		"ENCRYPTED_RECORD_INVALID":   71,
 	}
@@ -412,7 +420,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\x9e\v\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xb2\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -477,7 +485,8 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x19SCHEMA_VERSION_UNREADABLE\x10=\x12\x13\n" +
 	"\x0fSCHEMA_CONFLICT\x10>\x12\x14\n" +
 	"\x10SCHEMA_NOT_FOUND\x10?\x12\x12\n" +
-	"\x0eTOO_MANY_CALLS\x10K\x12\x1a\n" +
+	"\x0eTOO_MANY_CALLS\x10K\x12\x12\n" +
+	"\x0eQUOTA_EXCEEDED\x10L\x12\x1a\n" +
 	"\x16ENCRYPTION_KEY_MISSING\x10F\x12\x1c\n" +
 	"\x18ENCRYPTED_RECORD_INVALID\x10GB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"

@@ -160,9 +160,10 @@ type RetentionPolicy struct {
 	// max_checkpoints limits the checkpoints of a thread (all checkpoint
 	// namespaces together), checked on every put that adds one.
 	MaxCheckpoints uint32 `protobuf:"varint,6,opt,name=max_checkpoints,json=maxCheckpoints,proto3" json:"max_checkpoints,omitempty"`
-	// max_bytes limits the physical bytes of a thread (its checkpoints' and
-	// pending writes' nodes, a node shared within the thread counted once),
-	// checked on every put that adds a checkpoint.
+	// max_bytes limits the charged bytes of a thread (what its checkpoint
+	// puts, pending writes and artifacts were charged: see Quota.max_bytes
+	// and GetQuota's thread_usage), checked on every put that adds a
+	// checkpoint.
 	MaxBytes uint64 `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	// on_limit says what a put over a limit does (default REFUSE).
 	OnLimit LimitAction `protobuf:"varint,8,opt,name=on_limit,json=onLimit,proto3,enum=agentstate.v1.LimitAction" json:"on_limit,omitempty"`
@@ -867,6 +868,392 @@ func (x *GetUsageResponse) GetPhysicalBytes() uint64 {
 	return 0
 }
 
+// Quota: per-namespace limits on charged usage. An unset field takes the
+// server's default (--quota-max-bytes, --quota-max-threads,
+// --quota-max-items); 0 means unlimited.
+type Quota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_bytes limits charged bytes: each checkpoint put is charged its
+	// metadata and the canonical bytes of the nodes its request built (a
+	// delta: only what it adds), each pending write its value, each artifact
+	// version its size. Deduplication against other writes is not credited.
+	MaxBytes *uint64 `protobuf:"varint,1,opt,name=max_bytes,json=maxBytes,proto3,oneof" json:"max_bytes,omitempty"`
+	// max_threads limits the namespace's threads.
+	MaxThreads *uint64 `protobuf:"varint,2,opt,name=max_threads,json=maxThreads,proto3,oneof" json:"max_threads,omitempty"`
+	// max_items limits conversation items, memory items and artifact
+	// versions together.
+	MaxItems      *uint64 `protobuf:"varint,3,opt,name=max_items,json=maxItems,proto3,oneof" json:"max_items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_agentstate_v1_retention_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_retention_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_retention_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Quota) GetMaxBytes() uint64 {
+	if x != nil && x.MaxBytes != nil {
+		return *x.MaxBytes
+	}
+	return 0
+}
+
+func (x *Quota) GetMaxThreads() uint64 {
+	if x != nil && x.MaxThreads != nil {
+		return *x.MaxThreads
+	}
+	return 0
+}
+
+func (x *Quota) GetMaxItems() uint64 {
+	if x != nil && x.MaxItems != nil {
+		return *x.MaxItems
+	}
+	return 0
+}
+
+// QuotaUsage: what a namespace (or a thread) is charged for.
+type QuotaUsage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         uint64                 `protobuf:"varint,1,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Threads       uint64                 `protobuf:"varint,2,opt,name=threads,proto3" json:"threads,omitempty"`
+	Items         uint64                 `protobuf:"varint,3,opt,name=items,proto3" json:"items,omitempty"`
+	Checkpoints   uint64                 `protobuf:"varint,4,opt,name=checkpoints,proto3" json:"checkpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuotaUsage) Reset() {
+	*x = QuotaUsage{}
+	mi := &file_agentstate_v1_retention_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaUsage) ProtoMessage() {}
+
+func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_retention_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
+func (*QuotaUsage) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_retention_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *QuotaUsage) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetThreads() uint64 {
+	if x != nil {
+		return x.Threads
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetItems() uint64 {
+	if x != nil {
+		return x.Items
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetCheckpoints() uint64 {
+	if x != nil {
+		return x.Checkpoints
+	}
+	return 0
+}
+
+type SetQuotaRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// quota: the namespace's own quotas (required unless clear).
+	Quota *Quota `protobuf:"bytes,2,opt,name=quota,proto3" json:"quota,omitempty"`
+	// clear removes the namespace's own quotas (the defaults apply again).
+	Clear         bool `protobuf:"varint,3,opt,name=clear,proto3" json:"clear,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_agentstate_v1_retention_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_retention_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_retention_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetQuotaRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SetQuotaRequest) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SetQuotaRequest) GetClear() bool {
+	if x != nil {
+		return x.Clear
+	}
+	return false
+}
+
+type SetQuotaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// quota: in effect now (every field set; 0: unlimited).
+	Quota *Quota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	// own: whether the namespace has quotas of its own (else the defaults).
+	Own           bool        `protobuf:"varint,2,opt,name=own,proto3" json:"own,omitempty"`
+	Usage         *QuotaUsage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_agentstate_v1_retention_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_retention_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_retention_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetQuotaResponse) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SetQuotaResponse) GetOwn() bool {
+	if x != nil {
+		return x.Own
+	}
+	return false
+}
+
+func (x *SetQuotaResponse) GetUsage() *QuotaUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+type GetQuotaRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// thread_id, when set, also reports that thread's usage.
+	ThreadId      string `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQuotaRequest) Reset() {
+	*x = GetQuotaRequest{}
+	mi := &file_agentstate_v1_retention_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQuotaRequest) ProtoMessage() {}
+
+func (x *GetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_retention_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*GetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_retention_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetQuotaRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetQuotaRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+type GetQuotaResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Quota *Quota                 `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	Own   bool                   `protobuf:"varint,2,opt,name=own,proto3" json:"own,omitempty"`
+	Usage *QuotaUsage            `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// thread_usage: the thread's charged bytes and checkpoints (with
+	// thread_id; its items are its conversation items and artifacts).
+	ThreadUsage   *QuotaUsage `protobuf:"bytes,4,opt,name=thread_usage,json=threadUsage,proto3" json:"thread_usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetQuotaResponse) Reset() {
+	*x = GetQuotaResponse{}
+	mi := &file_agentstate_v1_retention_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetQuotaResponse) ProtoMessage() {}
+
+func (x *GetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_retention_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*GetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_retention_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetQuotaResponse) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *GetQuotaResponse) GetOwn() bool {
+	if x != nil {
+		return x.Own
+	}
+	return false
+}
+
+func (x *GetQuotaResponse) GetUsage() *QuotaUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *GetQuotaResponse) GetThreadUsage() *QuotaUsage {
+	if x != nil {
+		return x.ThreadUsage
+	}
+	return nil
+}
+
 var File_agentstate_v1_retention_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_retention_proto_rawDesc = "" +
@@ -927,7 +1314,39 @@ const file_agentstate_v1_retention_proto_rawDesc = "" +
 	"\vcheckpoints\x18\x02 \x01(\x04R\vcheckpoints\x12%\n" +
 	"\x0epending_writes\x18\x03 \x01(\x04R\rpendingWrites\x12#\n" +
 	"\rlogical_bytes\x18\x04 \x01(\x04R\flogicalBytes\x12%\n" +
-	"\x0ephysical_bytes\x18\x05 \x01(\x04R\rphysicalBytes*\\\n" +
+	"\x0ephysical_bytes\x18\x05 \x01(\x04R\rphysicalBytes\"\x9d\x01\n" +
+	"\x05Quota\x12 \n" +
+	"\tmax_bytes\x18\x01 \x01(\x04H\x00R\bmaxBytes\x88\x01\x01\x12$\n" +
+	"\vmax_threads\x18\x02 \x01(\x04H\x01R\n" +
+	"maxThreads\x88\x01\x01\x12 \n" +
+	"\tmax_items\x18\x03 \x01(\x04H\x02R\bmaxItems\x88\x01\x01B\f\n" +
+	"\n" +
+	"_max_bytesB\x0e\n" +
+	"\f_max_threadsB\f\n" +
+	"\n" +
+	"_max_items\"t\n" +
+	"\n" +
+	"QuotaUsage\x12\x14\n" +
+	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x18\n" +
+	"\athreads\x18\x02 \x01(\x04R\athreads\x12\x14\n" +
+	"\x05items\x18\x03 \x01(\x04R\x05items\x12 \n" +
+	"\vcheckpoints\x18\x04 \x01(\x04R\vcheckpoints\"q\n" +
+	"\x0fSetQuotaRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12*\n" +
+	"\x05quota\x18\x02 \x01(\v2\x14.agentstate.v1.QuotaR\x05quota\x12\x14\n" +
+	"\x05clear\x18\x03 \x01(\bR\x05clear\"\x81\x01\n" +
+	"\x10SetQuotaResponse\x12*\n" +
+	"\x05quota\x18\x01 \x01(\v2\x14.agentstate.v1.QuotaR\x05quota\x12\x10\n" +
+	"\x03own\x18\x02 \x01(\bR\x03own\x12/\n" +
+	"\x05usage\x18\x03 \x01(\v2\x19.agentstate.v1.QuotaUsageR\x05usage\"L\n" +
+	"\x0fGetQuotaRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tthread_id\x18\x02 \x01(\tR\bthreadId\"\xbf\x01\n" +
+	"\x10GetQuotaResponse\x12*\n" +
+	"\x05quota\x18\x01 \x01(\v2\x14.agentstate.v1.QuotaR\x05quota\x12\x10\n" +
+	"\x03own\x18\x02 \x01(\bR\x03own\x12/\n" +
+	"\x05usage\x18\x03 \x01(\v2\x19.agentstate.v1.QuotaUsageR\x05usage\x12<\n" +
+	"\fthread_usage\x18\x04 \x01(\v2\x19.agentstate.v1.QuotaUsageR\vthreadUsage*\\\n" +
 	"\vLimitAction\x12\x1c\n" +
 	"\x18LIMIT_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LIMIT_ACTION_REFUSE\x10\x01\x12\x16\n" +
@@ -936,12 +1355,14 @@ const file_agentstate_v1_retention_proto_rawDesc = "" +
 	"\x1cRETENTION_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RETENTION_SOURCE_NONE\x10\x01\x12\x1e\n" +
 	"\x1aRETENTION_SOURCE_NAMESPACE\x10\x02\x12\x1b\n" +
-	"\x17RETENTION_SOURCE_THREAD\x10\x032\x94\x03\n" +
+	"\x17RETENTION_SOURCE_THREAD\x10\x032\xae\x04\n" +
 	"\x10RetentionService\x12i\n" +
 	"\x12SetRetentionPolicy\x12(.agentstate.v1.SetRetentionPolicyRequest\x1a).agentstate.v1.SetRetentionPolicyResponse\x12i\n" +
 	"\x12GetRetentionPolicy\x12(.agentstate.v1.GetRetentionPolicyRequest\x1a).agentstate.v1.GetRetentionPolicyResponse\x12]\n" +
 	"\x0eApplyRetention\x12$.agentstate.v1.ApplyRetentionRequest\x1a%.agentstate.v1.ApplyRetentionResponse\x12K\n" +
-	"\bGetUsage\x12\x1e.agentstate.v1.GetUsageRequest\x1a\x1f.agentstate.v1.GetUsageResponseB^\n" +
+	"\bGetUsage\x12\x1e.agentstate.v1.GetUsageRequest\x1a\x1f.agentstate.v1.GetUsageResponse\x12K\n" +
+	"\bSetQuota\x12\x1e.agentstate.v1.SetQuotaRequest\x1a\x1f.agentstate.v1.SetQuotaResponse\x12K\n" +
+	"\bGetQuota\x12\x1e.agentstate.v1.GetQuotaRequest\x1a\x1f.agentstate.v1.GetQuotaResponseB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
@@ -957,7 +1378,7 @@ func file_agentstate_v1_retention_proto_rawDescGZIP() []byte {
 }
 
 var file_agentstate_v1_retention_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentstate_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentstate_v1_retention_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_agentstate_v1_retention_proto_goTypes = []any{
 	(LimitAction)(0),                   // 0: agentstate.v1.LimitAction
 	(RetentionSource)(0),               // 1: agentstate.v1.RetentionSource
@@ -971,14 +1392,20 @@ var file_agentstate_v1_retention_proto_goTypes = []any{
 	(*ApplyRetentionResponse)(nil),     // 9: agentstate.v1.ApplyRetentionResponse
 	(*GetUsageRequest)(nil),            // 10: agentstate.v1.GetUsageRequest
 	(*GetUsageResponse)(nil),           // 11: agentstate.v1.GetUsageResponse
-	nil,                                // 12: agentstate.v1.ApplyRetentionResponse.KeptByRuleEntry
-	(*durationpb.Duration)(nil),        // 13: google.protobuf.Duration
+	(*Quota)(nil),                      // 12: agentstate.v1.Quota
+	(*QuotaUsage)(nil),                 // 13: agentstate.v1.QuotaUsage
+	(*SetQuotaRequest)(nil),            // 14: agentstate.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),           // 15: agentstate.v1.SetQuotaResponse
+	(*GetQuotaRequest)(nil),            // 16: agentstate.v1.GetQuotaRequest
+	(*GetQuotaResponse)(nil),           // 17: agentstate.v1.GetQuotaResponse
+	nil,                                // 18: agentstate.v1.ApplyRetentionResponse.KeptByRuleEntry
+	(*durationpb.Duration)(nil),        // 19: google.protobuf.Duration
 }
 var file_agentstate_v1_retention_proto_depIdxs = []int32{
-	13, // 0: agentstate.v1.RetentionPolicy.max_age:type_name -> google.protobuf.Duration
-	13, // 1: agentstate.v1.RetentionPolicy.thin_after:type_name -> google.protobuf.Duration
-	13, // 2: agentstate.v1.RetentionPolicy.thin_interval:type_name -> google.protobuf.Duration
-	13, // 3: agentstate.v1.RetentionPolicy.delete_idle_thread_after:type_name -> google.protobuf.Duration
+	19, // 0: agentstate.v1.RetentionPolicy.max_age:type_name -> google.protobuf.Duration
+	19, // 1: agentstate.v1.RetentionPolicy.thin_after:type_name -> google.protobuf.Duration
+	19, // 2: agentstate.v1.RetentionPolicy.thin_interval:type_name -> google.protobuf.Duration
+	19, // 3: agentstate.v1.RetentionPolicy.delete_idle_thread_after:type_name -> google.protobuf.Duration
 	0,  // 4: agentstate.v1.RetentionPolicy.on_limit:type_name -> agentstate.v1.LimitAction
 	2,  // 5: agentstate.v1.SetRetentionPolicyRequest.policy:type_name -> agentstate.v1.RetentionPolicy
 	2,  // 6: agentstate.v1.SetRetentionPolicyResponse.effective:type_name -> agentstate.v1.RetentionPolicy
@@ -986,20 +1413,30 @@ var file_agentstate_v1_retention_proto_depIdxs = []int32{
 	2,  // 8: agentstate.v1.GetRetentionPolicyResponse.effective:type_name -> agentstate.v1.RetentionPolicy
 	1,  // 9: agentstate.v1.GetRetentionPolicyResponse.source:type_name -> agentstate.v1.RetentionSource
 	8,  // 10: agentstate.v1.ApplyRetentionResponse.removed:type_name -> agentstate.v1.RemovedCheckpoint
-	12, // 11: agentstate.v1.ApplyRetentionResponse.kept_by_rule:type_name -> agentstate.v1.ApplyRetentionResponse.KeptByRuleEntry
-	3,  // 12: agentstate.v1.RetentionService.SetRetentionPolicy:input_type -> agentstate.v1.SetRetentionPolicyRequest
-	5,  // 13: agentstate.v1.RetentionService.GetRetentionPolicy:input_type -> agentstate.v1.GetRetentionPolicyRequest
-	7,  // 14: agentstate.v1.RetentionService.ApplyRetention:input_type -> agentstate.v1.ApplyRetentionRequest
-	10, // 15: agentstate.v1.RetentionService.GetUsage:input_type -> agentstate.v1.GetUsageRequest
-	4,  // 16: agentstate.v1.RetentionService.SetRetentionPolicy:output_type -> agentstate.v1.SetRetentionPolicyResponse
-	6,  // 17: agentstate.v1.RetentionService.GetRetentionPolicy:output_type -> agentstate.v1.GetRetentionPolicyResponse
-	9,  // 18: agentstate.v1.RetentionService.ApplyRetention:output_type -> agentstate.v1.ApplyRetentionResponse
-	11, // 19: agentstate.v1.RetentionService.GetUsage:output_type -> agentstate.v1.GetUsageResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 11: agentstate.v1.ApplyRetentionResponse.kept_by_rule:type_name -> agentstate.v1.ApplyRetentionResponse.KeptByRuleEntry
+	12, // 12: agentstate.v1.SetQuotaRequest.quota:type_name -> agentstate.v1.Quota
+	12, // 13: agentstate.v1.SetQuotaResponse.quota:type_name -> agentstate.v1.Quota
+	13, // 14: agentstate.v1.SetQuotaResponse.usage:type_name -> agentstate.v1.QuotaUsage
+	12, // 15: agentstate.v1.GetQuotaResponse.quota:type_name -> agentstate.v1.Quota
+	13, // 16: agentstate.v1.GetQuotaResponse.usage:type_name -> agentstate.v1.QuotaUsage
+	13, // 17: agentstate.v1.GetQuotaResponse.thread_usage:type_name -> agentstate.v1.QuotaUsage
+	3,  // 18: agentstate.v1.RetentionService.SetRetentionPolicy:input_type -> agentstate.v1.SetRetentionPolicyRequest
+	5,  // 19: agentstate.v1.RetentionService.GetRetentionPolicy:input_type -> agentstate.v1.GetRetentionPolicyRequest
+	7,  // 20: agentstate.v1.RetentionService.ApplyRetention:input_type -> agentstate.v1.ApplyRetentionRequest
+	10, // 21: agentstate.v1.RetentionService.GetUsage:input_type -> agentstate.v1.GetUsageRequest
+	14, // 22: agentstate.v1.RetentionService.SetQuota:input_type -> agentstate.v1.SetQuotaRequest
+	16, // 23: agentstate.v1.RetentionService.GetQuota:input_type -> agentstate.v1.GetQuotaRequest
+	4,  // 24: agentstate.v1.RetentionService.SetRetentionPolicy:output_type -> agentstate.v1.SetRetentionPolicyResponse
+	6,  // 25: agentstate.v1.RetentionService.GetRetentionPolicy:output_type -> agentstate.v1.GetRetentionPolicyResponse
+	9,  // 26: agentstate.v1.RetentionService.ApplyRetention:output_type -> agentstate.v1.ApplyRetentionResponse
+	11, // 27: agentstate.v1.RetentionService.GetUsage:output_type -> agentstate.v1.GetUsageResponse
+	15, // 28: agentstate.v1.RetentionService.SetQuota:output_type -> agentstate.v1.SetQuotaResponse
+	17, // 29: agentstate.v1.RetentionService.GetQuota:output_type -> agentstate.v1.GetQuotaResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_retention_proto_init() }
@@ -1007,13 +1444,14 @@ func file_agentstate_v1_retention_proto_init() {
 	if File_agentstate_v1_retention_proto != nil {
 		return
 	}
+	file_agentstate_v1_retention_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_retention_proto_rawDesc), len(file_agentstate_v1_retention_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

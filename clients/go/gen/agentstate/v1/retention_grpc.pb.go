@@ -26,6 +26,8 @@ const (
 	RetentionService_GetRetentionPolicy_FullMethodName = "/agentstate.v1.RetentionService/GetRetentionPolicy"
 	RetentionService_ApplyRetention_FullMethodName     = "/agentstate.v1.RetentionService/ApplyRetention"
 	RetentionService_GetUsage_FullMethodName           = "/agentstate.v1.RetentionService/GetUsage"
+	RetentionService_SetQuota_FullMethodName           = "/agentstate.v1.RetentionService/SetQuota"
+	RetentionService_GetQuota_FullMethodName           = "/agentstate.v1.RetentionService/GetQuota"
 )
 
 // RetentionServiceClient is the client API for RetentionService service.
@@ -50,6 +52,14 @@ type RetentionServiceClient interface {
 	// bytes (the values as if each were written whole) next to physical
 	// bytes (what they take shared).
 	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
+	// SetQuota sets or clears a namespace's own quotas (docs/security.md
+	// "Quotas"); needs the admin role for that namespace. A write that would
+	// take the namespace over a quota is refused with RESOURCE_EXHAUSTED
+	// (QUOTA_EXCEEDED) and writes nothing; deletes are always allowed.
+	SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error)
+	// GetQuota reports the quotas in effect on a namespace next to its
+	// charged usage (and, with thread_id, that thread's charged usage).
+	GetQuota(ctx context.Context, in *GetQuotaRequest, opts ...grpc.CallOption) (*GetQuotaResponse, error)
 }
 
 type retentionServiceClient struct {
@@ -100,6 +110,26 @@ func (c *retentionServiceClient) GetUsage(ctx context.Context, in *GetUsageReque
 	return out, nil
 }
 
+func (c *retentionServiceClient) SetQuota(ctx context.Context, in *SetQuotaRequest, opts ...grpc.CallOption) (*SetQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQuotaResponse)
+	err := c.cc.Invoke(ctx, RetentionService_SetQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *retentionServiceClient) GetQuota(ctx context.Context, in *GetQuotaRequest, opts ...grpc.CallOption) (*GetQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetQuotaResponse)
+	err := c.cc.Invoke(ctx, RetentionService_GetQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RetentionServiceServer is the server API for RetentionService service.
 // All implementations must embed UnimplementedRetentionServiceServer
 // for forward compatibility.
@@ -122,6 +152,14 @@ type RetentionServiceServer interface {
 	// bytes (the values as if each were written whole) next to physical
 	// bytes (what they take shared).
 	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
+	// SetQuota sets or clears a namespace's own quotas (docs/security.md
+	// "Quotas"); needs the admin role for that namespace. A write that would
+	// take the namespace over a quota is refused with RESOURCE_EXHAUSTED
+	// (QUOTA_EXCEEDED) and writes nothing; deletes are always allowed.
+	SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error)
+	// GetQuota reports the quotas in effect on a namespace next to its
+	// charged usage (and, with thread_id, that thread's charged usage).
+	GetQuota(context.Context, *GetQuotaRequest) (*GetQuotaResponse, error)
 	mustEmbedUnimplementedRetentionServiceServer()
 }
 
@@ -143,6 +181,12 @@ func (UnimplementedRetentionServiceServer) ApplyRetention(context.Context, *Appl
 }
 func (UnimplementedRetentionServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedRetentionServiceServer) SetQuota(context.Context, *SetQuotaRequest) (*SetQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
+}
+func (UnimplementedRetentionServiceServer) GetQuota(context.Context, *GetQuotaRequest) (*GetQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetQuota not implemented")
 }
 func (UnimplementedRetentionServiceServer) mustEmbedUnimplementedRetentionServiceServer() {}
 func (UnimplementedRetentionServiceServer) testEmbeddedByValue()                          {}
@@ -237,6 +281,42 @@ func _RetentionService_GetUsage_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RetentionService_SetQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).SetQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_SetQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).SetQuota(ctx, req.(*SetQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RetentionService_GetQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetQuotaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RetentionServiceServer).GetQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RetentionService_GetQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RetentionServiceServer).GetQuota(ctx, req.(*GetQuotaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RetentionService_ServiceDesc is the grpc.ServiceDesc for RetentionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -259,6 +339,14 @@ var RetentionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUsage",
 			Handler:    _RetentionService_GetUsage_Handler,
+		},
+		{
+			MethodName: "SetQuota",
+			Handler:    _RetentionService_SetQuota_Handler,
+		},
+		{
+			MethodName: "GetQuota",
+			Handler:    _RetentionService_GetQuota_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

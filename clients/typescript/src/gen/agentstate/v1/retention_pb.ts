@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentstate/v1/retention.proto.
  */
 export const file_agentstate_v1_retention: GenFile = /*@__PURE__*/
-  fileDesc("Ch1hZ2VudHN0YXRlL3YxL3JldGVudGlvbi5wcm90bxINYWdlbnRzdGF0ZS52MSLiAgoPUmV0ZW50aW9uUG9saWN5EhEKCWtlZXBfbGFzdBgBIAEoDRIqCgdtYXhfYWdlGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnRoaW5fYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoNdGhpbl9pbnRlcnZhbBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI7ChhkZWxldGVfaWRsZV90aHJlYWRfYWZ0ZXIYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPbWF4X2NoZWNrcG9pbnRzGAYgASgNEhEKCW1heF9ieXRlcxgHIAEoBBIsCghvbl9saW1pdBgIIAEoDjIaLmFnZW50c3RhdGUudjEuTGltaXRBY3Rpb24SGAoQaGlzdG9yeV9jaGFubmVscxgJIAMoCSKUAQoZU2V0UmV0ZW50aW9uUG9saWN5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEi4KBnBvbGljeRgDIAEoCzIeLmFnZW50c3RhdGUudjEuUmV0ZW50aW9uUG9saWN5Eg0KBWNsZWFyGAQgASgIEhIKCnJlcXVlc3RfaWQYBSABKAkifwoaU2V0UmV0ZW50aW9uUG9saWN5UmVzcG9uc2USMQoJZWZmZWN0aXZlGAEgASgLMh4uYWdlbnRzdGF0ZS52MS5SZXRlbnRpb25Qb2xpY3kSLgoGc291cmNlGAIgASgOMh4uYWdlbnRzdGF0ZS52MS5SZXRlbnRpb25Tb3VyY2UiQQoZR2V0UmV0ZW50aW9uUG9saWN5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJIn8KGkdldFJldGVudGlvblBvbGljeVJlc3BvbnNlEjEKCWVmZmVjdGl2ZRgBIAEoCzIeLmFnZW50c3RhdGUudjEuUmV0ZW50aW9uUG9saWN5Ei4KBnNvdXJjZRgCIAEoDjIeLmFnZW50c3RhdGUudjEuUmV0ZW50aW9uU291cmNlIk4KFUFwcGx5UmV0ZW50aW9uUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEg8KB2RyeV9ydW4YAyABKAgiVAoRUmVtb3ZlZENoZWNrcG9pbnQSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCSLEAgoWQXBwbHlSZXRlbnRpb25SZXNwb25zZRIbChNyZW1vdmVkX2NoZWNrcG9pbnRzGAEgASgEEjEKB3JlbW92ZWQYAiADKAsyIC5hZ2VudHN0YXRlLnYxLlJlbW92ZWRDaGVja3BvaW50EhkKEXJlbW92ZWRfdHJ1bmNhdGVkGAMgASgIEhoKEmRlbGV0ZWRfdGhyZWFkX2lkcxgEIAMoCRJLCgxrZXB0X2J5X3J1bGUYBSADKAsyNS5hZ2VudHN0YXRlLnYxLkFwcGx5UmV0ZW50aW9uUmVzcG9uc2UuS2VwdEJ5UnVsZUVudHJ5EhUKDXN0YWxlX3RocmVhZHMYBiABKAQSDAoEam9icxgHIAEoBBoxCg9LZXB0QnlSdWxlRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASI3Cg9HZXRVc2FnZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCSJ/ChBHZXRVc2FnZVJlc3BvbnNlEg8KB3RocmVhZHMYASABKAQSEwoLY2hlY2twb2ludHMYAiABKAQSFgoOcGVuZGluZ193cml0ZXMYAyABKAQSFQoNbG9naWNhbF9ieXRlcxgEIAEoBBIWCg5waHlzaWNhbF9ieXRlcxgFIAEoBCpcCgtMaW1pdEFjdGlvbhIcChhMSU1JVF9BQ1RJT05fVU5TUEVDSUZJRUQQABIXChNMSU1JVF9BQ1RJT05fUkVGVVNFEAESFgoSTElNSVRfQUNUSU9OX1BSVU5FEAIqiwEKD1JldGVudGlvblNvdXJjZRIgChxSRVRFTlRJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVUkVURU5USU9OX1NPVVJDRV9OT05FEAESHgoaUkVURU5USU9OX1NPVVJDRV9OQU1FU1BBQ0UQAhIbChdSRVRFTlRJT05fU09VUkNFX1RIUkVBRBADMpQDChBSZXRlbnRpb25TZXJ2aWNlEmkKElNldFJldGVudGlvblBvbGljeRIoLmFnZW50c3RhdGUudjEuU2V0UmV0ZW50aW9uUG9saWN5UmVxdWVzdBopLmFnZW50c3RhdGUudjEuU2V0UmV0ZW50aW9uUG9saWN5UmVzcG9uc2USaQoSR2V0UmV0ZW50aW9uUG9saWN5EiguYWdlbnRzdGF0ZS52MS5HZXRSZXRlbnRpb25Qb2xpY3lSZXF1ZXN0GikuYWdlbnRzdGF0ZS52MS5HZXRSZXRlbnRpb25Qb2xpY3lSZXNwb25zZRJdCg5BcHBseVJldGVudGlvbhIkLmFnZW50c3RhdGUudjEuQXBwbHlSZXRlbnRpb25SZXF1ZXN0GiUuYWdlbnRzdGF0ZS52MS5BcHBseVJldGVudGlvblJlc3BvbnNlEksKCEdldFVzYWdlEh4uYWdlbnRzdGF0ZS52MS5HZXRVc2FnZVJlcXVlc3QaHy5hZ2VudHN0YXRlLnYxLkdldFVzYWdlUmVzcG9uc2VCXgoRZGV2LmFnZW50c3RhdGUudjFQAVpHZ2l0aHViLmNvbS9hZ2VudHN0YXRlL3NpZGVjYXIvY2xpZW50cy9nby9nZW4vYWdlbnRzdGF0ZS92MTthZ2VudHN0YXRldjFiBnByb3RvMw", [file_google_protobuf_duration]);
+  fileDesc("Ch1hZ2VudHN0YXRlL3YxL3JldGVudGlvbi5wcm90bxINYWdlbnRzdGF0ZS52MSLiAgoPUmV0ZW50aW9uUG9saWN5EhEKCWtlZXBfbGFzdBgBIAEoDRIqCgdtYXhfYWdlGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnRoaW5fYWZ0ZXIYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoNdGhpbl9pbnRlcnZhbBgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI7ChhkZWxldGVfaWRsZV90aHJlYWRfYWZ0ZXIYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoPbWF4X2NoZWNrcG9pbnRzGAYgASgNEhEKCW1heF9ieXRlcxgHIAEoBBIsCghvbl9saW1pdBgIIAEoDjIaLmFnZW50c3RhdGUudjEuTGltaXRBY3Rpb24SGAoQaGlzdG9yeV9jaGFubmVscxgJIAMoCSKUAQoZU2V0UmV0ZW50aW9uUG9saWN5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEi4KBnBvbGljeRgDIAEoCzIeLmFnZW50c3RhdGUudjEuUmV0ZW50aW9uUG9saWN5Eg0KBWNsZWFyGAQgASgIEhIKCnJlcXVlc3RfaWQYBSABKAkifwoaU2V0UmV0ZW50aW9uUG9saWN5UmVzcG9uc2USMQoJZWZmZWN0aXZlGAEgASgLMh4uYWdlbnRzdGF0ZS52MS5SZXRlbnRpb25Qb2xpY3kSLgoGc291cmNlGAIgASgOMh4uYWdlbnRzdGF0ZS52MS5SZXRlbnRpb25Tb3VyY2UiQQoZR2V0UmV0ZW50aW9uUG9saWN5UmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJIn8KGkdldFJldGVudGlvblBvbGljeVJlc3BvbnNlEjEKCWVmZmVjdGl2ZRgBIAEoCzIeLmFnZW50c3RhdGUudjEuUmV0ZW50aW9uUG9saWN5Ei4KBnNvdXJjZRgCIAEoDjIeLmFnZW50c3RhdGUudjEuUmV0ZW50aW9uU291cmNlIk4KFUFwcGx5UmV0ZW50aW9uUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEg8KB2RyeV9ydW4YAyABKAgiVAoRUmVtb3ZlZENoZWNrcG9pbnQSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCSLEAgoWQXBwbHlSZXRlbnRpb25SZXNwb25zZRIbChNyZW1vdmVkX2NoZWNrcG9pbnRzGAEgASgEEjEKB3JlbW92ZWQYAiADKAsyIC5hZ2VudHN0YXRlLnYxLlJlbW92ZWRDaGVja3BvaW50EhkKEXJlbW92ZWRfdHJ1bmNhdGVkGAMgASgIEhoKEmRlbGV0ZWRfdGhyZWFkX2lkcxgEIAMoCRJLCgxrZXB0X2J5X3J1bGUYBSADKAsyNS5hZ2VudHN0YXRlLnYxLkFwcGx5UmV0ZW50aW9uUmVzcG9uc2UuS2VwdEJ5UnVsZUVudHJ5EhUKDXN0YWxlX3RocmVhZHMYBiABKAQSDAoEam9icxgHIAEoBBoxCg9LZXB0QnlSdWxlRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgEOgI4ASI3Cg9HZXRVc2FnZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCSJ/ChBHZXRVc2FnZVJlc3BvbnNlEg8KB3RocmVhZHMYASABKAQSEwoLY2hlY2twb2ludHMYAiABKAQSFgoOcGVuZGluZ193cml0ZXMYAyABKAQSFQoNbG9naWNhbF9ieXRlcxgEIAEoBBIWCg5waHlzaWNhbF9ieXRlcxgFIAEoBCJ9CgVRdW90YRIWCgltYXhfYnl0ZXMYASABKARIAIgBARIYCgttYXhfdGhyZWFkcxgCIAEoBEgBiAEBEhYKCW1heF9pdGVtcxgDIAEoBEgCiAEBQgwKCl9tYXhfYnl0ZXNCDgoMX21heF90aHJlYWRzQgwKCl9tYXhfaXRlbXMiUAoKUXVvdGFVc2FnZRINCgVieXRlcxgBIAEoBBIPCgd0aHJlYWRzGAIgASgEEg0KBWl0ZW1zGAMgASgEEhMKC2NoZWNrcG9pbnRzGAQgASgEIlgKD1NldFF1b3RhUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSIwoFcXVvdGEYAiABKAsyFC5hZ2VudHN0YXRlLnYxLlF1b3RhEg0KBWNsZWFyGAMgASgIIm4KEFNldFF1b3RhUmVzcG9uc2USIwoFcXVvdGEYASABKAsyFC5hZ2VudHN0YXRlLnYxLlF1b3RhEgsKA293bhgCIAEoCBIoCgV1c2FnZRgDIAEoCzIZLmFnZW50c3RhdGUudjEuUXVvdGFVc2FnZSI3Cg9HZXRRdW90YVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCSKfAQoQR2V0UXVvdGFSZXNwb25zZRIjCgVxdW90YRgBIAEoCzIULmFnZW50c3RhdGUudjEuUXVvdGESCwoDb3duGAIgASgIEigKBXVzYWdlGAMgASgLMhkuYWdlbnRzdGF0ZS52MS5RdW90YVVzYWdlEi8KDHRocmVhZF91c2FnZRgEIAEoCzIZLmFnZW50c3RhdGUudjEuUXVvdGFVc2FnZSpcCgtMaW1pdEFjdGlvbhIcChhMSU1JVF9BQ1RJT05fVU5TUEVDSUZJRUQQABIXChNMSU1JVF9BQ1RJT05fUkVGVVNFEAESFgoSTElNSVRfQUNUSU9OX1BSVU5FEAIqiwEKD1JldGVudGlvblNvdXJjZRIgChxSRVRFTlRJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVUkVURU5USU9OX1NPVVJDRV9OT05FEAESHgoaUkVURU5USU9OX1NPVVJDRV9OQU1FU1BBQ0UQAhIbChdSRVRFTlRJT05fU09VUkNFX1RIUkVBRBADMq4EChBSZXRlbnRpb25TZXJ2aWNlEmkKElNldFJldGVudGlvblBvbGljeRIoLmFnZW50c3RhdGUudjEuU2V0UmV0ZW50aW9uUG9saWN5UmVxdWVzdBopLmFnZW50c3RhdGUudjEuU2V0UmV0ZW50aW9uUG9saWN5UmVzcG9uc2USaQoSR2V0UmV0ZW50aW9uUG9saWN5EiguYWdlbnRzdGF0ZS52MS5HZXRSZXRlbnRpb25Qb2xpY3lSZXF1ZXN0GikuYWdlbnRzdGF0ZS52MS5HZXRSZXRlbnRpb25Qb2xpY3lSZXNwb25zZRJdCg5BcHBseVJldGVudGlvbhIkLmFnZW50c3RhdGUudjEuQXBwbHlSZXRlbnRpb25SZXF1ZXN0GiUuYWdlbnRzdGF0ZS52MS5BcHBseVJldGVudGlvblJlc3BvbnNlEksKCEdldFVzYWdlEh4uYWdlbnRzdGF0ZS52MS5HZXRVc2FnZVJlcXVlc3QaHy5hZ2VudHN0YXRlLnYxLkdldFVzYWdlUmVzcG9uc2USSwoIU2V0UXVvdGESHi5hZ2VudHN0YXRlLnYxLlNldFF1b3RhUmVxdWVzdBofLmFnZW50c3RhdGUudjEuU2V0UXVvdGFSZXNwb25zZRJLCghHZXRRdW90YRIeLmFnZW50c3RhdGUudjEuR2V0UXVvdGFSZXF1ZXN0Gh8uYWdlbnRzdGF0ZS52MS5HZXRRdW90YVJlc3BvbnNlQl4KEWRldi5hZ2VudHN0YXRlLnYxUAFaR2dpdGh1Yi5jb20vYWdlbnRzdGF0ZS9zaWRlY2FyL2NsaWVudHMvZ28vZ2VuL2FnZW50c3RhdGUvdjE7YWdlbnRzdGF0ZXYxYgZwcm90bzM", [file_google_protobuf_duration]);
 
 /**
  * RetentionPolicy: every rule is off when unset or zero. Rules apply per
@@ -77,9 +77,10 @@ export type RetentionPolicy = Message<"agentstate.v1.RetentionPolicy"> & {
   maxCheckpoints: number;
 
   /**
-   * max_bytes limits the physical bytes of a thread (its checkpoints' and
-   * pending writes' nodes, a node shared within the thread counted once),
-   * checked on every put that adds a checkpoint.
+   * max_bytes limits the charged bytes of a thread (what its checkpoint
+   * puts, pending writes and artifacts were charged: see Quota.max_bytes
+   * and GetQuota's thread_usage), checked on every put that adds a
+   * checkpoint.
    *
    * @generated from field: uint64 max_bytes = 7;
    */
@@ -421,6 +422,202 @@ export const GetUsageResponseSchema: GenMessage<GetUsageResponse> = /*@__PURE__*
   messageDesc(file_agentstate_v1_retention, 9);
 
 /**
+ * Quota: per-namespace limits on charged usage. An unset field takes the
+ * server's default (--quota-max-bytes, --quota-max-threads,
+ * --quota-max-items); 0 means unlimited.
+ *
+ * @generated from message agentstate.v1.Quota
+ */
+export type Quota = Message<"agentstate.v1.Quota"> & {
+  /**
+   * max_bytes limits charged bytes: each checkpoint put is charged its
+   * metadata and the canonical bytes of the nodes its request built (a
+   * delta: only what it adds), each pending write its value, each artifact
+   * version its size. Deduplication against other writes is not credited.
+   *
+   * @generated from field: optional uint64 max_bytes = 1;
+   */
+  maxBytes?: bigint | undefined;
+
+  /**
+   * max_threads limits the namespace's threads.
+   *
+   * @generated from field: optional uint64 max_threads = 2;
+   */
+  maxThreads?: bigint | undefined;
+
+  /**
+   * max_items limits conversation items, memory items and artifact
+   * versions together.
+   *
+   * @generated from field: optional uint64 max_items = 3;
+   */
+  maxItems?: bigint | undefined;
+};
+
+/**
+ * Describes the message agentstate.v1.Quota.
+ * Use `create(QuotaSchema)` to create a new message.
+ */
+export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_retention, 10);
+
+/**
+ * QuotaUsage: what a namespace (or a thread) is charged for.
+ *
+ * @generated from message agentstate.v1.QuotaUsage
+ */
+export type QuotaUsage = Message<"agentstate.v1.QuotaUsage"> & {
+  /**
+   * @generated from field: uint64 bytes = 1;
+   */
+  bytes: bigint;
+
+  /**
+   * @generated from field: uint64 threads = 2;
+   */
+  threads: bigint;
+
+  /**
+   * @generated from field: uint64 items = 3;
+   */
+  items: bigint;
+
+  /**
+   * @generated from field: uint64 checkpoints = 4;
+   */
+  checkpoints: bigint;
+};
+
+/**
+ * Describes the message agentstate.v1.QuotaUsage.
+ * Use `create(QuotaUsageSchema)` to create a new message.
+ */
+export const QuotaUsageSchema: GenMessage<QuotaUsage> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_retention, 11);
+
+/**
+ * @generated from message agentstate.v1.SetQuotaRequest
+ */
+export type SetQuotaRequest = Message<"agentstate.v1.SetQuotaRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * quota: the namespace's own quotas (required unless clear).
+   *
+   * @generated from field: agentstate.v1.Quota quota = 2;
+   */
+  quota?: Quota | undefined;
+
+  /**
+   * clear removes the namespace's own quotas (the defaults apply again).
+   *
+   * @generated from field: bool clear = 3;
+   */
+  clear: boolean;
+};
+
+/**
+ * Describes the message agentstate.v1.SetQuotaRequest.
+ * Use `create(SetQuotaRequestSchema)` to create a new message.
+ */
+export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_retention, 12);
+
+/**
+ * @generated from message agentstate.v1.SetQuotaResponse
+ */
+export type SetQuotaResponse = Message<"agentstate.v1.SetQuotaResponse"> & {
+  /**
+   * quota: in effect now (every field set; 0: unlimited).
+   *
+   * @generated from field: agentstate.v1.Quota quota = 1;
+   */
+  quota?: Quota | undefined;
+
+  /**
+   * own: whether the namespace has quotas of its own (else the defaults).
+   *
+   * @generated from field: bool own = 2;
+   */
+  own: boolean;
+
+  /**
+   * @generated from field: agentstate.v1.QuotaUsage usage = 3;
+   */
+  usage?: QuotaUsage | undefined;
+};
+
+/**
+ * Describes the message agentstate.v1.SetQuotaResponse.
+ * Use `create(SetQuotaResponseSchema)` to create a new message.
+ */
+export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_retention, 13);
+
+/**
+ * @generated from message agentstate.v1.GetQuotaRequest
+ */
+export type GetQuotaRequest = Message<"agentstate.v1.GetQuotaRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+
+  /**
+   * thread_id, when set, also reports that thread's usage.
+   *
+   * @generated from field: string thread_id = 2;
+   */
+  threadId: string;
+};
+
+/**
+ * Describes the message agentstate.v1.GetQuotaRequest.
+ * Use `create(GetQuotaRequestSchema)` to create a new message.
+ */
+export const GetQuotaRequestSchema: GenMessage<GetQuotaRequest> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_retention, 14);
+
+/**
+ * @generated from message agentstate.v1.GetQuotaResponse
+ */
+export type GetQuotaResponse = Message<"agentstate.v1.GetQuotaResponse"> & {
+  /**
+   * @generated from field: agentstate.v1.Quota quota = 1;
+   */
+  quota?: Quota | undefined;
+
+  /**
+   * @generated from field: bool own = 2;
+   */
+  own: boolean;
+
+  /**
+   * @generated from field: agentstate.v1.QuotaUsage usage = 3;
+   */
+  usage?: QuotaUsage | undefined;
+
+  /**
+   * thread_usage: the thread's charged bytes and checkpoints (with
+   * thread_id; its items are its conversation items and artifacts).
+   *
+   * @generated from field: agentstate.v1.QuotaUsage thread_usage = 4;
+   */
+  threadUsage?: QuotaUsage | undefined;
+};
+
+/**
+ * Describes the message agentstate.v1.GetQuotaResponse.
+ * Use `create(GetQuotaResponseSchema)` to create a new message.
+ */
+export const GetQuotaResponseSchema: GenMessage<GetQuotaResponse> = /*@__PURE__*/
+  messageDesc(file_agentstate_v1_retention, 15);
+
+/**
  * LimitAction says what happens when a put would take a thread over
  * max_checkpoints or max_bytes.
  *
@@ -543,6 +740,30 @@ export const RetentionService: GenService<{
     methodKind: "unary";
     input: typeof GetUsageRequestSchema;
     output: typeof GetUsageResponseSchema;
+  },
+  /**
+   * SetQuota sets or clears a namespace's own quotas (docs/security.md
+   * "Quotas"); needs the admin role for that namespace. A write that would
+   * take the namespace over a quota is refused with RESOURCE_EXHAUSTED
+   * (QUOTA_EXCEEDED) and writes nothing; deletes are always allowed.
+   *
+   * @generated from rpc agentstate.v1.RetentionService.SetQuota
+   */
+  setQuota: {
+    methodKind: "unary";
+    input: typeof SetQuotaRequestSchema;
+    output: typeof SetQuotaResponseSchema;
+  },
+  /**
+   * GetQuota reports the quotas in effect on a namespace next to its
+   * charged usage (and, with thread_id, that thread's charged usage).
+   *
+   * @generated from rpc agentstate.v1.RetentionService.GetQuota
+   */
+  getQuota: {
+    methodKind: "unary";
+    input: typeof GetQuotaRequestSchema;
+    output: typeof GetQuotaResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentstate_v1_retention, 0);

@@ -1,0 +1,644 @@
+"""usage: charged-usage counters per namespace and per thread, kept in the write transactions, and the
+namespace quotas checked against them (docs/security.md "Quotas").
+
+What is counted (``usage`` table, layout.UsageRec):
+
+* **bytes** — *charged* bytes, deterministic and independent of what other namespaces store:
+  a checkpoint put is charged the canonical bytes of the nodes its request built (a whole value: its whole
+  tree; a delta: the new items and the path to them) plus its metadata; a pending write the canonical
+  bytes of its value. Deduplication against the rest of the store is not credited (that would depend on,
+  and reveal, other tenants' content), and physical sharing is not attributable to one thread.
+* **checkpoints** — live checkpoints.
+* **threads** — thread records of the namespace.
+* **items** — conversation items, memory items and artifact versions.
+
+Refunds: deleting a pending write refunds its charge. Deleting a checkpoint refunds its charge only when no
+live checkpoint was built on it (a delta or keep of it, ``ChargeRec.deps``): otherwise its charge moves to
+the first such checkpoint (its nodes are still shared by it), so pruning history never lets a namespace
+hold more than it is charged for. A thread's whole usage is refunded when its record is dropped; rows of a
+tkey without a thread row are not counted (a reclaim in progress). A store written before the counters
+gets them built on open (:func:`rebuild`).
+
+Quotas (``quotas`` table, else the server's defaults in ``Store.quota_defaults``) are checked by
+:func:`add` whenever a counter grows: over a quota the call raises RESOURCE_EXHAUSTED ``QUOTA_EXCEEDED``
+and its transaction is dropped. Shrinking is never refused.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ApiError
+from . import encryption, layout
+from . import hotpath as hp
+from .layout import ChargeRec, QuotaRec, UsageRec
+
+VERSION = b"1"  # meta b"usage": the counters exist (a store without it gets them built on open)
+QUOTAS = ("max_bytes", "max_threads", "max_items")
+UNSET = -1  # a QuotaRec field that takes the server's default
+
+
+# ----------------------------------------------------------------- counters
+
+def _row(txn, store, key: bytes) -> UsageRec | None:
+    raw = txn.get(key, db=store.db["usage"])
+    return None if raw is None else layout.usage_decoder.decode(raw)
+
+
+def namespace(txn, store, ns: str) -> UsageRec:
+    return _row(txn, store, layout.ns_usage_key(ns)) or UsageRec(1, 0, 0, 0, 0)
+
+
+def thread(txn, store, tkey: int) -> UsageRec | None:
+    """A thread's usage (None: no row — a thread already refunded, or reclaimed)."""
+    return _row(txn, store, layout.thread_usage_key(tkey))
+
+
+def add(txn, store, ns: str, tkey: int = 0, *, nbytes: int = 0, threads: int = 0, items: int = 0,
+        checkpoints: int = 0) -> None:
+    """Change the counters of namespace ``ns`` and of thread ``tkey`` (0: none) by the deltas; a thread
+    without a row is not counted (nor is its namespace changed). QUOTA_EXCEEDED when a counter that grows
+    ends over the namespace's quota."""
+    db = store.db["usage"]
+    if tkey:
+        tk = layout.thread_usage_key(tkey)
+        t = _row(txn, store, tk)
+        if t is None:
+            return
+        t.nbytes += nbytes
+        t.items += items
+        t.checkpoints += checkpoints
+        txn.put(tk, layout.encode(t), db=db)
+    nk = layout.ns_usage_key(ns)
+    n = _row(txn, store, nk) or UsageRec(1, 0, 0, 0, 0)
+    n.nbytes += nbytes
+    n.threads += threads
+    n.items += items
+    n.checkpoints += checkpoints
+    if nbytes > 0 or threads > 0 or items > 0:
+        _check(txn, store, ns, n, nbytes, threads, items)
+    txn.put(nk, layout.encode(n), db=db)
+
+
+def add_items(txn, store, tkey: int, items: int) -> None:
+    """Items (conversation items, artifact versions) added to (or removed from) thread ``tkey``."""
+    t = thread(txn, store, tkey)
+    if t is not None and items:
+        add(txn, store, t.ns, tkey, items=items)
+
+
+def new_thread(txn, store, ns: str, tkey: int) -> None:
+    txn.put(layout.thread_usage_key(tkey), layout.encode(UsageRec(1, 0, 0, 0, 0, ns)), db=store.db["usage"])
+    add(txn, store, ns, threads=1)
+
+
+def drop_thread(txn, store, ns: str, tkey: int) -> None:
+    """The thread's record went: its whole usage is refunded and its charge rows dropped (its contents may
+    be deleted later, by a reclaim: those deletes then count nothing)."""
+    tk = layout.thread_usage_key(tkey)
+    t = _row(txn, store, tk)
+    if t is None:
+        return
+    txn.delete(tk, db=store.db["usage"])
+    add(txn, store, ns, nbytes=-t.nbytes, threads=-1, items=-t.items, checkpoints=-t.checkpoints)
+    prefix = layout.tkey_prefix(tkey)
+    for name in ("ckcharge", "wcharge"):
+        _delete_prefix(txn, store.db[name], prefix)
+
+
+def _delete_prefix(txn, db, prefix: bytes) -> None:
+    cursor = txn.cursor(db=db)
+    if not cursor.set_range(prefix):
+        return
+    while cursor.key().startswith(prefix):
+        if not cursor.delete():
+            break
+
+
+# ----------------------------------------------------------------- checkpoints
+
+def _charge(txn, store, key: bytes) -> ChargeRec | None:
+    raw = txn.get(key, db=store.db["ckcharge"])
+    return None if raw is None else layout.charge_decoder.decode(raw)
+
+
+def _save(txn, store, key: bytes, rec: ChargeRec) -> None:
+    txn.put(key, layout.encode(rec), db=store.db["ckcharge"])
+
+
+def put_checkpoint(txn, store, ns: str, tkey: int, key: bytes, nbytes: int, base: bytes = b"") -> None:
+    """A checkpoint stored at ckpts ``key``, charged ``nbytes``, built on checkpoint ``base`` (a delta or
+    keep of it; b"": whole values). A rewrite of a live checkpoint releases the old one's charge first."""
+    if thread(txn, store, tkey) is None:
+        return
+    old = _charge(txn, store, key)
+    new_ckpt = 1
+    if old is not None:
+        refund = _release(txn, store, key, old)
+        add(txn, store, ns, tkey, nbytes=-refund)
+        new_ckpt = 0
+    if base and base != key:
+        b = _charge(txn, store, base)
+        if b is None:
+            base = b""
+        else:
+            b.deps.append(key)
+            _save(txn, store, base, b)
+    else:
+        base = b""
+    _save(txn, store, key, ChargeRec(1, nbytes, base, []))
+    add(txn, store, ns, tkey, nbytes=nbytes, checkpoints=new_ckpt)
+
+
+def _release(txn, store, key: bytes, rec: ChargeRec) -> int:
+    """Remove ``key``'s charge row; returns the bytes refunded (0 when its charge moved to a checkpoint built
+    on it, which then takes its place in the chain)."""
+    txn.delete(key, db=store.db["ckcharge"])
+    b = _charge(txn, store, rec.base) if rec.base else None
+    if b is not None and key in b.deps:
+        b.deps.remove(key)
+    refunded = rec.nbytes
+    heir = None
+    while rec.deps:
+        heir_key = rec.deps[0]
+        heir = _charge(txn, store, heir_key)
+        if heir is not None:
+            break
+        rec.deps.pop(0)  # (a row gone without its base knowing: not expected)
+    if heir is not None:
+        heir.nbytes += rec.nbytes
+        heir.base = rec.base if b is not None else b""
+        for d in rec.deps[1:]:
+            drec = _charge(txn, store, d)
+            if drec is not None:
+                drec.base = heir_key
+                _save(txn, store, d, drec)
+                heir.deps.append(d)
+        _save(txn, store, heir_key, heir)
+        if b is not None:
+            b.deps.append(heir_key)
+        refunded = 0
+    if b is not None:
+        _save(txn, store, rec.base, b)
+    return refunded
+
+
+def delete_checkpoint(txn, store, ns: str, key: bytes) -> None:
+    """(Before or after) checkpoint ``key`` and its pending writes are deleted."""
+    tkey = layout.read_u64(key[:8])
+    if thread(txn, store, tkey) is None:
+        return
+    rec = _charge(txn, store, key)
+    refund = 0 if rec is None else _release(txn, store, key, rec)
+    refund += _drop_writes(txn, store, key + layout.SEP)
+    add(txn, store, ns, tkey, nbytes=-refund, checkpoints=-1 if rec is not None else 0)
+
+
+def chain_bytes(txn, store, key: bytes) -> int:
+    """The charges of checkpoint ``key`` and of the checkpoints it was built on (what a copy of it alone
+    carries)."""
+    total, seen = 0, set()
+    while key and key not in seen:
+        seen.add(key)
+        rec = _charge(txn, store, key)
+        if rec is None:
+            break
+        total += rec.nbytes
+        key = rec.base
+    return total
+
+
+def copy_checkpoint(txn, store, ns: str, src_key: bytes, dst_key: bytes) -> None:
+    """Checkpoint ``src_key`` was copied (with its pending writes) to ``dst_key`` of another thread: charged
+    its chain's bytes there, as whole values."""
+    dst_tkey = layout.read_u64(dst_key[:8])
+    put_checkpoint(txn, store, ns, dst_tkey, dst_key, chain_bytes(txn, store, src_key))
+    _copy_writes(txn, store, ns, dst_tkey, src_key + layout.SEP, dst_key + layout.SEP)
+
+
+def copy_thread(txn, store, ns: str, src_tkey: int, dst_tkey: int) -> None:
+    """Every checkpoint and pending write of thread ``src_tkey`` was copied to the new thread ``dst_tkey``:
+    its charge rows are copied (links within the thread kept) and charged there."""
+    if thread(txn, store, dst_tkey) is None:
+        return
+    src, dst = layout.tkey_prefix(src_tkey), layout.tkey_prefix(dst_tkey)
+    total = n = 0
+    rows = []
+    cursor = txn.cursor(db=store.db["ckcharge"])
+    if cursor.set_range(src):
+        for key, raw in cursor.iternext():
+            if not key.startswith(src):
+                break
+            rec = layout.charge_decoder.decode(raw)
+            rec.base = dst + rec.base[8:] if rec.base else b""
+            rec.deps = [dst + d[8:] for d in rec.deps]
+            rows.append((dst + bytes(key[8:]), rec))
+            total += rec.nbytes
+            n += 1
+    for key, rec in rows:
+        _save(txn, store, key, rec)
+    total += _copy_writes(txn, store, ns, 0, src, dst)
+    add(txn, store, ns, dst_tkey, nbytes=total, checkpoints=n)
+
+
+# ----------------------------------------------------------------- pending writes
+
+def put_write(txn, store, ns: str, tkey: int, key: bytes, nbytes: int) -> None:
+    """A pending write stored (or replaced) at writes ``key``, charged ``nbytes``."""
+    if thread(txn, store, tkey) is None:
+        return
+    db = store.db["wcharge"]
+    old = txn.get(key, db=db)
+    txn.put(key, layout.u64(nbytes), db=db)
+    add(txn, store, ns, tkey, nbytes=nbytes - (layout.read_u64(old) if old is not None else 0))
+
+
+def delete_writes(txn, store, ns: str, tkey: int, keys: list[bytes]) -> None:
+    if thread(txn, store, tkey) is None:
+        return
+    db = store.db["wcharge"]
+    refund = 0
+    for key in keys:
+        raw = txn.get(key, db=db)
+        if raw is not None:
+            refund += layout.read_u64(raw)
+            txn.delete(key, db=db)
+    add(txn, store, ns, tkey, nbytes=-refund)
+
+
+def _drop_writes(txn, store, prefix: bytes) -> int:
+    db = store.db["wcharge"]
+    cursor = txn.cursor(db=db)
+    total = 0
+    if not cursor.set_range(prefix):
+        return 0
+    while cursor.key().startswith(prefix):
+        total += layout.read_u64(cursor.value())
+        if not cursor.delete():
+            break
+    return total
+
+
+def _copy_writes(txn, store, ns: str, dst_tkey: int, src_prefix: bytes, dst_prefix: bytes) -> int:
+    """Copy the write charges under ``src_prefix`` to ``dst_prefix``; charged to ``dst_tkey`` when given
+    (else the caller adds the returned total)."""
+    db = store.db["wcharge"]
+    rows = []
+    cursor = txn.cursor(db=db)
+    if cursor.set_range(src_prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(src_prefix):
+                break
+            rows.append((dst_prefix + bytes(key[len(src_prefix):]), layout.read_u64(raw)))
+    total = 0
+    for key, n in rows:
+        old = txn.get(key, db=db)
+        total += n - (layout.read_u64(old) if old is not None else 0)
+        txn.put(key, layout.u64(n), db=db)
+    if dst_tkey and total:
+        add(txn, store, ns, dst_tkey, nbytes=total)
+    return total
+
+
+def thread_charges(txn, store, tkey: int) -> tuple[dict[bytes, ChargeRec], dict[bytes, int]]:
+    """(ckpts key -> its ChargeRec, ckpts key -> the charges of its pending writes) of one thread."""
+    prefix = layout.tkey_prefix(tkey)
+    charges: dict[bytes, ChargeRec] = {}
+    cursor = txn.cursor(db=store.db["ckcharge"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            charges[bytes(key)] = layout.charge_decoder.decode(raw)
+    writes: dict[bytes, int] = {}
+    cursor = txn.cursor(db=store.db["wcharge"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            tk, cns, cid, _, _ = layout.split_write_key(bytes(key))
+            ck = layout.ckpt_key(tk, cns, cid)
+            writes[ck] = writes.get(ck, 0) + layout.read_u64(raw)
+    return charges, writes
+
+
+def refund_curve(charges: dict[bytes, ChargeRec], writes: dict[bytes, int], total: int, gone: set[bytes],
+                 order: list[bytes]) -> list[int]:
+    """The thread's charged bytes after removing the checkpoints ``gone`` and then the first k of ``order``,
+    for k = 0..len(order), by the same rule as :func:`delete_checkpoint` (simulated on copies)."""
+    rows = {k: [r.nbytes, r.base, list(r.deps)] for k, r in charges.items()}
+
+    def remove(key: bytes) -> int:
+        r = rows.pop(key, None)
+        refund = writes.get(key, 0)
+        if r is None:
+            return refund
+        nbytes, base, deps = r
+        b = rows.get(base) if base else None
+        if b is not None and key in b[2]:
+            b[2].remove(key)
+        deps = [d for d in deps if d in rows]
+        if deps:
+            heir = rows[deps[0]]
+            heir[0] += nbytes
+            heir[1] = base if b is not None else b""
+            for d in deps[1:]:
+                rows[d][1] = deps[0]
+                heir[2].append(d)
+            if b is not None:
+                b[2].append(deps[0])
+            return refund
+        return refund + nbytes
+
+    left = total
+    for key in gone:
+        left -= remove(key)
+    out = [left]
+    for key in order:
+        left -= remove(key)
+        out.append(left)
+    return out
+
+
+# ----------------------------------------------------------------- quotas
+
+@dataclass
+class Quota:
+    max_bytes: int = 0  # 0: unlimited
+    max_threads: int = 0
+    max_items: int = 0
+    own: bool = False  # the namespace has its own row (else: the server's defaults)
+
+
+def quota_of(txn, store, ns: str) -> Quota:
+    raw = txn.get(ns.encode(), db=store.db["quotas"])
+    defaults = getattr(store, "quota_defaults", None) or (0, 0, 0)
+    if raw is None:
+        return Quota(*defaults)
+    rec = layout.quota_decoder.decode(raw)
+    own = (rec.max_bytes, rec.max_threads, rec.max_items)
+    return Quota(*(d if v == UNSET else v for v, d in zip(own, defaults)), own=True)
+
+
+def set_quota(txn, store, ns: str, values: tuple[int, int, int] | None, now: int) -> None:
+    """Set a namespace's own quotas (UNSET fields: the server's default), or clear them (None)."""
+    if values is None:
+        txn.delete(ns.encode(), db=store.db["quotas"])
+    else:
+        txn.put(ns.encode(), layout.encode(QuotaRec(1, *values, now)), db=store.db["quotas"])
+
+
+def check(txn, store, ns: str, *, nbytes: int = 0, threads: int = 0, items: int = 0) -> None:
+    """QUOTA_EXCEEDED if adding these to namespace ``ns`` now would go over a quota (a large put asks before
+    it stores its staged nodes; its write checks again)."""
+    n = namespace(txn, store, ns)
+    n.nbytes += nbytes
+    n.threads += threads
+    n.items += items
+    _check(txn, store, ns, n, nbytes, threads, items)
+
+
+def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: int) -> None:
+    q = quota_of(txn, store, ns)
+    for name, grew, value, limit, unit in (("max_bytes", nbytes, n.nbytes, q.max_bytes, "bytes"),
+                                           ("max_threads", threads, n.threads, q.max_threads, "threads"),
+                                           ("max_items", items, n.items, q.max_items, "items")):
+        if grew > 0 and limit and value > limit:
+            raise ApiError("QUOTA_EXCEEDED", f"namespace {ns!r} would hold {value} {unit} (this write adds "
+                           f"{grew}); its quota {name} is {limit}", namespace=ns, quota=name, usage=value - grew,
+                           requested=grew, limit=limit)
+
+
+# ----------------------------------------------------------------- rebuild and recount
+
+def _physical(get, roots, seen: set[bytes]) -> int:
+    """Canonical bytes (what a put is charged for a node it builds) of the nodes reachable from ``roots`` not in
+    ``seen`` (which gets them)."""
+    total = 0
+    stack = [r for r in roots if r not in seen]
+    seen.update(stack)
+
+    def hash_of(node_id: bytes) -> bytes:
+        child = get(node_id)
+        if child is None:
+            raise hp.CorruptNode("missing node")
+        return bytes(child[:hp.HASH_SIZE])
+
+    while stack:
+        rec = get(stack.pop())
+        if rec is None:
+            continue
+        try:
+            total += len(hp.canonical_node(encryption.plain(rec)[hp.HASH_SIZE:], hash_of))
+        except Exception:  # a damaged or unreadable (sealed, no key) record: its stored size
+            total += len(rec)
+        for child in hp.stored_children(rec[hp.HASH_SIZE:]):
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return total
+
+
+def _thread_items(txn, store, tkey: int) -> tuple[int, int]:
+    """(items, bytes) of a thread's conversation items and artifact versions (artifacts are charged their
+    size)."""
+    raw = txn.get(layout.tkey_prefix(tkey), db=store.db["cstate"])
+    n = layout.convstate_decoder.decode(raw).count if raw is not None else 0
+    size = 0
+    prefix = layout.tkey_prefix(tkey)
+    cursor = txn.cursor(db=store.db["artifacts"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            n += 1
+            size += layout.artifact_decoder.decode(raw).size
+    return n, size
+
+
+def _memory_items(txn, store) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, raw in txn.cursor(db=store.db["mempaths"]):
+        ns = bytes(key).partition(layout.SEP)[0].decode()
+        out[ns] = out.get(ns, 0) + layout.mempath_decoder.decode(raw).live
+    return out
+
+
+def stored_bytes(txn, store, m: layout.Manifest) -> int:
+    """The canonical bytes of the nodes a manifest reaches, each once (the charge of a checkpoint made of
+    stored nodes: a promotion's)."""
+    nodes_db = store.db["nodes"]
+    roots = [i for _, i in m.channels] + ([m.extra] if m.extra is not None else [])
+    return _physical(lambda i: txn.get(i, db=nodes_db), roots, set())
+
+
+def rebuild_thread(txn, store, ns: str, tkey: int) -> UsageRec:
+    """Build one thread's charge rows and counter from what it stores (a store or thread written without
+    counters): each checkpoint, in key order, is charged its metadata and the canonical bytes of the nodes it
+    reaches first in its thread, and is taken as built on the one before it in its checkpoint namespace; a
+    pending write the canonical bytes of what its value reaches first."""
+    prefix = layout.tkey_prefix(tkey)
+    for name in ("ckcharge", "wcharge"):
+        _delete_prefix(txn, store.db[name], prefix)
+    nodes_db = store.db["nodes"]
+    get = lambda i: txn.get(i, db=nodes_db)  # noqa: E731
+    seen: set[bytes] = set()
+    rows: dict[bytes, ChargeRec] = {}
+    last_of: dict[str, bytes] = {}
+    total = 0
+    cursor = txn.cursor(db=store.db["ckpts"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            key = bytes(key)
+            m = layout.manifest_decoder.decode(raw)
+            roots = [i for _, i in m.channels] + ([m.extra] if m.extra is not None else [])
+            n = len(bytes(m.metadata)) + _physical(get, roots, seen)
+            cns = layout.split_ckpt_key(key)[1]
+            base = last_of.get(cns, b"")
+            if base:
+                rows[base].deps.append(key)
+            rows[key] = ChargeRec(1, n, base, [])
+            last_of[cns] = key
+            total += n
+    for key, rec in rows.items():
+        _save(txn, store, key, rec)
+    wdb = store.db["wcharge"]
+    wrows = []
+    cursor = txn.cursor(db=store.db["writes"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            n = _physical(get, [layout.write_decoder.decode(raw).value], seen)
+            wrows.append((bytes(key), n))
+            total += n
+    for key, n in wrows:
+        txn.put(key, layout.u64(n), db=wdb)
+    items, art_bytes = _thread_items(txn, store, tkey)
+    rec = UsageRec(1, total + art_bytes, 0, items, len(rows), ns)
+    txn.put(layout.thread_usage_key(tkey), layout.encode(rec), db=store.db["usage"])
+    return rec
+
+
+def rebuild(txn, store, progress=None) -> int:
+    """Build every counter and charge row from what the store holds; returns the threads counted."""
+    for name in ("usage", "ckcharge", "wcharge"):
+        txn.drop(store.db[name], delete=False)
+    totals: dict[str, UsageRec] = {}
+    n = 0
+    for key, raw in txn.cursor(db=store.db["threads"]):
+        ns = bytes(key).partition(layout.SEP)[0].decode()
+        t = rebuild_thread(txn, store, ns, layout.thread_decoder.decode(raw).tkey)
+        u = totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0))
+        u.nbytes += t.nbytes
+        u.threads += 1
+        u.items += t.items
+        u.checkpoints += t.checkpoints
+        n += 1
+        if progress is not None:
+            progress(n)
+    for ns, items in _memory_items(txn, store).items():
+        totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).items += items
+    for ns, u in totals.items():
+        txn.put(layout.ns_usage_key(ns), layout.encode(u), db=store.db["usage"])
+    txn.put(b"usage", VERSION, db=store.db["meta"])
+    return n
+
+
+def rebuild_namespace(txn, store, ns: str) -> None:
+    """Recount one namespace (after an import wrote its records directly)."""
+    u = UsageRec(1, 0, 0, _memory_items(txn, store).get(ns, 0), 0)
+    prefix = layout.thread_prefix(ns)
+    live = [layout.thread_decoder.decode(raw).tkey for key, raw in txn.cursor(db=store.db["threads"])
+            if bytes(key).startswith(prefix)]
+    db = store.db["usage"]
+    live_set = set(live)
+    stale = [bytes(k) for k, v in txn.cursor(db=db) if bytes(k[:1]) == b"t"
+             and layout.usage_decoder.decode(v).ns == ns and layout.read_u64(bytes(k[1:])) not in live_set]
+    for k in stale:  # threads replaced by the import
+        drop_thread(txn, store, ns, layout.read_u64(k[1:]))
+    for tkey in live:
+        t = rebuild_thread(txn, store, ns, tkey)
+        u.nbytes += t.nbytes
+        u.threads += 1
+        u.items += t.items
+        u.checkpoints += t.checkpoints
+    txn.put(layout.ns_usage_key(ns), layout.encode(u), db=store.db["usage"])
+
+
+@dataclass
+class Recount:
+    """What the counters should say, recounted from the records and the charge rows, and what disagrees."""
+
+    namespaces: dict[str, UsageRec] = field(default_factory=dict)
+    threads: dict[int, UsageRec] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def recount(txn, store) -> Recount:
+    """Recount every counter from the stored records and charge rows and compare with the ``usage`` rows;
+    also checks that every live checkpoint and pending write has its charge row (and no row is left over),
+    and that the base/deps links of the charge rows agree."""
+    out = Recount()
+    for key, raw in txn.cursor(db=store.db["threads"]):
+        ns = bytes(key).partition(layout.SEP)[0].decode()
+        tkey = layout.thread_decoder.decode(raw).tkey
+        prefix = layout.tkey_prefix(tkey)
+        charges, writes = thread_charges(txn, store, tkey)
+        ckpts = set(keys_of(txn, store.db["ckpts"], prefix))
+        if set(charges) != ckpts:
+            out.problems.append(f"thread {tkey} ({ns}): {len(ckpts ^ set(charges))} checkpoints without a charge "
+                                "row or charge rows without a checkpoint")
+        wkeys = set(keys_of(txn, store.db["writes"], prefix))
+        if wkeys != set(keys_of(txn, store.db["wcharge"], prefix)):
+            out.problems.append(f"thread {tkey} ({ns}): pending writes and their charge rows differ")
+        for k, r in charges.items():
+            if r.base and (r.base not in charges or k not in charges[r.base].deps):
+                out.problems.append(f"thread {tkey} ({ns}): a charge row's base does not list it")
+            for d in r.deps:
+                if d not in charges or charges[d].base != k:
+                    out.problems.append(f"thread {tkey} ({ns}): a charge row's dependent does not name it")
+        items, art_bytes = _thread_items(txn, store, tkey)
+        t = UsageRec(1, sum(r.nbytes for r in charges.values()) + sum(writes.values()) + art_bytes, 0, items,
+                     len(ckpts), ns)
+        out.threads[tkey] = t
+        u = out.namespaces.setdefault(ns, UsageRec(1, 0, 0, 0, 0))
+        u.nbytes += t.nbytes
+        u.threads += 1
+        u.items += t.items
+        u.checkpoints += t.checkpoints
+        stored = thread(txn, store, tkey)
+        if stored is None or (stored.nbytes, stored.items, stored.checkpoints) != (t.nbytes, t.items, t.checkpoints):
+            out.problems.append(f"thread {tkey} ({ns}): counter {_fmt(stored)} != recount {_fmt(t)}")
+    for k in keys_of(txn, store.db["usage"], b"t"):
+        if layout.read_u64(k[1:]) not in out.threads:
+            out.problems.append(f"thread {layout.read_u64(k[1:])}: a usage row without a thread")
+    for ns, items in _memory_items(txn, store).items():
+        out.namespaces.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).items += items
+    stored_ns = {bytes(k[1:]).decode(): layout.usage_decoder.decode(v)
+                 for k, v in txn.cursor(db=store.db["usage"]) if bytes(k[:1]) == b"n"}
+    for ns in set(stored_ns) | set(out.namespaces):
+        want = out.namespaces.get(ns, UsageRec(1, 0, 0, 0, 0))
+        got = stored_ns.get(ns, UsageRec(1, 0, 0, 0, 0))
+        if (got.nbytes, got.threads, got.items, got.checkpoints) != (want.nbytes, want.threads, want.items,
+                                                                    want.checkpoints):
+            out.problems.append(f"namespace {ns!r}: counter {_fmt(got)} != recount {_fmt(want)}")
+    return out
+
+
+def keys_of(txn, db, prefix: bytes) -> list[bytes]:
+    cursor = txn.cursor(db=db)
+    out = []
+    if cursor.set_range(prefix):
+        for key in cursor.iternext(values=False):
+            if not key.startswith(prefix):
+                break
+            out.append(bytes(key))
+    return out
+
+
+def _fmt(u: UsageRec | None) -> str:
+    if u is None:
+        return "(none)"
+    return f"bytes={u.nbytes} threads={u.threads} items={u.items} checkpoints={u.checkpoints}"
