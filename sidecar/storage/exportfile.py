@@ -52,14 +52,20 @@ class Writer:
     """Writes one export file: header, records (blobs once each), trailer; into a temporary file renamed
     into place by :meth:`finish` (a crash never leaves a half export under the target's name)."""
 
-    def __init__(self, path: str, source: dict, scope: dict) -> None:
-        self.path = os.path.abspath(path)
-        if os.path.exists(self.path):
-            raise ExportFileError(f"{self.path} exists; an export never overwrites")
-        parent = os.path.dirname(self.path)
-        os.makedirs(parent, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=".export-", dir=parent)
-        self._f: BinaryIO = os.fdopen(fd, "wb")
+    def __init__(self, path: str | None, source: dict, scope: dict, out: BinaryIO | None = None) -> None:
+        """``out``: write the file there instead (a stream: no temporary file, no rename; ``path`` None)."""
+        self._tmp = None
+        if out is not None:
+            self.path = ""
+            self._f: BinaryIO = out
+        else:
+            self.path = os.path.abspath(path)
+            if os.path.exists(self.path):
+                raise ExportFileError(f"{self.path} exists; an export never overwrites")
+            parent = os.path.dirname(self.path)
+            os.makedirs(parent, exist_ok=True)
+            fd, self._tmp = tempfile.mkstemp(prefix=".export-", dir=parent)
+            self._f = os.fdopen(fd, "wb")
         self._hash = blake3()
         self.counts: dict[str, int] = {}
         self.bytes = 0
@@ -89,7 +95,10 @@ class Writer:
         digest = self._hash.hexdigest()
         data = _enc.encode({"t": "end", "counts": dict(self.counts), "blake3": digest})
         self._f.write(_LEN.pack(len(data)) + data)
+        self.bytes += 4 + len(data)
         self._f.flush()
+        if self._tmp is None:  # a stream: its reader keeps it
+            return digest
         os.fsync(self._f.fileno())
         self._f.close()
         if os.path.exists(self.path):
@@ -104,6 +113,8 @@ class Writer:
         return digest
 
     def abort(self) -> None:
+        if self._tmp is None:
+            return
         try:
             self._f.close()
         finally:
