@@ -970,8 +970,10 @@ async def import_served(store, p: _Plan, *, replace: bool = False, check_only: b
     started = time.monotonic()
     sealed = sealing(store, p, allow_plaintext)
     check_conflicts(store, p, replace)
-    if check_only:
-        return _summary(p, (0, 0, 0, 0, 0), started, sealed)
+    if check_only:  # what the import would write
+        kinds = [rec["t"] for _, recs in p.threads for rec in recs] + [rec["t"] for rec in p.memory]
+        return _summary(p, (kinds.count("checkpoint"), 0, kinds.count("memory_item"), kinds.count("memory_revision"),
+                            0), started, sealed)
     store.check_load()
     imp = _Importer(store, p)
     with store.hold_sweeps():

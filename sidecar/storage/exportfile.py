@@ -13,6 +13,7 @@ ops/transfer.py's.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import struct
 import tempfile
@@ -160,16 +161,21 @@ class Contents:
     bytes: int = 0
 
 
-def read(path: str, progress: Callable[[str, int, int], None] | None = None) -> Contents:
-    """Read and verify a whole export file: framing, header and version, every blob against its hash, every
-    value reference, the trailer's counts and BLAKE3. Raises ExportFileError; returns what it holds."""
-    total = os.path.getsize(path)
+def read(path, progress: Callable[[str, int, int], None] | None = None) -> Contents:
+    """Read and verify a whole export file (a path, or the file's bytes: an import streamed to a serving
+    sidecar): framing, header and version, every blob against its hash, every value reference, the
+    trailer's counts and BLAKE3. Raises ExportFileError; returns what it holds."""
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        data = bytes(path)
+        total, path, opened = len(data), "the stream", (lambda: io.BytesIO(data))
+    else:
+        total, opened = os.path.getsize(path), (lambda: open(path, "rb"))
     h = blake3()
     contents: Contents | None = None
     counts: dict[str, int] = {}
     trailer: dict | None = None
     tick = (lambda done: progress("reading", done, total)) if progress else None
-    with open(path, "rb") as f:
+    with opened() as f:
         for frame, rec in frames(f, tick):
             kind = rec["t"]
             if trailer is not None:
