@@ -146,6 +146,17 @@ def fields_of(rec, drop=_INTERNAL) -> dict:
 _RAW_FIELDS: dict[type, frozenset] = {}
 
 
+_FIELDS: dict[type, tuple] = {}
+
+
+def _fields(cls) -> tuple:
+    """msgspec.structs.fields(cls), once per class (it evaluates the annotations on every call)."""
+    got = _FIELDS.get(cls)
+    if got is None:
+        got = _FIELDS[cls] = tuple(msgspec.structs.fields(cls))
+    return got
+
+
 def _raw_fields(cls) -> frozenset:
     got = _RAW_FIELDS.get(cls)
     if got is None:
@@ -159,7 +170,7 @@ def record_bytes(cls, decoder, d: dict, **given) -> bytes:
     with the store's own decoder (so a field of the wrong type is refused as the store would)."""
     raw = _raw_fields(cls)
     values = []
-    for f in msgspec.structs.fields(cls):
+    for f in _fields(cls):
         name = f.name
         if name == "fmt":
             v = _FMT.get(cls, layout.FORMAT_VERSION)
