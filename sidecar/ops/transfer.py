@@ -440,16 +440,37 @@ class _Plan:
     records: int
     header: dict
     blake3: str
+    items: "_Items | None" = None  # the value nodes of the blobs, built while checking
 
 
-def _rebuild(v: dict, blobs: dict, built: list | None) -> bytes:
+class _Items:
+    """The value node of each blob, built once per import (a history's lists share their items: each
+    checkpoint names every item again, and hashing them again made the import quadratic in time)."""
+
+    def __init__(self, blobs: dict) -> None:
+        self.blobs = blobs
+        self.built: dict[bytes, tuple[bytes, list]] = {}
+
+    def node(self, h: bytes, out: list) -> bytes:
+        got = self.built.get(h)
+        if got is None:
+            nodes: list = []
+            got = self.built[h] = (hp.value_node(self.blobs[h], nodes), nodes)
+        out.extend(got[1])  # (every node of the value, for nodes.write of a batch that may first store it)
+        return got[0]
+
+
+def _rebuild(v: dict, blobs: dict, built: list | None, items: _Items | None = None) -> bytes:
     out = built if built is not None else []
     shape = v["shape"]
+    if items is None:
+        items = _Items(blobs)
     if shape == "list":
-        return hp.build_list([blobs[h] for h in v["items"]], out)
+        return hp.list_append(None, [items.node(h, out) for h in v["items"]], out)
     if shape == "map":
-        return hp.build_map([(k, blobs[h]) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())], out)
-    return hp.value_node(blobs[v["h"]], out)
+        return hp.map_build([(k, items.node(h, out)) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())],
+                            out)
+    return items.node(v["h"], out)
 
 
 def _values_in(kind: str, rec: dict):
@@ -488,6 +509,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
     memory: list = []
     current = None
     labels_seen: set[tuple] = set()
+    items = _Items(blobs)
     total = len(contents.records)
     for i, rec in enumerate(contents.records):
         kind = rec["t"]
@@ -515,7 +537,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
             root = v.get("root", b"")
             if root not in roots:
                 try:
-                    got = _rebuild(v, blobs, None)
+                    got = _rebuild(v, blobs, None, items)
                 except hp.UnsupportedValue as e:
                     raise ExportFileError(f"{where} {what}: not a value of the value model ({e})") from None
                 if same_format and got != root:
@@ -528,7 +550,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
         if i % 1000 == 0:
             tick("checking", i, total)
     tick("checking", total, total)
-    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3)
+    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3, items)
 
 
 _NODE = b"\x00" * 8
@@ -606,45 +628,44 @@ def check_conflicts(store, p: _Plan, replace: bool) -> None:
 def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
     """check_conflicts in the transaction ``txn`` (the import's own write: nothing can come in between)."""
     ns, db = p.ns, store.db
-    if True:
-        for trec, recs in p.threads:
-            tid = trec["id"]
-            existing = records.thread_any(txn, store, ns, tid)
-            if existing is not None and not replace:
-                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} (import with --replace to "
-                               f"replace it)", field="thread", thread_id=tid, namespace=ns)
-            for rec in recs:
-                if rec["t"] == "run":
-                    raw = txn_get(txn, db["runs"], layout.ns_key(ns, rec["run_id"]))
-                    if raw is not None and not (replace and layout.run_decoder.decode(raw).thread_id == tid):
-                        raise conflict("run", f"run {rec['run_id']!r} of thread {tid!r} exists in namespace {ns!r} "
-                                       f"on another thread", field="run_id", run_id=rec["run_id"], thread_id=tid)
-                elif rec["t"] == "effect":
-                    raw = txn_get(txn, db["effects"], layout.ns_key(ns, rec["idempotency_key"]))
-                    if raw is not None and not (replace and layout.effect_decoder.decode(raw).thread_id == tid):
-                        raise conflict("effect", f"effect {rec['idempotency_key']!r} of thread {tid!r} exists in "
-                                       f"namespace {ns!r} on another thread", field="idempotency_key",
-                                       idempotency_key=rec["idempotency_key"], thread_id=tid)
-        if not replace:
-            for rec in p.memory:
-                if rec["t"] not in ("memory_item", "memory_revision"):
-                    continue
-                praw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, rec["labels"]))
-                if praw is None:
-                    continue
-                pid = layout.mempath_decoder.decode(praw).path_id
-                key = rec["key"]
-                if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None or _has_history(
-                        txn, db, pid, key):
-                    raise conflict("memory", f"memory item {key!r} at path {rec['labels']!r} exists in namespace "
-                                   f"{ns!r} (import with --replace to replace it)", field="key", key=key,
-                                   path="/".join(rec["labels"]))
+    for trec, recs in p.threads:
+        tid = trec["id"]
+        existing = records.thread_any(txn, store, ns, tid)
+        if existing is not None and not replace:
+            raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} (import with --replace to "
+                           f"replace it)", field="thread", thread_id=tid, namespace=ns)
+        for rec in recs:
+            if rec["t"] == "run":
+                raw = txn_get(txn, db["runs"], layout.ns_key(ns, rec["run_id"]))
+                if raw is not None and not (replace and layout.run_decoder.decode(raw).thread_id == tid):
+                    raise conflict("run", f"run {rec['run_id']!r} of thread {tid!r} exists in namespace {ns!r} "
+                                   f"on another thread", field="run_id", run_id=rec["run_id"], thread_id=tid)
+            elif rec["t"] == "effect":
+                raw = txn_get(txn, db["effects"], layout.ns_key(ns, rec["idempotency_key"]))
+                if raw is not None and not (replace and layout.effect_decoder.decode(raw).thread_id == tid):
+                    raise conflict("effect", f"effect {rec['idempotency_key']!r} of thread {tid!r} exists in "
+                                   f"namespace {ns!r} on another thread", field="idempotency_key",
+                                   idempotency_key=rec["idempotency_key"], thread_id=tid)
+    if not replace:
         for rec in p.memory:
-            if rec["t"] == "memory_space":
-                raw = txn_get(txn, db["memspace"], layout.mem_space_key(ns, rec["name"]))
-                if raw is not None and layout.memspace_decoder.decode(raw).dims != rec["dims"]:
-                    raise conflict("space", f"vector space {rec['name']!r} of namespace {ns!r} has another "
-                                   f"dimension", field="space", space=rec["name"])
+            if rec["t"] not in ("memory_item", "memory_revision"):
+                continue
+            praw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, rec["labels"]))
+            if praw is None:
+                continue
+            pid = layout.mempath_decoder.decode(praw).path_id
+            key = rec["key"]
+            if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None or _has_history(
+                    txn, db, pid, key):
+                raise conflict("memory", f"memory item {key!r} at path {rec['labels']!r} exists in namespace "
+                               f"{ns!r} (import with --replace to replace it)", field="key", key=key,
+                               path="/".join(rec["labels"]))
+    for rec in p.memory:
+        if rec["t"] == "memory_space":
+            raw = txn_get(txn, db["memspace"], layout.mem_space_key(ns, rec["name"]))
+            if raw is not None and layout.memspace_decoder.decode(raw).dims != rec["dims"]:
+                raise conflict("space", f"vector space {rec['name']!r} of namespace {ns!r} has another "
+                               f"dimension", field="space", space=rec["name"])
 
 
 def _has_history(txn, db, path_id: int, key: str) -> bool:
@@ -671,7 +692,7 @@ class _Importer:
             got = nodes.index_get(txn, self.store, root, self.p.ns)
             if got is None:
                 built: list = []
-                _rebuild(v, self.p.blobs, built)
+                _rebuild(v, self.p.blobs, built, self.p.items)
                 got = nodes.write(txn, self.store, built, {}, [root], self.p.ns)[root]
             self.node_ids[root] = bytes(got)
         return self.node_ids[root]
@@ -920,9 +941,10 @@ def _node_batches(p: _Plan):
 def build(p: _Plan, batch: list) -> list:
     """The canonical nodes of each value of ``batch``: [(root, nodes)] (CPU only: off the loop)."""
     out = []
+    items = p.items or _Items(p.blobs)
     for root, v in batch:
         built: list = []
-        _rebuild(v, p.blobs, built)
+        _rebuild(v, p.blobs, built, items)
         out.append((root, built))
     return out
 
