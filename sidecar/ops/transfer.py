@@ -269,25 +269,36 @@ class _Exporter:
         self.txn, self.store, self.w, self.ns = txn, store, w, ns
         self.fetch = lambda node_id: txn.get(node_id, db=store.db["nodes"])
         self.values: dict[bytes, dict] = {}
+        self.elements: dict[bytes, bytes] = {}  # value node id -> blob hash
         self._schedules(set(thread_ids))
 
     def value(self, node_id: bytes) -> dict:
         got = self.values.get(bytes(node_id))
         if got is not None:
             return got
-        fetch, blob = self.fetch, self.w.blob
+        fetch = self.fetch
         rec = nodes.record(fetch, node_id)
         root, tag = bytes(rec[:H]), rec[H]
+        element = self.element
         if tag == hp.TAG_LIST:
-            v = {"shape": "list", "root": root, "items": [blob(e) for e in hp.stored_list_encodings(rec, fetch)]}
+            v = {"shape": "list", "root": root, "items": [element(i) for i in hp.stored_list_ids(rec, fetch)]}
         elif tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
-            v = {"shape": "map", "root": root, "entries": [
-                [k, blob(hp.stored_encoding(nodes.record(fetch, nid), fetch))]
-                for k, nid in sorted(hp.stored_map_entries(rec, fetch))]}
+            v = {"shape": "map", "root": root, "entries": [[k, element(nid)]
+                                                           for k, nid in sorted(hp.stored_map_entries(rec, fetch))]}
         else:
-            v = {"shape": "value", "root": root, "h": blob(hp.stored_encoding(rec, fetch))}
+            v = {"shape": "value", "root": root, "h": self.w.blob(hp.stored_encoding(rec, fetch))}
         self.values[bytes(node_id)] = v
         return v
+
+    def element(self, node_id: bytes) -> bytes:
+        """The blob hash of a list item's or map entry's value node, read and hashed once per export (the
+        lists of a history share their items)."""
+        node_id = bytes(node_id)
+        got = self.elements.get(node_id)
+        if got is None:
+            got = self.elements[node_id] = self.w.blob(hp.stored_encoding(nodes.record(self.fetch, node_id),
+                                                                          self.fetch))
+        return got
 
     def _rows(self, table: str, prefix: bytes):
         cursor = self.txn.cursor(db=self.store.db[table])
