@@ -192,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--thread", default=None, help="only this thread (no memory)")
     x.add_argument("--to", required=True, metavar="FILE", help="the new export file (never overwritten)")
     x.add_argument("--quiet", action="store_true", help="no progress lines")
+    _transfer_options(x, "export")
+    x.add_argument("--encryption-keys", metavar="PATH", default=None,
+                   help="offline: the key file to read encrypted namespaces' values with (default: "
+                        "$SIDECAR_ENCRYPTION_KEYS); their values are written in plaintext (docs/export-format.md)")
+    x.add_argument("--refuse-encrypted", action="store_true",
+                   help="refuse (EXPORT_PLAINTEXT_REFUSED) to export an encrypted namespace's values in plaintext")
     m = sub.add_parser("import", help="import an export file into a data directory (verified first)",
                        description="Import a file made by 'sidecar export' into a data directory no sidecar serves "
                                    "(created if new). The whole file is verified and every conflict checked before "
@@ -203,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="replace threads and memory items that exist in the target (default: refuse)")
     m.add_argument("--check", action="store_true", help="only verify the file; write nothing")
     m.add_argument("--quiet", action="store_true", help="no progress lines")
+    _transfer_options(m, "import")
+    m.add_argument("--encryption-keys", metavar="PATH", default=None,
+                   help="offline: the target store's key file; a namespace it lists gets its values sealed "
+                        "(default: $SIDECAR_ENCRYPTION_KEYS)")
+    m.add_argument("--allow-plaintext", action="store_true",
+                   help="import a file exported from an encrypted namespace into a namespace without a key "
+                        "(its values then stored unencrypted; refused otherwise)")
     v.add_argument("--encryption-keys", metavar="PATH", default=None,
                    help="check sealed records with these keys (default: $SIDECAR_ENCRYPTION_KEYS; without keys "
                         "sealed records are counted as 'key missing')")
@@ -248,10 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "restore":
             return maintenance.cmd_restore(args.source, args.data_dir, args.replace, args.quiet)
         if args.command == "export":
-            return maintenance.cmd_export(args.data_dir, args.namespace, args.thread, args.to, args.quiet)
+            return maintenance.cmd_export(args.data_dir, args.namespace, args.thread, args.to, args.quiet,
+                                          address=args.address, token=args.token, tls_ca=args.tls_ca,
+                                          keys_path=args.encryption_keys, refuse_encrypted=args.refuse_encrypted)
         if args.command == "import":
             return maintenance.cmd_import(args.source, args.data_dir, args.namespace, args.replace, args.check,
-                                          args.quiet)
+                                          args.quiet, address=args.address, token=args.token, tls_ca=args.tls_ca,
+                                          keys_path=args.encryption_keys, allow_plaintext=args.allow_plaintext)
         return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
                                       args.json, args.quiet, args.encryption_keys)
     logs.configure(args.log_level, args.log_format)
@@ -283,6 +299,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sidecar: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _transfer_options(p, what: str) -> None:
+    """--address, --token, --tls-ca of ``sidecar export`` / ``import`` through a serving sidecar."""
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help=f"{what} through a serving sidecar (unix:PATH or HOST:PORT; TransferService) instead of a "
+                        "data directory")
+    p.add_argument("--token", default=os.environ.get("SIDECAR_TOKEN") or None,
+                   help="with --address, for a sidecar run with --auth-file: an admin token that may use the "
+                        "namespace (default: $SIDECAR_TOKEN)")
+    p.add_argument("--tls-ca", default=None, metavar="PEM",
+                   help="with --address: connect over TLS, checking the sidecar's certificate against this CA")
 
 
 def _token(args) -> int:

@@ -89,6 +89,9 @@ REASONS: dict[str, grpc.StatusCode] = {
     # 70-74: encryption at rest (storage/encryption.py)
     "ENCRYPTION_KEY_MISSING": grpc.StatusCode.FAILED_PRECONDITION,
     "ENCRYPTED_RECORD_INVALID": grpc.StatusCode.DATA_LOSS,
+    # 59, 80-81: export and import of encrypted namespaces, online transfer (api/transfer.py)
+    "EXPORT_PLAINTEXT_REFUSED": grpc.StatusCode.FAILED_PRECONDITION,
+    "IMPORT_PLAINTEXT_REFUSED": grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

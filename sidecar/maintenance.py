@@ -41,7 +41,7 @@ class Progress:
 
 
 def _amount(phase: str, n: int) -> str:
-    if phase in ("copying", "hashing", "restoring", "reading"):
+    if phase in ("copying", "hashing", "restoring", "reading", "sending"):
         return _bytes(n)
     return f"{n:,}"
 
@@ -149,46 +149,125 @@ def cmd_verify(data_dir: str | None, backup_path: str | None, as_json: bool, qui
 
 # ----------------------------------------------------------------- export and import (docs/export-format.md)
 
-def _open_for_export(data_dir: str):
-    """The store to export from: read-only beside a serving sidecar, else opened here (its log replays)."""
+def _open_for_export(data_dir: str, keys=None):
+    """The store to export from, opened read-only (beside a serving sidecar; an idle store is opened once
+    first, so that its write-ahead log replays). ``keys``: to read encrypted namespaces' values with."""
     from .storage.readonly import ReadOnlyStore  # noqa: PLC0415
     from .storage.store import Store  # noqa: PLC0415
     if not os.path.exists(os.path.join(data_dir, backup.DATA)):
         raise ValueError(f"{data_dir}: no store here (no {backup.DATA})")
-    if backup.is_locked(data_dir):
-        return ReadOnlyStore(data_dir)
-    return Store(data_dir)
+    if not backup.is_locked(data_dir):
+        Store(data_dir).close()
+    return ReadOnlyStore(data_dir, keys)
 
 
-def cmd_export(data_dir: str, ns: str, thread: str | None, to: str, quiet: bool) -> int:
+_PLAINTEXT_NOTE = ("  the namespace is encrypted: this file holds its values in PLAINTEXT; keep it as safe as the keys "
+                   "(or export with --refuse-encrypted to refuse)")
+
+
+def _client(address: str, token: str | None, tls_ca: str | None, namespace: str = "default"):
+    from agentstate import Client, TLS  # noqa: PLC0415 - only the online commands need the client
+    tls = None
+    if tls_ca:
+        with open(tls_ca, "rb") as f:
+            tls = TLS(root_certificates=f.read())
+    return Client(address, namespace=namespace, token=token or None, tls=tls)
+
+
+def cmd_export(data_dir: str, ns: str, thread: str | None, to: str, quiet: bool, *, address: str | None = None,
+               token: str | None = None, tls_ca: str | None = None, keys_path: str | None = None,
+               refuse_encrypted: bool = False) -> int:
     from .errors import ApiError  # noqa: PLC0415
     from .ops import transfer  # noqa: PLC0415
     from .storage import exportfile  # noqa: PLC0415
     progress = Progress(quiet=quiet)
+    what = f"thread {thread!r} of namespace {ns!r}" if thread else f"namespace {ns!r}"
+    if address:
+        return _export_online(address, ns, thread, to, progress, what, token, tls_ca, refuse_encrypted)
     try:
-        store = _open_for_export(data_dir)
+        keys = encryption.load(keys_path)
+        store = _open_for_export(data_dir, keys)
         try:
-            s = transfer.export(store, to, ns, thread, progress, source=os.path.abspath(data_dir))
+            s = transfer.export(store, to, ns, thread, progress, source=os.path.abspath(data_dir),
+                                refuse_encrypted=refuse_encrypted)
         finally:
             store.close()
-    except (exportfile.ExportFileError, ApiError, OSError, ValueError, RuntimeError) as e:
+    except ApiError as e:
+        hint = ""
+        if e.reason == "ENCRYPTION_KEY_MISSING":
+            hint = (f"; give its keys with --encryption-keys (or ${encryption.ENV_VAR}), or export through the "
+                    f"serving sidecar, which holds them (--address)")
+        print(f"sidecar export: {e.reason}: {e}{hint}; nothing was exported", file=sys.stderr)
+        return 2
+    except (exportfile.ExportFileError, OSError, ValueError, RuntimeError) as e:
         print(f"sidecar export: {e}", file=sys.stderr)
         return 2
-    what = f"thread {thread!r} of namespace {ns!r}" if thread else f"namespace {ns!r}"
     _say(f"export done: {what} to {s.path} in {s.seconds:.1f} s\n  {s.threads:,} threads, {s.checkpoints:,} "
          f"checkpoints, {s.records:,} records ({s.blobs:,} distinct values), {_bytes(s.bytes)}\n"
-         f"  blake3 {s.blake3}")
+         f"  blake3 {s.blake3}" + (f"\n{_PLAINTEXT_NOTE}" if s.encrypted else ""))
     return 0
 
 
+def _export_online(address, ns, thread, to, progress, what, token, tls_ca, refuse_encrypted) -> int:
+    started = time.monotonic()
+    try:
+        with _client(address, token, tls_ca, ns) as c:
+            if not progress.quiet:
+                print(f"exporting {what} from the sidecar at {address} ...", file=sys.stderr, flush=True)
+            s = c.transfer.export_to(to, thread_id=thread or "", refuse_encrypted=refuse_encrypted,
+                                     progress=progress)
+    except Exception as e:  # noqa: BLE001 - the client's errors (typed by status), OSError, a cut stream
+        print(f"sidecar export: {e}; nothing was exported", file=sys.stderr)  # (a typed error names its reason)
+        return 2
+    _say(f"export done: {what} from the sidecar at {address} to {os.path.abspath(to)} in "
+         f"{time.monotonic() - started:.1f} s\n  {s.threads:,} threads, {s.checkpoints:,} checkpoints, "
+         f"{s.records:,} records ({s.blobs:,} distinct values), {_bytes(s.bytes)}\n  blake3 {s.blake3}"
+         + (f"\n{_PLAINTEXT_NOTE}" if s.encrypted else ""))
+    return 0
+
+
+def _import_online(source, address, ns, replace, check_only, progress, token, tls_ca, allow_plaintext) -> int:
+    started = time.monotonic()
+    try:
+        with _client(address, token, tls_ca) as c:
+            r = c.transfer.import_from(source, namespace=ns, replace=replace, check_only=check_only,
+                                       allow_plaintext=allow_plaintext, progress=progress)
+    except Exception as e:  # noqa: BLE001 - the client's errors (typed by status), OSError
+        print(f"sidecar import: {e}; nothing was imported", file=sys.stderr)  # (a typed error names its reason)
+        return 2
+    if check_only:
+        _say(f"export file {source} is intact and imports into namespace {r.namespace!r} of the sidecar at "
+             f"{address} without conflicts: {r.threads:,} threads, {r.checkpoints:,} checkpoints, "
+             f"{r.memory_items:,} memory items, {r.records:,} records\n  blake3 {r.blake3}")
+        return 0
+    _say(f"import done: {source} into the sidecar at {address} (namespace {r.namespace!r}) in "
+         f"{time.monotonic() - started:.1f} s\n  {r.threads:,} threads ({r.replaced:,} replaced), "
+         f"{r.checkpoints:,} checkpoints, {r.memory_items:,} memory items, {r.memory_revisions:,} memory "
+         f"revisions, {r.records:,} records, {_bytes(r.bytes)}"
+         + (f"\n  {r.settings_kept:,} namespace settings kept as the target had them" if r.settings_kept else "")
+         + _sealed_note(r.sealed, r.source_encrypted))
+    return 0
+
+
+def _sealed_note(sealed: bool, source_encrypted: bool) -> str:
+    if sealed:
+        return "\n  values sealed under the target namespace's key"
+    if source_encrypted:
+        return "\n  the file came from an encrypted namespace; its values are stored UNENCRYPTED here"
+    return ""
+
+
 def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool, check_only: bool,
-               quiet: bool) -> int:
+               quiet: bool, *, address: str | None = None, token: str | None = None, tls_ca: str | None = None,
+               keys_path: str | None = None, allow_plaintext: bool = False) -> int:
     import fcntl  # noqa: PLC0415
     from .errors import ApiError  # noqa: PLC0415
     from .ops import transfer  # noqa: PLC0415
     from .storage import exportfile  # noqa: PLC0415
     from .storage.store import Store  # noqa: PLC0415
     progress = Progress(quiet=quiet)
+    if address:
+        return _import_online(source, address, ns, replace, check_only, progress, token, tls_ca, allow_plaintext)
     started = time.monotonic()
     try:
         p = transfer.verify_file(source, ns, progress)  # before the target is touched at all
@@ -198,19 +277,23 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
                  f"created {p.header.get('created')})\n  scope: namespace {scope.get('namespace')!r}"
                  + (f", thread {scope['thread']!r}" if scope.get("thread") else "")
                  + f"; {len(p.threads):,} threads, {p.records:,} records, {len(p.blobs):,} distinct values"
-                 f"\n  blake3 {p.blake3}")
+                 f"\n  blake3 {p.blake3}"
+                 + ("\n  exported from an encrypted namespace: its values are in plaintext in the file"
+                    if transfer.source_encrypted(p) else ""))
             return 0
+        keys = encryption.load(keys_path)
         os.makedirs(data_dir, mode=0o700, exist_ok=True)
         fd = os.open(os.path.join(data_dir, backup.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise ValueError(f"{data_dir} is in use by a sidecar: stop it to import (import writes the data "
-                                 f"directory offline)") from None
-            store = Store(data_dir)
+                raise ValueError(f"{data_dir} is in use by a sidecar: stop it to import offline, or import "
+                                 f"through it (--address)") from None
+            store = Store(data_dir, keys=keys)
             try:
-                s = transfer.import_file(store, p, replace=replace, progress=progress)
+                s = transfer.import_file(store, p, replace=replace, progress=progress,
+                                         allow_plaintext=allow_plaintext)
             finally:
                 store.close()
         finally:
@@ -219,8 +302,7 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
         print(f"sidecar import: {source}: {e}; nothing was imported", file=sys.stderr)
         return 2
     except ApiError as e:
-        print(f"sidecar import: {e.reason}: {e}; nothing was imported" if e.reason.startswith(("EXPORT", "IMPORT"))
-              else f"sidecar import: {e.reason}: {e}", file=sys.stderr)
+        print(f"sidecar import: {e.reason}: {e}; nothing was imported", file=sys.stderr)
         return 2
     except (OSError, ValueError, RuntimeError) as e:
         print(f"sidecar import: {e}", file=sys.stderr)
@@ -229,7 +311,8 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
          f"{time.monotonic() - started:.1f} s\n  {s.threads:,} threads ({s.replaced:,} replaced), "
          f"{s.checkpoints:,} checkpoints, {s.memory_items:,} memory items, {s.memory_revisions:,} memory revisions, "
          f"{s.records:,} records" + (f"\n  {s.settings_kept:,} namespace settings kept as the target had them"
-                                     if s.settings_kept else ""))
+                                     if s.settings_kept else "")
+         + _sealed_note(s.sealed, s.source_encrypted))
     return 0
 
 

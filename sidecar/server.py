@@ -32,6 +32,7 @@ from agentstate.v1 import retention_pb2
 from agentstate.v1 import (admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2,
                            threads_pb2)
 from agentstate.v1 import schemas_pb2
+from agentstate.v1 import transfer_pb2
 
 from . import __version__, limits
 from .api import auth, callguard, context, fairness, memory, service
@@ -59,6 +60,7 @@ SERVICES = (
     (conversations_pb2, "ConversationService"),
     (retention_pb2, "RetentionService"),
     (schemas_pb2, "SchemaService"),
+    (transfer_pb2, "TransferService"),
 )
 SERVICE_NAMES = tuple(module.DESCRIPTOR.services_by_name[name].full_name for module, name in SERVICES)
 
@@ -306,6 +308,7 @@ class Sidecar:
             "ConversationService": service.ConversationService(self.ctx),
             "RetentionService": service.RetentionService(self.ctx),
             "SchemaService": service.SchemaService(self.ctx),
+            "TransferService": service.TransferService(self.ctx),
         }
         for module, name in SERVICES:
             service.add_to_server(servicers[name], module.DESCRIPTOR.services_by_name[name], self.server,

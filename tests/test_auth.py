@@ -277,6 +277,19 @@ def build_requests(w) -> dict:
         **conversation_requests(u),
         **retention_requests(w),
         **schema_requests(u, w),
+        **transfer_requests(w),
+    }
+
+
+def transfer_requests(w) -> dict:
+    """Every TransferService call: an export of the base thread; an import whose header names NS (its data is
+    no export file: the right token gets INVALID_ARGUMENT from the operation, never a denial)."""
+    from agentstate.v1 import transfer_pb2 as xpb  # noqa: PLC0415
+    X = "agentstate.v1.TransferService/"
+    return {
+        X + "ExportNamespace": xpb.ExportNamespaceRequest(namespace=NS, thread_id=w.thread),
+        X + "ImportNamespace": [xpb.ImportNamespaceRequest(header=xpb.ImportHeader(namespace=NS)),
+                                xpb.ImportNamespaceRequest(data=b"not an export file")],
     }
 
 
@@ -877,3 +890,37 @@ def test_a_reader_may_dry_run_retention_only(secured, tokens, world):
         assert info.value.reason == "ROLE_DENIED"
         with pytest.raises(PermissionDenied):
             c.retention.set_policy(world.thread, keep_last=1)
+
+
+def test_export_and_import_need_an_admin_of_the_namespace(secured, tokens, world, tmp_path):
+    """TransferService: a writer of NS is refused both calls (ROLE_DENIED), an admin of OTHER is refused NS
+    (NAMESPACE_DENIED: an import checks the namespace its header names); `sidecar export|import --address
+    --token` with the admin token moves the namespace, and nothing denied changed the store."""
+    channel = grpc.insecure_channel(secured.address)
+    try:
+        before = snapshot(secured.data_dir)
+        for name, request in transfer_requests(world).items():
+            assert invoke(channel, name, request, tokens.writer) == (grpc.StatusCode.PERMISSION_DENIED,
+                                                                     "ROLE_DENIED"), name
+            assert invoke(channel, name, request, tokens.other) == (grpc.StatusCode.PERMISSION_DENIED,
+                                                                    "NAMESPACE_DENIED"), name
+        assert snapshot(secured.data_dir) == before
+    finally:
+        channel.close()
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    f = tmp_path / "ns.asx"
+
+    def cli(*args, token):
+        return subprocess.run([sys.executable, "-m", "sidecar", *args, "--address", secured.address, "--token", token],
+                              capture_output=True, text=True, timeout=120)
+    out = cli("export", "--namespace", NS, "--to", str(f), token=tokens.writer)
+    assert out.returncode == 2 and "ROLE_DENIED" in out.stderr and not f.exists()
+    out = cli("export", "--namespace", NS, "--thread", world.thread, "--to", str(f), token=tokens.admin)
+    assert out.returncode == 0, out.stderr
+    out = cli("import", "--from", str(f), "--namespace", OTHER, token=tokens.writer)
+    assert out.returncode == 2 and "ROLE_DENIED" in out.stderr
+    out = cli("import", "--from", str(f), "--namespace", OTHER, token=tokens.other)
+    assert out.returncode == 0 and "import done" in out.stdout, out.stderr
+    with Client(secured.address, namespace=OTHER, token=tokens.other) as c:
+        assert [x.checkpoint_id for x in c.list_checkpoints(world.thread)] == ["c2", "c1"]

@@ -220,6 +220,10 @@ def _upload(msg) -> list[tuple[str, str]]:
     return [("header.namespace", msg.header.namespace)] if msg.WhichOneof("part") == "header" else []
 
 
+def _import_header(msg) -> list[tuple[str, str]]:
+    return [("header.namespace", msg.header.namespace)] if msg.WhichOneof("part") == "header" else []
+
+
 def _table() -> dict[str, Rule]:
     r, w = Rule(READ, _field), Rule(WRITE, _field)
     admin = Rule(ADMIN, None)
@@ -268,6 +272,9 @@ def _table() -> dict[str, Rule]:
         "SchemaService": {
             "RegisterSchema": w, "GetSchema": r, "ListSchemas": r, "MigrateThread": w, "MigrateNamespace": w,
         },
+        # export and import (api/transfer.py): admin of the namespace (an import names it in its header)
+        "TransferService": {"ExportNamespace": Rule(ADMIN, _field),
+                            "ImportNamespace": Rule(ADMIN, _import_header, per_message=True)},
     }
     return {f"agentstate.v1.{s}/{m}": rule for s, methods in services.items() for m, rule in methods.items()}
 

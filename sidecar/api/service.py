@@ -29,6 +29,9 @@ from agentstate.v1 import retention_pb2_grpc  # noqa: E402 - retention (issue 14
 from . import retention as retention_api  # noqa: E402
 from . import quotas as quotas_api  # noqa: E402 - namespace quotas (issue 16)
 
+from agentstate.v1 import transfer_pb2_grpc  # noqa: E402 - export and import (issue 14)
+from . import transfer as transfer_api  # noqa: E402
+
 log = logging.getLogger("sidecar.service")
 
 
@@ -608,6 +611,22 @@ class SchemaService(schemas_pb2_grpc.SchemaServiceServicer):
     async def MigrateNamespace(self, request, context):
         async for item in schemas.migrate_namespace(self.ctx, request):
             yield item
+
+
+class TransferService(transfer_pb2_grpc.TransferServiceServicer):
+    """Export from and import into the serving store (api/transfer.py)."""
+
+    def __init__(self, ctx: context.Ctx) -> None:
+        self.ctx = ctx
+
+    @server_streaming
+    async def ExportNamespace(self, request, context):
+        async for item in transfer_api.export_namespace(self.ctx, request):
+            yield item
+
+    @client_streaming
+    async def ImportNamespace(self, request_iterator, context):
+        return await transfer_api.import_namespace(self.ctx, request_iterator)
 
 
 def store_stats(store: Store) -> admin_pb2.GetStoreStatsResponse:

@@ -11,12 +11,19 @@ written: records name threads, runs and memory items by their ids, values are de
 Import reads and verifies the whole file first (storage/exportfile.py: framing, BLAKE3, counts, every
 value reference; then every record is converted to the store's records and every value's tree rebuilt
 and checked against the root hash the file names) and checks every conflict in one snapshot, so a file
-that is damaged or conflicts writes nothing. It then writes one transaction per thread (a thread is
-imported whole or not at all) and one for the namespace's memory and settings.
+that is damaged or conflicts writes nothing. It then writes the file's values (jobs of about NODE_BATCH
+bytes, reached by nothing yet; garbage collection holds its sweeps meanwhile) and then every record in one
+transaction, which checks the conflicts again: the import appears whole or not at all, also in a serving
+sidecar (import_served, the ImportNamespace RPC) while others write.
+
+Encrypted namespaces: an export writes their values in plaintext (the keys must be loaded, or it refuses
+with ENCRYPTION_KEY_MISSING naming the namespace before writing anything), and its header's ``source``
+says ``"encrypted": true``; an import seals the values under the target namespace's key when it has one.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 import time
 from typing import Callable
@@ -26,7 +33,8 @@ import msgspec
 from .. import __version__, limits
 from ..errors import ApiError
 from ..state import memory as memstate
-from ..storage import exportfile, hotpath as hp, layout, nodes, records, usage
+from ..state import memory_vectors as mv
+from ..storage import encryption, exportfile, hotpath as hp, layout, nodes, records, usage
 from ..storage.exportfile import ExportFileError
 from ..storage.layout import SEP
 from . import threads as thread_ops
@@ -138,6 +146,17 @@ def fields_of(rec, drop=_INTERNAL) -> dict:
 _RAW_FIELDS: dict[type, frozenset] = {}
 
 
+_FIELDS: dict[type, tuple] = {}
+
+
+def _fields(cls) -> tuple:
+    """msgspec.structs.fields(cls), once per class (it evaluates the annotations on every call)."""
+    got = _FIELDS.get(cls)
+    if got is None:
+        got = _FIELDS[cls] = tuple(msgspec.structs.fields(cls))
+    return got
+
+
 def _raw_fields(cls) -> frozenset:
     got = _RAW_FIELDS.get(cls)
     if got is None:
@@ -151,7 +170,7 @@ def record_bytes(cls, decoder, d: dict, **given) -> bytes:
     with the store's own decoder (so a field of the wrong type is refused as the store would)."""
     raw = _raw_fields(cls)
     values = []
-    for f in msgspec.structs.fields(cls):
+    for f in _fields(cls):
         name = f.name
         if name == "fmt":
             v = _FMT.get(cls, layout.FORMAT_VERSION)
@@ -187,17 +206,38 @@ class ExportSummary:
     blake3: str
     seconds: float
     counts: dict
+    encrypted: bool = False  # the namespace is encrypted in the store: the file holds its values in plaintext
 
 
-def export(store, path: str, ns: str, thread_id: str | None = None, progress: Progress | None = None,
-           source: str = "") -> ExportSummary:
-    """Write the namespace ``ns`` (or only its thread ``thread_id``) of ``store`` into a new export file."""
+def encrypted_here(store, ns: str, refuse: bool = False) -> bool:
+    """Whether namespace ``ns`` of ``store`` is encrypted, so that an export writes its values in plaintext
+    (the keys that open them must be loaded: ENCRYPTION_KEY_MISSING naming the namespace otherwise, before
+    anything is written); EXPORT_PLAINTEXT_REFUSED when it is and ``refuse``."""
+    if ns not in getattr(store, "encrypted", ()):
+        return False
+    if refuse:
+        raise ApiError("EXPORT_PLAINTEXT_REFUSED", f"namespace {ns!r} is encrypted: its export would hold its "
+                       f"values in plaintext, and the export was asked to refuse that", namespace=ns,
+                       field="refuse_encrypted")
+    keys = getattr(store, "keys", None)
+    if keys is None or keys.scope(ns) is None:
+        raise encryption.key_missing(ns)
+    return True
+
+
+def export(store, path: str | None, ns: str, thread_id: str | None = None, progress: Progress | None = None,
+           source: str = "", *, refuse_encrypted: bool = False, out=None) -> ExportSummary:
+    """Write the namespace ``ns`` (or only its thread ``thread_id``) of ``store`` into a new export file
+    (or into the stream ``out``: a serving sidecar's ExportNamespace). An encrypted namespace's values are
+    written in plaintext (encrypted_here)."""
     started = time.monotonic()
     tick = progress or (lambda phase, done, total: None)
     view = store  # a serving Store or a storage.readonly.ReadOnlyStore: both keep a clock and ns_idle_cache
     scope = {"namespace": ns, "thread": thread_id}
-    w = exportfile.Writer(path, {"sidecar_version": __version__, "store_format": layout.FORMAT_NAME,
-                                 "data_dir": source}, scope)
+    src = {"sidecar_version": __version__, "store_format": layout.FORMAT_NAME, "data_dir": source}
+    if encrypted_here(store, ns, refuse_encrypted):
+        src["encrypted"] = True  # (only then: files of other namespaces are as before)
+    w = exportfile.Writer(path, src, scope, out)
     try:
         with store.read() as txn:
             if thread_id is not None:
@@ -220,7 +260,8 @@ def export(store, path: str, ns: str, thread_id: str | None = None, progress: Pr
         raise
     counts = dict(w.counts)
     return ExportSummary(w.path, counts.get("thread", 0), counts.get("checkpoint", 0), sum(counts.values()) + 1,
-                         counts.get("blob", 0), w.bytes, digest, time.monotonic() - started, counts)
+                         counts.get("blob", 0), w.bytes, digest, time.monotonic() - started, counts,
+                         bool(src.get("encrypted")))
 
 
 class _Exporter:
@@ -228,25 +269,36 @@ class _Exporter:
         self.txn, self.store, self.w, self.ns = txn, store, w, ns
         self.fetch = lambda node_id: txn.get(node_id, db=store.db["nodes"])
         self.values: dict[bytes, dict] = {}
+        self.elements: dict[bytes, bytes] = {}  # value node id -> blob hash
         self._schedules(set(thread_ids))
 
     def value(self, node_id: bytes) -> dict:
         got = self.values.get(bytes(node_id))
         if got is not None:
             return got
-        fetch, blob = self.fetch, self.w.blob
+        fetch = self.fetch
         rec = nodes.record(fetch, node_id)
         root, tag = bytes(rec[:H]), rec[H]
+        element = self.element
         if tag == hp.TAG_LIST:
-            v = {"shape": "list", "root": root, "items": [blob(e) for e in hp.stored_list_encodings(rec, fetch)]}
+            v = {"shape": "list", "root": root, "items": [element(i) for i in hp.stored_list_ids(rec, fetch)]}
         elif tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
-            v = {"shape": "map", "root": root, "entries": [
-                [k, blob(hp.stored_encoding(nodes.record(fetch, nid), fetch))]
-                for k, nid in sorted(hp.stored_map_entries(rec, fetch))]}
+            v = {"shape": "map", "root": root, "entries": [[k, element(nid)]
+                                                           for k, nid in sorted(hp.stored_map_entries(rec, fetch))]}
         else:
-            v = {"shape": "value", "root": root, "h": blob(hp.stored_encoding(rec, fetch))}
+            v = {"shape": "value", "root": root, "h": self.w.blob(hp.stored_encoding(rec, fetch))}
         self.values[bytes(node_id)] = v
         return v
+
+    def element(self, node_id: bytes) -> bytes:
+        """The blob hash of a list item's or map entry's value node, read and hashed once per export (the
+        lists of a history share their items)."""
+        node_id = bytes(node_id)
+        got = self.elements.get(node_id)
+        if got is None:
+            got = self.elements[node_id] = self.w.blob(hp.stored_encoding(nodes.record(self.fetch, node_id),
+                                                                          self.fetch))
+        return got
 
     def _rows(self, table: str, prefix: bytes):
         cursor = self.txn.cursor(db=self.store.db[table])
@@ -385,6 +437,8 @@ class ImportSummary:
     records: int
     seconds: float
     namespace: str
+    sealed: bool = False  # the values were sealed under the target namespace's key
+    source_encrypted: bool = False  # the file came from an encrypted namespace
 
 
 @dataclasses.dataclass
@@ -397,16 +451,37 @@ class _Plan:
     records: int
     header: dict
     blake3: str
+    items: "_Items | None" = None  # the value nodes of the blobs, built while checking
 
 
-def _rebuild(v: dict, blobs: dict, built: list | None) -> bytes:
+class _Items:
+    """The value node of each blob, built once per import (a history's lists share their items: each
+    checkpoint names every item again, and hashing them again made the import quadratic in time)."""
+
+    def __init__(self, blobs: dict) -> None:
+        self.blobs = blobs
+        self.built: dict[bytes, tuple[bytes, list]] = {}
+
+    def node(self, h: bytes, out: list) -> bytes:
+        got = self.built.get(h)
+        if got is None:
+            nodes: list = []
+            got = self.built[h] = (hp.value_node(self.blobs[h], nodes), nodes)
+        out.extend(got[1])  # (every node of the value, for nodes.write of a batch that may first store it)
+        return got[0]
+
+
+def _rebuild(v: dict, blobs: dict, built: list | None, items: _Items | None = None) -> bytes:
     out = built if built is not None else []
     shape = v["shape"]
+    if items is None:
+        items = _Items(blobs)
     if shape == "list":
-        return hp.build_list([blobs[h] for h in v["items"]], out)
+        return hp.list_append(None, [items.node(h, out) for h in v["items"]], out)
     if shape == "map":
-        return hp.build_map([(k, blobs[h]) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())], out)
-    return hp.value_node(blobs[v["h"]], out)
+        return hp.map_build([(k, items.node(h, out)) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())],
+                            out)
+    return items.node(v["h"], out)
 
 
 def _values_in(kind: str, rec: dict):
@@ -445,6 +520,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
     memory: list = []
     current = None
     labels_seen: set[tuple] = set()
+    items = _Items(blobs)
     total = len(contents.records)
     for i, rec in enumerate(contents.records):
         kind = rec["t"]
@@ -472,7 +548,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
             root = v.get("root", b"")
             if root not in roots:
                 try:
-                    got = _rebuild(v, blobs, None)
+                    got = _rebuild(v, blobs, None, items)
                 except hp.UnsupportedValue as e:
                     raise ExportFileError(f"{where} {what}: not a value of the value model ({e})") from None
                 if same_format and got != root:
@@ -485,7 +561,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
         if i % 1000 == 0:
             tick("checking", i, total)
     tick("checking", total, total)
-    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3)
+    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3, items)
 
 
 _NODE = b"\x00" * 8
@@ -556,46 +632,51 @@ def _manifest(rec: dict, node_of) -> bytes:
 def check_conflicts(store, p: _Plan, replace: bool) -> None:
     """ALREADY_EXISTS (IMPORT_THREAD_EXISTS or IMPORT_CONFLICT) when the target holds what the file would
     create, unless ``replace`` (threads and memory items are then replaced)."""
-    ns, db = p.ns, store.db
     with store.read() as txn:
-        for trec, recs in p.threads:
-            tid = trec["id"]
-            existing = records.thread_any(txn, store, ns, tid)
-            if existing is not None and not replace:
-                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} (import with --replace to "
-                               f"replace it)", field="thread", thread_id=tid, namespace=ns)
-            for rec in recs:
-                if rec["t"] == "run":
-                    raw = txn_get(txn, db["runs"], layout.ns_key(ns, rec["run_id"]))
-                    if raw is not None and not (replace and layout.run_decoder.decode(raw).thread_id == tid):
-                        raise conflict("run", f"run {rec['run_id']!r} of thread {tid!r} exists in namespace {ns!r} "
-                                       f"on another thread", field="run_id", run_id=rec["run_id"], thread_id=tid)
-                elif rec["t"] == "effect":
-                    raw = txn_get(txn, db["effects"], layout.ns_key(ns, rec["idempotency_key"]))
-                    if raw is not None and not (replace and layout.effect_decoder.decode(raw).thread_id == tid):
-                        raise conflict("effect", f"effect {rec['idempotency_key']!r} of thread {tid!r} exists in "
-                                       f"namespace {ns!r} on another thread", field="idempotency_key",
-                                       idempotency_key=rec["idempotency_key"], thread_id=tid)
-        if not replace:
-            for rec in p.memory:
-                if rec["t"] not in ("memory_item", "memory_revision"):
-                    continue
-                praw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, rec["labels"]))
-                if praw is None:
-                    continue
-                pid = layout.mempath_decoder.decode(praw).path_id
-                key = rec["key"]
-                if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None or _has_history(
-                        txn, db, pid, key):
-                    raise conflict("memory", f"memory item {key!r} at path {rec['labels']!r} exists in namespace "
-                                   f"{ns!r} (import with --replace to replace it)", field="key", key=key,
-                                   path="/".join(rec["labels"]))
+        conflicts_in(txn, store, p, replace)
+
+
+def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
+    """check_conflicts in the transaction ``txn`` (the import's own write: nothing can come in between)."""
+    ns, db = p.ns, store.db
+    for trec, recs in p.threads:
+        tid = trec["id"]
+        existing = records.thread_any(txn, store, ns, tid)
+        if existing is not None and not replace:
+            raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} (import with --replace to "
+                           f"replace it)", field="thread", thread_id=tid, namespace=ns)
+        for rec in recs:
+            if rec["t"] == "run":
+                raw = txn_get(txn, db["runs"], layout.ns_key(ns, rec["run_id"]))
+                if raw is not None and not (replace and layout.run_decoder.decode(raw).thread_id == tid):
+                    raise conflict("run", f"run {rec['run_id']!r} of thread {tid!r} exists in namespace {ns!r} "
+                                   f"on another thread", field="run_id", run_id=rec["run_id"], thread_id=tid)
+            elif rec["t"] == "effect":
+                raw = txn_get(txn, db["effects"], layout.ns_key(ns, rec["idempotency_key"]))
+                if raw is not None and not (replace and layout.effect_decoder.decode(raw).thread_id == tid):
+                    raise conflict("effect", f"effect {rec['idempotency_key']!r} of thread {tid!r} exists in "
+                                   f"namespace {ns!r} on another thread", field="idempotency_key",
+                                   idempotency_key=rec["idempotency_key"], thread_id=tid)
+    if not replace:
         for rec in p.memory:
-            if rec["t"] == "memory_space":
-                raw = txn_get(txn, db["memspace"], layout.mem_space_key(ns, rec["name"]))
-                if raw is not None and layout.memspace_decoder.decode(raw).dims != rec["dims"]:
-                    raise conflict("space", f"vector space {rec['name']!r} of namespace {ns!r} has another "
-                                   f"dimension", field="space", space=rec["name"])
+            if rec["t"] not in ("memory_item", "memory_revision"):
+                continue
+            praw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, rec["labels"]))
+            if praw is None:
+                continue
+            pid = layout.mempath_decoder.decode(praw).path_id
+            key = rec["key"]
+            if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None or _has_history(
+                    txn, db, pid, key):
+                raise conflict("memory", f"memory item {key!r} at path {rec['labels']!r} exists in namespace "
+                               f"{ns!r} (import with --replace to replace it)", field="key", key=key,
+                               path="/".join(rec["labels"]))
+    for rec in p.memory:
+        if rec["t"] == "memory_space":
+            raw = txn_get(txn, db["memspace"], layout.mem_space_key(ns, rec["name"]))
+            if raw is not None and layout.memspace_decoder.decode(raw).dims != rec["dims"]:
+                raise conflict("space", f"vector space {rec['name']!r} of namespace {ns!r} has another "
+                               f"dimension", field="space", space=rec["name"])
 
 
 def _has_history(txn, db, path_id: int, key: str) -> bool:
@@ -622,10 +703,41 @@ class _Importer:
             got = nodes.index_get(txn, self.store, root, self.p.ns)
             if got is None:
                 built: list = []
-                _rebuild(v, self.p.blobs, built)
+                _rebuild(v, self.p.blobs, built, self.p.items)
                 got = nodes.write(txn, self.store, built, {}, [root], self.p.ns)[root]
             self.node_ids[root] = bytes(got)
         return self.node_ids[root]
+
+    def write_nodes(self, txn, batch: list) -> None:
+        """Store the values of ``batch`` (build()'s [(root, nodes)]) that the store does not hold yet."""
+        keep = self.store.gc_keep
+        for root, built in batch:
+            got = nodes.index_get(txn, self.store, root, self.p.ns)
+            if got is None:
+                got = nodes.write(txn, self.store, built, {}, [root], self.p.ns)[root]
+            self.node_ids[root] = bytes(got)
+            if keep is not None:
+                keep.add(bytes(got))
+
+    def write_all(self, txn, replace: bool, tick=None) -> tuple[int, int, int, int, int]:
+        """Every record of the file, in the transaction ``txn`` (conflicts checked in it first):
+        (checkpoints, threads replaced, memory items, memory revisions, settings kept)."""
+        conflicts_in(txn, self.store, self.p, replace)
+        checkpoints = replaced = 0
+        for i, (trec, recs) in enumerate(self.p.threads):
+            n, rep = self.thread(txn, trec, recs, replace)
+            checkpoints += n
+            replaced += rep
+            if tick is not None:
+                tick("importing threads", i + 1, len(self.p.threads))
+        items = revs = kept = 0
+        if self.p.memory:
+            items, revs, kept = self.namespace(txn, replace)
+        usage.rebuild_namespace(txn, self.store, self.p.ns)  # the records above were written directly
+        keep = self.store.gc_keep
+        if keep is not None:
+            keep.update(self.node_ids.values())
+        return checkpoints, replaced, items, revs, kept
 
     def thread(self, txn, trec: dict, recs: list, replace: bool) -> tuple[int, bool]:
         """Write one thread with everything on it; (checkpoints written, whether one was replaced)."""
@@ -785,6 +897,10 @@ class _Importer:
                     txn.put(key, record_bytes(layout.PinRec, layout.pin_decoder, rec), db=db["nspins"])
                 else:
                     kept += 1
+        if any(rec.get("vectors") for rec in items):
+            # a token no reader's index has seen: a serving sidecar's resident vector index rebuilds the
+            # namespace from the next reader's snapshot (state/memory_vectors.py), imported vectors included
+            txn.put(mv.token_key(ns), os.urandom(8), db=meta)
         store.ns_idle_cache.clear()
         return len(items), revs, kept
 
@@ -798,26 +914,116 @@ def verify_file(path: str, ns: str | None = None, progress: Progress | None = No
         raise invalid_file(str(e), unsupported=e.unsupported) from None
 
 
+def _values(p: _Plan):
+    """Every value of the file once (by the root the store builds), in file order."""
+    seen: set[bytes] = set()
+    for trec, recs in p.threads:
+        for rec in recs:
+            for _, v in _values_in(rec["t"], rec):
+                root = p.roots[v["root"]]
+                if root not in seen:
+                    seen.add(root)
+                    yield root, v
+    for rec in p.memory:
+        for _, v in _values_in(rec["t"], rec):
+            root = p.roots[v["root"]]
+            if root not in seen:
+                seen.add(root)
+                yield root, v
+
+
+NODE_BATCH = 1 << 20  # value bytes per write job of an import's first phase
+
+
+def _node_batches(p: _Plan):
+    """The values of the file in batches of about NODE_BATCH bytes of encodings: [(root, value)]."""
+    batch, size = [], 0
+    for root, v in _values(p):
+        batch.append((root, v))
+        shape = v["shape"]
+        hs = v["items"] if shape == "list" else [e[1] for e in v["entries"]] if shape == "map" else [v["h"]]
+        size += sum(len(p.blobs[h]) for h in hs) + 64
+        if size >= NODE_BATCH:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def build(p: _Plan, batch: list) -> list:
+    """The canonical nodes of each value of ``batch``: [(root, nodes)] (CPU only: off the loop)."""
+    out = []
+    items = p.items or _Items(p.blobs)
+    for root, v in batch:
+        built: list = []
+        _rebuild(v, p.blobs, built, items)
+        out.append((root, built))
+    return out
+
+
+def sealing(store, p: _Plan, allow_plaintext: bool = False) -> bool:
+    """Whether the import seals the file's values (the target namespace is encrypted here; its key must be
+    loaded: ENCRYPTION_KEY_MISSING); IMPORT_PLAINTEXT_REFUSED when the file comes from an encrypted
+    namespace, the target namespace has no key and ``allow_plaintext`` is not given."""
+    sealed = store.scope(p.ns) is not None
+    if not sealed and source_encrypted(p) and not allow_plaintext:
+        raise ApiError("IMPORT_PLAINTEXT_REFUSED", f"the file holds the values of an encrypted namespace and "
+                       f"namespace {p.ns!r} has no key here: they would be stored unencrypted (give it a key in "
+                       f"--encryption-keys, or import with --allow-plaintext)", namespace=p.ns,
+                       field="allow_plaintext")
+    return sealed
+
+
+def source_encrypted(p: _Plan) -> bool:
+    return bool((p.header.get("source") or {}).get("encrypted"))
+
+
+def _summary(p: _Plan, result, started: float, sealed: bool) -> ImportSummary:
+    checkpoints, replaced, items, revs, kept = result
+    return ImportSummary(len(p.threads), replaced, checkpoints, items, revs, kept, p.records,
+                         time.monotonic() - started, p.ns, sealed, source_encrypted(p))
+
+
 def import_file(store, path: str | _Plan, *, ns: str | None = None, replace: bool = False,
-                progress: Progress | None = None) -> ImportSummary:
+                progress: Progress | None = None, allow_plaintext: bool = False) -> ImportSummary:
     """Verify the export file ``path`` whole (or take the plan :func:`verify_file` made of it), check
-    conflicts, then write it into ``store`` (a writable Store no sidecar serves): a thread per transaction,
-    then the namespace's memory and settings."""
+    conflicts, then write it into ``store`` (a writable Store no sidecar serves): its values first (jobs of
+    about NODE_BATCH bytes, reached by nothing yet), then every record in one transaction."""
     started = time.monotonic()
     tick = progress or (lambda phase, done, total: None)
     p = path if isinstance(path, _Plan) else verify_file(path, ns, progress)
+    sealed = sealing(store, p, allow_plaintext)
     check_conflicts(store, p, replace)
     imp = _Importer(store, p)
-    checkpoints = replaced = 0
-    for i, (trec, recs) in enumerate(p.threads):
-        n, rep = store.write(lambda txn, trec=trec, recs=recs: imp.thread(txn, trec, recs, replace))
-        checkpoints += n
-        replaced += rep
-        tick("importing threads", i + 1, len(p.threads))
-    items = revs = kept = 0
-    if p.memory:
-        items, revs, kept = store.write(lambda txn: imp.namespace(txn, replace))
-        tick("importing memory", 1, 1)
-    store.write(lambda txn: usage.rebuild_namespace(txn, store, p.ns))  # records were written directly
-    return ImportSummary(len(p.threads), replaced, checkpoints, items, revs, kept, p.records,
-                         time.monotonic() - started, p.ns)
+    with store.hold_sweeps():
+        done = 0
+        for batch in _node_batches(p):
+            store.write(lambda txn, b=build(p, batch): imp.write_nodes(txn, b))
+            done += len(batch)
+            tick("importing values", done, len(p.roots))
+        result = store.write(lambda txn: imp.write_all(txn, replace, tick))
+    return _summary(p, result, started, sealed)
+
+
+async def import_served(store, p: _Plan, *, replace: bool = False, check_only: bool = False,
+                        allow_plaintext: bool = False, run_off_loop=None) -> ImportSummary:
+    """(A serving sidecar's owner loop) :func:`import_file` of a verified plan while others read and write:
+    conflicts checked in a snapshot first (a refusal writes nothing); the values written in jobs of about
+    NODE_BATCH bytes (their nodes built off the loop by ``run_off_loop(fn, *args)``), reached by nothing
+    until the last job; garbage collection holds its sweeps meanwhile; then every record in one job, which
+    checks the conflicts again (a thread created meanwhile refuses the whole import)."""
+    started = time.monotonic()
+    sealed = sealing(store, p, allow_plaintext)
+    check_conflicts(store, p, replace)
+    if check_only:  # what the import would write
+        kinds = [rec["t"] for _, recs in p.threads for rec in recs] + [rec["t"] for rec in p.memory]
+        return _summary(p, (kinds.count("checkpoint"), 0, kinds.count("memory_item"), kinds.count("memory_revision"),
+                            0), started, sealed)
+    store.check_load()
+    imp = _Importer(store, p)
+    with store.hold_sweeps():
+        for batch in _node_batches(p):
+            built = await run_off_loop(build, p, batch) if run_off_loop is not None else build(p, batch)
+            await store.run(lambda txn, b=built: imp.write_nodes(txn, b), flow_controlled=True)
+        result = await store.run(lambda txn: imp.write_all(txn, replace), flow_controlled=True)
+    return _summary(p, result, started, sealed)

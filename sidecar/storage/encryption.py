@@ -344,3 +344,18 @@ def remember(txn, meta, ring: KeyRing) -> None:
                                        "store's records under that id were sealed with (other key material)")
                 continue
             txn.put(META_KEY + k.id, _meta_encoder.encode((ns, k.name, k.check)), db=meta)
+
+
+def install_for_reading(ring: KeyRing | None, used: dict[bytes, tuple[str, str, bytes]]) -> list[bytes]:
+    """Make ``ring``'s keys (and the names of the keys a store ``used``, from :func:`remembered`) known to
+    :func:`open_record` for reading that store, recording nothing in it (``sidecar export --encryption-keys``
+    of a data directory); KeyFileError when a key id the store used holds other key material here. Returns
+    what to pass to :func:`uninstall`."""
+    if ring is not None:
+        for ns, ks in ring.keys.items():
+            for k in ks:
+                old = used.get(k.id)
+                if old is not None and old[2] != k.check:
+                    raise KeyFileError(f"{ring.source}: key {k.name!r} of namespace {ns!r} is not the key this "
+                                       "store's records under that id were sealed with (other key material)")
+    return install(ring, {kid: (ns, name) for kid, (ns, name, _) in used.items()})

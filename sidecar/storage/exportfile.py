@@ -13,6 +13,7 @@ ops/transfer.py's.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import struct
 import tempfile
@@ -52,14 +53,20 @@ class Writer:
     """Writes one export file: header, records (blobs once each), trailer; into a temporary file renamed
     into place by :meth:`finish` (a crash never leaves a half export under the target's name)."""
 
-    def __init__(self, path: str, source: dict, scope: dict) -> None:
-        self.path = os.path.abspath(path)
-        if os.path.exists(self.path):
-            raise ExportFileError(f"{self.path} exists; an export never overwrites")
-        parent = os.path.dirname(self.path)
-        os.makedirs(parent, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=".export-", dir=parent)
-        self._f: BinaryIO = os.fdopen(fd, "wb")
+    def __init__(self, path: str | None, source: dict, scope: dict, out: BinaryIO | None = None) -> None:
+        """``out``: write the file there instead (a stream: no temporary file, no rename; ``path`` None)."""
+        self._tmp = None
+        if out is not None:
+            self.path = ""
+            self._f: BinaryIO = out
+        else:
+            self.path = os.path.abspath(path)
+            if os.path.exists(self.path):
+                raise ExportFileError(f"{self.path} exists; an export never overwrites")
+            parent = os.path.dirname(self.path)
+            os.makedirs(parent, exist_ok=True)
+            fd, self._tmp = tempfile.mkstemp(prefix=".export-", dir=parent)
+            self._f = os.fdopen(fd, "wb")
         self._hash = blake3()
         self.counts: dict[str, int] = {}
         self.bytes = 0
@@ -89,7 +96,10 @@ class Writer:
         digest = self._hash.hexdigest()
         data = _enc.encode({"t": "end", "counts": dict(self.counts), "blake3": digest})
         self._f.write(_LEN.pack(len(data)) + data)
+        self.bytes += 4 + len(data)
         self._f.flush()
+        if self._tmp is None:  # a stream: its reader keeps it
+            return digest
         os.fsync(self._f.fileno())
         self._f.close()
         if os.path.exists(self.path):
@@ -104,6 +114,8 @@ class Writer:
         return digest
 
     def abort(self) -> None:
+        if self._tmp is None:
+            return
         try:
             self._f.close()
         finally:
@@ -149,16 +161,21 @@ class Contents:
     bytes: int = 0
 
 
-def read(path: str, progress: Callable[[str, int, int], None] | None = None) -> Contents:
-    """Read and verify a whole export file: framing, header and version, every blob against its hash, every
-    value reference, the trailer's counts and BLAKE3. Raises ExportFileError; returns what it holds."""
-    total = os.path.getsize(path)
+def read(path, progress: Callable[[str, int, int], None] | None = None) -> Contents:
+    """Read and verify a whole export file (a path, or the file's bytes: an import streamed to a serving
+    sidecar): framing, header and version, every blob against its hash, every value reference, the
+    trailer's counts and BLAKE3. Raises ExportFileError; returns what it holds."""
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        data = bytes(path)
+        total, path, opened = len(data), "the stream", (lambda: io.BytesIO(data))
+    else:
+        total, opened = os.path.getsize(path), (lambda: open(path, "rb"))
     h = blake3()
     contents: Contents | None = None
     counts: dict[str, int] = {}
     trailer: dict | None = None
     tick = (lambda done: progress("reading", done, total)) if progress else None
-    with open(path, "rb") as f:
+    with opened() as f:
         for frame, rec in frames(f, tick):
             kind = rec["t"]
             if trailer is not None:

@@ -29,7 +29,9 @@ class ReadOnly(RuntimeError):
 
 
 class ReadOnlyStore:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, keys: encryption.KeyRing | None = None) -> None:
+        """``keys``: a key ring to read encrypted namespaces' values with (checked against the keys the
+        store remembers; nothing is recorded)."""
         if not os.path.exists(os.path.join(path, "data.mdb")):
             raise FileNotFoundError(f"{path}: no sidecar data directory here (no data.mdb)")
         self.path = path
@@ -53,7 +55,9 @@ class ReadOnlyStore:
                 if fmt is None or bytes(fmt).decode() != layout.FORMAT_NAME:
                     raise RuntimeError(f"{path}: unknown store format {fmt!r}")
                 self._register_dictionaries(txn)
-                _, self.encrypted = encryption.remembered(txn, self.db["meta"])
+                used, self.encrypted = encryption.remembered(txn, self.db["meta"])
+            self.keys = keys
+            self._installed = encryption.install_for_reading(keys, used)
         except lmdb.NotFoundError:
             self.env.close()
             raise RuntimeError(f"{path}: not a store of this sidecar version (a table is missing)") from None
@@ -73,7 +77,7 @@ class ReadOnlyStore:
 
     def prefix(self, ns: str) -> bytes:
         """The hash index prefix of namespace ``ns``'s nodes (see Store.prefix); sealed values stay sealed
-        here: no keys are loaded, so reading them answers ENCRYPTION_KEY_MISSING."""
+        here unless the store was opened with ``keys``: reading them answers ENCRYPTION_KEY_MISSING."""
         return encryption.scope_prefix(ns) if ns in self.encrypted else b""
 
     @property
@@ -97,4 +101,6 @@ class ReadOnlyStore:
     run = start = submit = write = _refuse
 
     def close(self) -> None:
+        encryption.uninstall(getattr(self, "_installed", []))
+        self._installed = []
         self.env.close()

@@ -95,6 +95,8 @@ class Client:
         self.retention = retention.Retention(self)
         from . import schemas  # the SchemaService facet
         self.schemas = schemas.Schemas(self)
+        from . import transfer  # the TransferService facet (export and import)
+        self.transfer = transfer.Transfer(self)
 
     def close(self) -> None:
         if self._own_channel:

@@ -59,6 +59,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXPORT_VERSION_UNSUPPORTED: _ClassVar[ErrorReason]
     IMPORT_THREAD_EXISTS: _ClassVar[ErrorReason]
     IMPORT_CONFLICT: _ClassVar[ErrorReason]
+    EXPORT_PLAINTEXT_REFUSED: _ClassVar[ErrorReason]
     RETENTION_LIMIT_EXCEEDED: _ClassVar[ErrorReason]
     RETENTION_POLICY_NOT_FOUND: _ClassVar[ErrorReason]
     SCHEMA_MIGRATION_FAILED: _ClassVar[ErrorReason]
@@ -69,6 +70,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     QUOTA_EXCEEDED: _ClassVar[ErrorReason]
     ENCRYPTION_KEY_MISSING: _ClassVar[ErrorReason]
     ENCRYPTED_RECORD_INVALID: _ClassVar[ErrorReason]
+    IMPORT_PLAINTEXT_REFUSED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 INVALID_FIELD: ErrorReason
 UNSUPPORTED_VALUE: ErrorReason
@@ -122,6 +124,7 @@ EXPORT_FILE_INVALID: ErrorReason
 EXPORT_VERSION_UNSUPPORTED: ErrorReason
 IMPORT_THREAD_EXISTS: ErrorReason
 IMPORT_CONFLICT: ErrorReason
+EXPORT_PLAINTEXT_REFUSED: ErrorReason
 RETENTION_LIMIT_EXCEEDED: ErrorReason
 RETENTION_POLICY_NOT_FOUND: ErrorReason
 SCHEMA_MIGRATION_FAILED: ErrorReason
@@ -132,3 +135,4 @@ TOO_MANY_CALLS: ErrorReason
 QUOTA_EXCEEDED: ErrorReason
 ENCRYPTION_KEY_MISSING: ErrorReason
 ENCRYPTED_RECORD_INVALID: ErrorReason
+IMPORT_PLAINTEXT_REFUSED: ErrorReason

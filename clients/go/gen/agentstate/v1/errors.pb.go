@@ -203,6 +203,11 @@ const (
 	// same path and key, or a vector space has another dimension ("field" and
 	// the id). Nothing was imported.
 	ErrorReason_IMPORT_CONFLICT ErrorReason = 58
+	// EXPORT_PLAINTEXT_REFUSED (FAILED_PRECONDITION): the namespace is
+	// encrypted and the export was asked to refuse writing its values in
+	// plaintext (refuse_encrypted, `sidecar export --refuse-encrypted`)
+	// ("namespace"). Nothing was exported.
+	ErrorReason_EXPORT_PLAINTEXT_REFUSED ErrorReason = 59
 	// Numbers 65-69: retention (docs/lifecycle.md "Retention").
 	// RETENTION_LIMIT_EXCEEDED (RESOURCE_EXHAUSTED): a put would take a thread
 	// over its retention policy's max_checkpoints or max_bytes (with
@@ -253,6 +258,13 @@ const (
 	// holds other key material under the key's id ("namespace", "key_id",
 	// "node").
 	ErrorReason_ENCRYPTED_RECORD_INVALID ErrorReason = 71
+	// Numbers 80-81: export and import (transfer.proto).
+	// IMPORT_PLAINTEXT_REFUSED (FAILED_PRECONDITION): the file was exported
+	// from an encrypted namespace and the target namespace has no key here,
+	// so its values would be stored unencrypted ("namespace"); give the
+	// target a key (--encryption-keys) or import with allow_plaintext
+	// (`--allow-plaintext`). Nothing was imported.
+	ErrorReason_IMPORT_PLAINTEXT_REFUSED ErrorReason = 80
 )
 
 // Enum value maps for ErrorReason.
@@ -311,6 +323,7 @@ var (
 		56: "EXPORT_VERSION_UNSUPPORTED",
 		57: "IMPORT_THREAD_EXISTS",
 		58: "IMPORT_CONFLICT",
+		59: "EXPORT_PLAINTEXT_REFUSED",
 		65: "RETENTION_LIMIT_EXCEEDED",
 		66: "RETENTION_POLICY_NOT_FOUND",
 		60: "SCHEMA_MIGRATION_FAILED",
@@ -321,6 +334,7 @@ var (
 		76: "QUOTA_EXCEEDED",
 		70: "ENCRYPTION_KEY_MISSING",
 		71: "ENCRYPTED_RECORD_INVALID",
+		80: "IMPORT_PLAINTEXT_REFUSED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":   0,
@@ -376,6 +390,7 @@ var (
 		"EXPORT_VERSION_UNSUPPORTED": 56,
 		"IMPORT_THREAD_EXISTS":       57,
 		"IMPORT_CONFLICT":            58,
+		"EXPORT_PLAINTEXT_REFUSED":   59,
 		"RETENTION_LIMIT_EXCEEDED":   65,
 		"RETENTION_POLICY_NOT_FOUND": 66,
 		"SCHEMA_MIGRATION_FAILED":    60,
@@ -386,6 +401,7 @@ var (
 		"QUOTA_EXCEEDED":             76,
 		"ENCRYPTION_KEY_MISSING":     70,
 		"ENCRYPTED_RECORD_INVALID":   71,
+		"IMPORT_PLAINTEXT_REFUSED":   80,
 	}
 )
 
@@ -420,7 +436,7 @@ var File_agentstate_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xb2\v\n" +
+	"\x1aagentstate/v1/errors.proto\x12\ragentstate.v1*\xee\v\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rINVALID_FIELD\x10\x01\x12\x15\n" +
@@ -479,6 +495,7 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x1aEXPORT_VERSION_UNSUPPORTED\x108\x12\x18\n" +
 	"\x14IMPORT_THREAD_EXISTS\x109\x12\x13\n" +
 	"\x0fIMPORT_CONFLICT\x10:\x12\x1c\n" +
+	"\x18EXPORT_PLAINTEXT_REFUSED\x10;\x12\x1c\n" +
 	"\x18RETENTION_LIMIT_EXCEEDED\x10A\x12\x1e\n" +
 	"\x1aRETENTION_POLICY_NOT_FOUND\x10B\x12\x1b\n" +
 	"\x17SCHEMA_MIGRATION_FAILED\x10<\x12\x1d\n" +
@@ -488,7 +505,8 @@ const file_agentstate_v1_errors_proto_rawDesc = "" +
 	"\x0eTOO_MANY_CALLS\x10K\x12\x12\n" +
 	"\x0eQUOTA_EXCEEDED\x10L\x12\x1a\n" +
 	"\x16ENCRYPTION_KEY_MISSING\x10F\x12\x1c\n" +
-	"\x18ENCRYPTED_RECORD_INVALID\x10GB^\n" +
+	"\x18ENCRYPTED_RECORD_INVALID\x10G\x12\x1c\n" +
+	"\x18IMPORT_PLAINTEXT_REFUSED\x10PB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
