@@ -81,6 +81,7 @@ def test_range_and_in_plans_answer_as_the_unindexed_filter(tmp_path):
 
         def pages(indexed):
             memory._index_plan = real if indexed else (lambda *a: None)
+            memory._member_test = real_test if indexed else (lambda *a: None)
             seen, token = [], ""
             while True:
                 resp = run(api.search(memory, pb.SearchMemoryItemsRequest(
@@ -90,11 +91,11 @@ def test_range_and_in_plans_answer_as_the_unindexed_filter(tmp_path):
                 token = resp.next_page_token
                 if not token:
                     return seen
-        real = memory._index_plan
+        real, real_test = memory._index_plan, memory._member_test
         try:
             assert pages(True) == pages(False)
         finally:
-            memory._index_plan = real
+            memory._index_plan, memory._member_test = real, real_test
 
     try:
         check()
