@@ -15,6 +15,7 @@ Filters are evaluated by ``memory_filters`` (this module's private helper); vect
 """
 from __future__ import annotations
 
+import functools
 from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -886,8 +887,13 @@ class Memory:
             if st is None:
                 return None
             allowed = None if match is None else self._index_ids(txn, ns, s.filter, self.VECTOR_INDEX_CAP)
-            best, sp = mv.search(st, q.space, q.vector, tuple(s.prefix), frozenset(q.fields), now, allowed)
-            if sp is None or want <= 0:
+            if want <= 0:
+                return []
+            k = want if match is None else max(4 * want, 32)
+            search = functools.partial(mv.search, st, q.space, q.vector, tuple(s.prefix), frozenset(q.fields), now,
+                                       allowed)
+            best, sp = search(k=k)
+            if sp is None:
                 return []
             order = s.order
             pkeys: dict[int, bytes] = {}
@@ -905,7 +911,6 @@ class Memory:
 
             out: list[Found] = []
             passed = done = 0
-            k = want if match is None else max(4 * want, 32)
             while True:
                 sel = vectors.select_top(best, k)
                 ranked = sorted(sel, key=lambda slot: (-best[slot], tie(slot)))
@@ -937,6 +942,7 @@ class Memory:
                 if len(sel) < k:
                     return out
                 k *= 8
+                best, sp = search(k=k)  # (only the top k kept a score: ranked grows as a prefix of the new one)
 
     def _finish_vector(self, txn, out: list[Found], now: int, s: SearchInput, write_txn) -> None:
         for f in out:
