@@ -123,7 +123,8 @@ def run(base: Path, quick: bool, log, items: int | None = None, vectors: int | N
             pg0 = pg.db_bytes(pg_conn)
             t = time.perf_counter()
             for start in range(0, n_items, 100):
-                pgs.batch([PutOp(("docs", f"g{i % 10}"), f"k{i}", doc(i)) for i in range(start, min(n_items, start + 100))])
+                pgs.batch([PutOp(("docs", f"g{i % 10}"), f"k{i}", doc(i))
+                           for i in range(start, min(n_items, start + 100))])
             out["put"]["PostgresStore"] = {"items_per_s": round(n_items / (time.perf_counter() - t)),
                                            "bytes_per_item": round((pg.db_bytes(pg_conn) - pg0) / n_items)}
             out["postgres"] = pg.how
@@ -281,7 +282,8 @@ def table(m: dict) -> str:
     for label in ("common", "rare"):
         r = m["filter"][label]
         side = r["sidecar"]["p50_ms"]
-        lines.append(f"{label:24s} {r['echo floor']['p50_ms']:10.3f} {side:8.3f} {side / r['echo floor']['p50_ms']:7.1f}"
+        floor = r["echo floor"]["p50_ms"]
+        lines.append(f"{label:24s} {floor:10.3f} {side:8.3f} {side / floor:7.1f}"
                      + "".join(f" {r[p]['p50_ms']:14.3f} {r[p]['p50_ms'] / side:9.1f}" for p in peers))
     v = m["vector"]
     lines += ["", f"vector top-10 + filter ({m['vector_items']:,} x {m['dims']}, p50 ms)  same top-10 as numpy",

@@ -561,7 +561,7 @@ class Memory:
         ids_db, items_db, names_db = self.db["memids"], self.db["memitems"], self.db["mempathid"]
         prefix = tuple(prefix)
         plen = len(prefix)
-        paths: dict[bytes, tuple | None] = {}  # path id (8 bytes) -> (labels, encoded labels), None: not under prefix
+        paths: dict[bytes, tuple | None] = {}  # path id (8 bytes) -> (labels, encoded, id); None: not under prefix
         t0, t1 = len(nsb), len(nsb) + 8
         group: list = []
         group_time = None
@@ -617,7 +617,7 @@ class Memory:
         (:meth:`_member_test`). When the walk can skip, the index is first tried with a small budget
         (INDEX_PROBE entries: a rare value answers at once), then the walk for as many items as the index
         budget, then the index with its whole budget, and then the walk goes on where it stopped. Each way
-        gives the same items in the same order (tests/test_memory_findex.py)."""
+        gives the same items in the same order (tests/test_memory_search_paths.py; docs/memory.md §16.1)."""
         match = mf.matcher(s.filter)
         if s.vector is not None:
             return self._vector_search(txn, ns, s, now, match, write_txn), None
