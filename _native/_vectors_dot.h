@@ -47,9 +47,16 @@ static float agentstate_qdot(const signed char *a, const float *b, ptrdiff_t n)
     for (; i < n; i++) {
         r = r + (float)a[i] * b[i];
     }
-    for (lane = 0; lane < 32; lane++) {
-        r = r + d[lane];
+    for (lane = 0; lane < 16; lane++) {  /* the lanes combined as a tree: five rounds, not 32 dependent adds */
+        d[lane] = d[lane] + d[lane + 16];
     }
-    return r;
+    for (lane = 0; lane < 8; lane++) {
+        d[lane] = d[lane] + d[lane + 8];
+    }
+    for (lane = 0; lane < 4; lane++) {
+        d[lane] = d[lane] + d[lane + 4];
+    }
+    d[0] = (d[0] + d[2]) + (d[1] + d[3]);
+    return r + d[0];
 }
 #endif
