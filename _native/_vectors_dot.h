@@ -25,4 +25,38 @@ static double agentstate_dot(const float *a, const float *b, ptrdiff_t n)
     }
     return ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
 }
+/* The approximate dot product of an int8 row (a quantized float32 row, _vectors_c.quantize) with a float32
+   query, in float32 with 32 independent lanes (any order: only its error bound matters, see best_top). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static float agentstate_qdot(const signed char *a, const float *b, ptrdiff_t n)
+{
+    float d[32];
+    ptrdiff_t i = 0, lane;
+    ptrdiff_t n32 = n - (n & 31);
+    float r = 0.0f;
+    for (lane = 0; lane < 32; lane++) {
+        d[lane] = 0.0f;
+    }
+    for (; i < n32; i += 32) {
+        for (lane = 0; lane < 32; lane++) {
+            d[lane] = d[lane] + (float)a[i + lane] * b[i + lane];
+        }
+    }
+    for (; i < n; i++) {
+        r = r + (float)a[i] * b[i];
+    }
+    for (lane = 0; lane < 16; lane++) {  /* the lanes combined as a tree: five rounds, not 32 dependent adds */
+        d[lane] = d[lane] + d[lane + 16];
+    }
+    for (lane = 0; lane < 8; lane++) {
+        d[lane] = d[lane] + d[lane + 8];
+    }
+    for (lane = 0; lane < 4; lane++) {
+        d[lane] = d[lane] + d[lane + 4];
+    }
+    d[0] = (d[0] + d[2]) + (d[1] + d[3]);
+    return r + d[0];
+}
 #endif

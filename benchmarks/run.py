@@ -23,9 +23,10 @@ fleet
     puts in flight per agent): checkpoints/s, ack latency p50/p99, the sidecar's peak RSS (VmRSS, which counts
     the LMDB data file's mapped pages, so it grows with the data written) and its anonymous part (RssAnon).
 memory
-    benchmarks/bench_memory.py: memory items side by side with LangGraph's InMemoryStore and SqliteStore:
-    filter search next to the echo floor, vector top-10 with a filter (checked against numpy), batched put
-    throughput and bytes per item (PostgresStore and SqliteStore's vector search are skipped, reasons printed).
+    benchmarks/bench_memory.py: memory items side by side with LangGraph's InMemoryStore, SqliteStore and
+    PostgresStore (pgserver's PostgreSQL with pgvector): filter search next to the echo floor, vector top-10
+    with a filter (checked against numpy), batched put throughput and bytes per item (SqliteStore's vector
+    search is skipped, reason printed).
 langgraph
     benchmarks/bench_langgraph_chat.py: the 800-turn chat with SidecarSaver, SqliteSaver,
     SqliteSaver + DeltaChannel, LMDBSaver, InMemorySaver and PostgresSaver (a PostgreSQL started

@@ -93,6 +93,7 @@ def equal_to_the_scan(tmp_path, ops, exprs, examples):
 
         def pages(indexed):
             memory._index_plan = real if indexed else (lambda *a: None)
+            memory._member_test = real_test if indexed else (lambda *a: None)
             seen, token = [], ""
             while True:
                 resp = run(api.search(memory, pb.SearchMemoryItemsRequest(
@@ -102,11 +103,11 @@ def equal_to_the_scan(tmp_path, ops, exprs, examples):
                 token = resp.next_page_token
                 if not token:
                     return seen
-        real = memory._index_plan
+        real, real_test = memory._index_plan, memory._member_test
         try:
             assert pages(True) == pages(False)
         finally:
-            memory._index_plan = real
+            memory._index_plan, memory._member_test = real, real_test
 
     try:
         check()

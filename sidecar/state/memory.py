@@ -15,6 +15,7 @@ Filters are evaluated by ``memory_filters`` (this module's private helper); vect
 """
 from __future__ import annotations
 
+import functools
 from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -509,12 +510,19 @@ class Memory:
                 break
             yield k[8:].decode(), layout.memitem_decoder.decode(raw)
 
-    def _ordered(self, txn, ns: str, prefix, order: int, after: tuple | None
+    def _ordered(self, txn, ns: str, prefix, order: int, after: tuple | None, accept=None
                  ) -> Iterator[tuple[tuple, tuple[str, ...], str, MemItemRec, int]]:
         """(sort key, labels, key, record, path id) of the items under ``prefix`` in ``order``, after ``after``
-        (a sort key). Expired items are included (the caller checks visibility)."""
+        (a sort key). Expired items are included (the caller checks visibility). ``accept`` (item id as 8
+        bytes -> bool, from :meth:`_member_test`) leaves out items that cannot match; it may let through
+        items that do not match (the caller re-checks), never the other way round."""
         if order == ORDER_UPDATED_DESC:
-            yield from self._by_update(txn, ns, prefix, after)
+            yield from self._by_update(txn, ns, prefix, after, accept)
+            return
+        if accept is not None:
+            for entry in self._ordered(txn, ns, prefix, order, after):
+                if accept(layout.u64(entry[3].item_id)):
+                    yield entry
             return
         paths = list(self._paths_under(txn, ns, prefix))
         if order == ORDER_INSERTION:
@@ -541,70 +549,107 @@ class Memory:
                     continue
                 yield sk, labels, key, rec, prec.path_id
 
-    def _by_update(self, txn, ns: str, prefix, after):
-        """Items newest first; equal update times by path (label by label) then key."""
+    def _by_update(self, txn, ns: str, prefix, after, accept=None):
+        """Items newest first; equal update times by path (label by label) then key. Per ``memupd`` entry only
+        its item id is looked at until the entry passes ``accept`` and the prefix (one ``memids`` read; a
+        path's labels are read once per search); the record is read when the entry's turn comes, after its
+        group of equal update times is sorted."""
         nsb = ns.encode() + layout.SEP
         cursor = txn.cursor(db=self.db["memupd"])
         start = nsb if after is None else layout.mem_upd_key(ns, after[0], 0)
         if not cursor.set_range(start):
             return
-        names: dict = {}
-        ids_db, items_db = self.db["memids"], self.db["memitems"]
+        get = txn.get
+        ids_db, items_db, names_db = self.db["memids"], self.db["memitems"], self.db["mempathid"]
         prefix = tuple(prefix)
         plen = len(prefix)
+        paths: dict[bytes, tuple | None] = {}  # path id (8 bytes) -> (labels, encoded, id); None: not under prefix
+        t0, t1 = len(nsb), len(nsb) + 8
         group: list = []
         group_time = None
         for k in cursor.iternext(values=False):
             k = bytes(k)
-            if not k.startswith(nsb):
+            if k[:t0] != nsb:
                 break
-            updated = layout.MASK64 - layout.read_u64(k[len(nsb):len(nsb) + 8])
-            if group_time is not None and updated != group_time:
-                yield from self._flush(group, after)
-                group = []
-            group_time = updated
-            item_id = layout.read_u64(k[-8:])
-            ikey = txn.get(layout.u64(item_id), db=ids_db)
+            tb = k[t0:t1]
+            if tb != group_time:
+                if group:
+                    yield from self._flush(txn, items_db, group, after)
+                    group = []
+                group_time = tb
+            idb = k[t1:]
+            if accept is not None and not accept(idb):
+                continue
+            ikey = get(idb, db=ids_db)
             if ikey is None:
                 continue
             ikey = bytes(ikey)
-            path_id = layout.read_u64(ikey[:8])
-            name = self._path_name(txn, path_id, names)
-            if plen and tuple(name.labels[:plen]) != prefix:
+            pb8 = ikey[:8]
+            path = paths.get(pb8, False)
+            if path is False:
+                name = layout.mempathname_decoder.decode(get(pb8, db=names_db))
+                labels = tuple(name.labels)
+                path = paths[pb8] = (None if name.ns != ns or (plen and labels[:plen] != prefix)
+                                     else (labels, [lab.encode() for lab in labels], layout.read_u64(pb8)))
+            if path is None:
+                continue
+            group.append((path[1], ikey[8:], ikey, path, tb))
+        if group:
+            yield from self._flush(txn, items_db, group, after)
+
+    @staticmethod
+    def _flush(txn, items_db, group, after):
+        if len(group) > 1:
+            group.sort(key=lambda g: (g[0], g[1]))
+        updated = layout.MASK64 - layout.read_u64(group[0][4])
+        for lb, keyb, ikey, (labels, _, path_id), _tb in group:
+            sk = (updated, lb, keyb)
+            if after is not None and updated == after[0] and (lb, keyb) <= (list(after[1]), after[2]):
                 continue
             raw = txn.get(ikey, db=items_db)
             if raw is None:
                 continue
-            key = ikey[8:].decode()
-            labels = tuple(name.labels)
-            group.append(((updated, [lab.encode() for lab in labels], key.encode()), labels, key,
-                          layout.memitem_decoder.decode(raw), path_id))
-        yield from self._flush(group, after)
-
-    @staticmethod
-    def _flush(group, after):
-        group.sort(key=lambda g: (g[0][1], g[0][2]))
-        for entry in group:
-            sk = entry[0]
-            if after is not None and sk[0] == after[0] and (sk[1], sk[2]) <= (list(after[1]), after[2]):
-                continue
-            yield entry
+            yield sk, labels, keyb.decode(), layout.memitem_decoder.decode(raw), path_id
 
     def search(self, txn, ns: str, s: SearchInput, now: int, write_txn=None) -> tuple[list[Found], tuple | None]:
-        """(items, position after the last one when more may follow) of a search."""
+        """(items, position after the last one when more may follow) of a search.
+
+        Without a vector: the field index's candidates when they are few (:meth:`_index_plan`), else the
+        walk in the request's order (:meth:`_ordered`), skipping what the field index rules out
+        (:meth:`_member_test`). When the walk can skip, the index is first tried with a small budget
+        (INDEX_PROBE entries: a rare value answers at once), then the walk for as many items as the index
+        budget, then the index with its whole budget, and then the walk goes on where it stopped. Each way
+        gives the same items in the same order (tests/test_memory_search_paths.py; docs/memory.md §17.1)."""
         match = mf.matcher(s.filter)
         if s.vector is not None:
             return self._vector_search(txn, ns, s, now, match, write_txn), None
-        planned = self._index_plan(txn, ns, s, now, match)
+        cap = min(self.INDEX_CAP, max(self.INDEX_MIN, self.INDEX_PER_WANTED * (s.offset + s.limit)))
+        plans = mi.plan(s.filter)
+        test = self._member_test(txn, ns, s.filter, plans)
+        planned = self._index_plan(txn, ns, s, now, match, cap if test is None else min(cap, self.INDEX_PROBE), plans)
         if planned is not None:
             out, last = planned
             self._finish(txn, out, now, s, write_txn)
             return out, last
+        accept = None
+        if test is not None:
+            walk = [0, cap]  # entries the walk looked at; how many before the index gets its whole budget
+
+            def accept(idb: bytes) -> bool:
+                walk[0] += 1
+                return walk[0] >= walk[1] or test(idb)  # (past the budget: let through, the loop below decides)
         out: list[Found] = []
         skipped = 0
         last = None
         more = False
-        for sk, labels, key, rec, path_id in self._ordered(txn, ns, s.prefix, s.order, s.after):
+        for sk, labels, key, rec, path_id in self._ordered(txn, ns, s.prefix, s.order, s.after, accept):
+            if accept is not None and walk[0] >= walk[1]:
+                walk[1] = float("inf")
+                planned = self._index_plan(txn, ns, s, now, match, cap, plans)
+                if planned is not None:
+                    out, last = planned
+                    self._finish(txn, out, now, s, write_txn)
+                    return out, last
             if not visible(rec, now):
                 continue
             enc = nodes.value_encoding(rec.value, txn.get)
@@ -630,13 +675,54 @@ class Memory:
     #: matches are common: the ordered scan finds the page sooner than re-checking and sorting every candidate
     INDEX_PER_WANTED = 16
     INDEX_MIN = 256
+    INDEX_PROBE = 64  # the first budget of the index when the walk can skip by the index (search)
+    MEMBER_MAX_KEYS = 16  # point keys a membership test looks up per item at most
 
-    def _index_plan(self, txn, ns: str, s: SearchInput, now: int, match):
-        """(items, position after the last when more follow) by the field index, or None when it cannot help:
-        the candidates of the most selective indexable equality (plus the unindexed items), each re-checked
-        with the whole filter, sorted in the request's order."""
-        cap = min(self.INDEX_CAP, max(self.INDEX_MIN, self.INDEX_PER_WANTED * (s.offset + s.limit)))
-        best = self._index_ids(txn, ns, s.filter, cap)
+    def _member_test(self, txn, ns: str, flt, plans=None):
+        """A test on an item id (8 bytes) that is False only for items that cannot match ``flt``, from its
+        required equalities and ``IN``s (memory_index.plan's plans made of single keys): an item passes when,
+        for each such plan, one of its keys has an entry for the item, or when the item is unindexed
+        (``memfldx``). None when there is no such plan, or the filter can fail (LANGGRAPH_PYTHON comparisons,
+        FAIL): there, which item fails first depends on every item being evaluated in order."""
+        if flt is None or _can_fail(flt):
+            return None
+        heads = []
+        nsb = ns.encode() + layout.SEP
+        for intervals in (mi.plan(flt) if plans is None else plans):
+            if intervals and len(intervals) <= self.MEMBER_MAX_KEYS and all(lo == hi for lo, hi in intervals):
+                heads.append([nsb + lo for lo, _ in intervals])
+        if not heads:
+            return None
+        heads.sort(key=len)
+        get, fdb, xdb = txn.get, self.db["memfld"], self.db["memfldx"]
+        cursor = txn.cursor(db=xdb)
+        unindexed = cursor.set_range(nsb) and bytes(cursor.key()).startswith(nsb)  # any in this namespace
+        if len(heads) == 1 and len(heads[0]) == 1:
+            head = heads[0][0]
+            if not unindexed:
+                return lambda idb: get(head + idb, db=fdb) is not None
+
+            def accept_one(idb: bytes) -> bool:
+                return get(head + idb, db=fdb) is not None or get(nsb + idb, db=xdb) is not None
+            return accept_one
+
+        def accept(idb: bytes) -> bool:
+            if unindexed and get(nsb + idb, db=xdb) is not None:
+                return True
+            for keys in heads:
+                for head in keys:
+                    if get(head + idb, db=fdb) is not None:
+                        break
+                else:
+                    return False
+            return True
+        return accept
+
+    def _index_plan(self, txn, ns: str, s: SearchInput, now: int, match, cap: int, plans=None):
+        """(items, position after the last when more follow) by the field index, or None when it cannot help
+        within ``cap`` entries: the candidates of the most selective indexable equality (plus the unindexed
+        items), each re-checked with the whole filter, sorted in the request's order."""
+        best = self._index_ids(txn, ns, s.filter, cap, plans)
         if best is None:
             return None
         names: dict = {}
@@ -691,11 +777,12 @@ class Memory:
         more = s.paged and len(found) > s.offset + s.limit
         return out, (window[-1][1] if more and window else None)
 
-    def _index_ids(self, txn, ns: str, flt, cap: int) -> list[int] | None:
+    def _index_ids(self, txn, ns: str, flt, cap: int, plans=None) -> list[int] | None:
         """The ids of the items that may match ``flt`` by the field index (the smallest of its plans: a required
         equality, ``IN`` or number range, memory_index.plan; plus the unindexed items), or None when it has no
-        plan or every plan reads more than ``cap`` entries."""
-        plans = mi.plan(flt)
+        plan or every plan reads more than ``cap`` entries (``plans``: memory_index.plan(flt), when known)."""
+        if plans is None:
+            plans = mi.plan(flt)
         if not plans:
             return None
         best = None
@@ -802,8 +889,13 @@ class Memory:
             if st is None:
                 return None
             allowed = None if match is None else self._index_ids(txn, ns, s.filter, self.VECTOR_INDEX_CAP)
-            best, sp = mv.search(st, q.space, q.vector, tuple(s.prefix), frozenset(q.fields), now, allowed)
-            if sp is None or want <= 0:
+            if want <= 0:
+                return []
+            k = want if match is None else max(4 * want, 32)
+            search = functools.partial(mv.search, st, q.space, q.vector, tuple(s.prefix), frozenset(q.fields), now,
+                                       allowed)
+            best, sp = search(k=k)
+            if sp is None:
                 return []
             order = s.order
             pkeys: dict[int, bytes] = {}
@@ -821,7 +913,6 @@ class Memory:
 
             out: list[Found] = []
             passed = done = 0
-            k = want if match is None else max(4 * want, 32)
             while True:
                 sel = vectors.select_top(best, k)
                 ranked = sorted(sel, key=lambda slot: (-best[slot], tie(slot)))
@@ -853,6 +944,7 @@ class Memory:
                 if len(sel) < k:
                     return out
                 k *= 8
+                best, sp = search(k=k)  # (only the top k kept a score: ranked grows as a prefix of the new one)
 
     def _finish_vector(self, txn, out: list[Found], now: int, s: SearchInput, write_txn) -> None:
         for f in out:
@@ -1079,6 +1171,21 @@ class Memory:
             for ns in sorted(names):
                 self.index.view(txn, self.db["meta"], ns, lambda t, ns=ns: self._vector_deltas(t, ns))
         return len(self.index)
+
+
+def _can_fail(node) -> bool:
+    """Whether evaluating the filter tree may raise (a LANGGRAPH_PYTHON comparison or a FAIL node)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if type(n) is mf.Cond:
+            if n.mode == mf.LANGGRAPH_PYTHON or n.op == mf.FAIL:
+                return True
+        elif type(n) is mf.Not:
+            stack.append(n.child)
+        else:
+            stack.extend(n.children)
+    return False
 
 
 def _cmp_key(k) -> tuple:

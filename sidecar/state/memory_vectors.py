@@ -53,12 +53,14 @@ class Space:
     """The rows of one vector space of one namespace."""
 
     __slots__ = ("dims", "buf", "sqnorms", "row_slot", "row_field", "free_rows", "slot_path", "slot_expires",
-                 "slot_entry", "free_slots", "fields", "field_ids")
+                 "slot_entry", "free_slots", "fields", "field_ids", "qbuf", "qscales")
 
     def __init__(self, dims: int) -> None:
         self.dims = dims
         self.buf = bytearray()
         self.sqnorms = array("d")
+        self.qbuf = bytearray()  # each row quantized to int8 (vectors.quantize): best_top's first pass
+        self.qscales = array("d")
         self.row_slot = array("q")  # -1: a free row
         self.row_field = array("q")
         self.free_rows: list[int] = []
@@ -86,13 +88,18 @@ class Space:
                 fid = self.field_ids[f] = len(self.fields)
                 self.fields.append(f)
             sq = vectors.sq_norm(data)
+            q8, scale = vectors.quantize(data)
             if self.free_rows:
                 row = self.free_rows.pop()
                 self.buf[row * width:(row + 1) * width] = data
+                self.qbuf[row * self.dims:(row + 1) * self.dims] = q8
                 self.sqnorms[row], self.row_slot[row], self.row_field[row] = sq, slot, fid
+                self.qscales[row] = scale
             else:
                 row = len(self.row_slot)
                 self.buf += data
+                self.qbuf += q8
+                self.qscales.append(scale)
                 self.sqnorms.append(sq)
                 self.row_slot.append(slot)
                 self.row_field.append(fid)
@@ -252,9 +259,12 @@ class Index:
         return True
 
 
-def search(st: Namespace, space: str, query: bytes, prefix: tuple, fields, now: int, allowed) -> tuple:
+def search(st: Namespace, space: str, query: bytes, prefix: tuple, fields, now: int, allowed,
+           k: int | None = None) -> tuple:
     """(best score per slot, the space) of a vector query over the namespace's index; ``allowed``: item ids
-    the filter may match (None: any)."""
+    the filter may match (None: any). With ``k``, only slots that may be among the top k keep a score
+    (vectors.best_top: the slots at or above the k-th best score of each half of the rows keep their exact
+    score, the others -inf), so ``vectors.select_top(best, k)`` is the same as without ``k``; cheaper."""
     sp = st.spaces.get(space)
     if sp is None:
         return array("d"), None
@@ -270,24 +280,41 @@ def search(st: Namespace, space: str, query: bytes, prefix: tuple, fields, now: 
             e = st.items.get(item_id)
             if e is not None and e.space == space:
                 slot_ok[e.slot] = 1
-    args = (sp.buf, sp.dims, sp.sqnorms, query, sp.row_slot, sp.row_field, field_ok, sp.slot_path, path_ok,
-            sp.slot_expires, now, slot_ok, len(sp.slot_entry))
+    if k is None:
+        kernel = vectors.best_scores
+        args = (sp.buf, sp.dims, sp.sqnorms, query, sp.row_slot, sp.row_field, field_ok, sp.slot_path, path_ok,
+                sp.slot_expires, now, slot_ok, len(sp.slot_entry))
+    else:
+        kernel = vectors.best_top
+        args = (sp.buf, sp.dims, sp.sqnorms, sp.qbuf, sp.qscales, query, sp.row_slot, sp.row_field, field_ok,
+                sp.slot_path, path_ok, sp.slot_expires, now, slot_ok, len(sp.slot_entry), k)
     nrows = len(sp.row_slot)
-    if not SPLIT or nrows * sp.dims < SPLIT_WORK:
-        return vectors.best_scores(*args), sp
+    if not SPLIT or nrows * sp.dims < (SPLIT_WORK if k is None else 3 * SPLIT_WORK) or not _cores_idle():
+        return kernel(*args), sp
     half = nrows // 2  # the kernel releases the GIL: the other half runs on a second thread meanwhile
-    other = _pool().submit(vectors.best_scores, *args, half, nrows)
+    other = _pool().submit(kernel, *args, half, nrows)
     try:
-        first = vectors.best_scores(*args, 0, half)
+        first = kernel(*args, 0, half)
     finally:
         second = other.result()
     return vectors.merge_max(first, second), sp
 
 
 #: split the scoring over two threads (compiled kernel only) when the machine has two cores or more and there is this much work
-#: (rows x dimensions); SIDECAR_VECTOR_THREADS=1 keeps it on one thread
+#: (rows x dimensions; three times as much for best_top, which reads a quarter of the bytes first), and the
+#: 1-minute load average is below the number of cores (on a busy machine the second thread waits for a core
+#: and the query waits for it: measured slower than one thread at load 17 on 2 cores); SIDECAR_VECTOR_THREADS=1
+#: keeps it on one thread
 SPLIT = vectors.NATIVE and (os.cpu_count() or 1) > 1 and os.environ.get("SIDECAR_VECTOR_THREADS", "2") != "1"
 SPLIT_WORK = 2_000_000
+_CORES = os.cpu_count() or 1
+
+
+def _cores_idle() -> bool:
+    try:
+        return os.getloadavg()[0] < _CORES
+    except OSError:  # pragma: no cover - no load average on this system
+        return True
 _POOL = None
 
 

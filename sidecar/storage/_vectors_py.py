@@ -115,3 +115,32 @@ def merge_max(a, b) -> array:
         if y > a[i]:
             a[i] = y
     return a
+
+
+def quantize(data) -> tuple[bytes, float]:
+    a = memoryview(data).cast("B").cast("f").tolist()
+    m = max((abs(x) for x in a), default=0.0)
+    s = m / 127.0
+    if s == 0.0 or not math.isfinite(s):
+        return bytes(len(a)), (0.0 if s == 0.0 else float("inf"))
+    return array("b", [max(-127, min(127, round(x / s))) for x in a]).tobytes(), s
+
+
+def best_top(matrix, dims: int, sqnorms, qmatrix, qscales, query, row_slot, row_field, field_ok, slot_path,
+             path_ok, slot_expires, now: int, slot_ok, nslots: int, k: int, row_start: int = 0,
+             row_end: int = -1) -> array:
+    """best_scores cut to its top k (the compiled kernel prunes with the int8 rows; the answer is this one)."""
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    nrows = len(row_slot)
+    if len(qscales) < nrows or nrows * dims > len(qmatrix):
+        raise IndexError("quantized rows shorter than the rows")
+    out = best_scores(matrix, dims, sqnorms, query, row_slot, row_field, field_ok, slot_path, path_ok, slot_expires,
+                      now, slot_ok, nslots, row_start, row_end)
+    present = [b for b in out if b != float("-inf")]
+    if len(present) >= k:
+        thr = heapq.nlargest(k, present)[-1]
+        for i, b in enumerate(out):
+            if b < thr:
+                out[i] = float("-inf")
+    return out

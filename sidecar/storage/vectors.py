@@ -23,3 +23,5 @@ sq_norm = _impl.sq_norm
 best_scores = _impl.best_scores
 select_top = _impl.select_top
 merge_max = _impl.merge_max
+quantize = _impl.quantize
+best_top = _impl.best_top
