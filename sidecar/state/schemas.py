@@ -13,6 +13,7 @@ a failed read returns is the api layer's business.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -147,6 +148,97 @@ def compiled(v: SchemaVersionRec) -> list:
     return ops
 
 
+class Plan:
+    """The steps of a run of versions compiled once (by their encoding). ``ops``: every top-level step, in
+    order. ``itemwise``: {channel: inner steps} of the channels that no step touches but map_items over
+    the channel itself (one or more, from any version): such a list is migrated item by item from its
+    stored tree, each item's result kept by the item's hash (:data:`_items`), so the items a checkpoint
+    shares with one read before are not decoded, migrated or encoded again. ``rest``: ``ops`` without
+    those map_items (run with the item-wise channels left unread)."""
+
+    __slots__ = ("key", "ops", "rest", "itemwise")
+
+    def __init__(self, key: bytes, ops: list, rest: list, itemwise: dict) -> None:
+        self.key, self.ops, self.rest, self.itemwise = key, ops, rest, itemwise
+
+
+_PLANS: dict[bytes, Plan] = {}
+
+
+def compile_plan(versions: list[SchemaVersionRec]) -> Plan:
+    raw = _encoder.encode(versions)
+    plan = _PLANS.get(raw)
+    if plan is not None:
+        return plan
+    steps = [(st, op) for v in versions for st, op in zip(v.steps, compiled(v))]
+    itemwise: dict[str, list] = {}
+    for ch in {st.path[0] for st, _ in steps if st.kind == "map_items" and len(st.path) == 1}:
+        if all(_leaves(st, ch) for st, _ in steps):
+            itemwise[ch] = [x for st, op in steps if st.kind == "map_items" and st.path == [ch] for x in op.inner]
+    rest = [op for st, op in steps if not (st.kind == "map_items" and len(st.path) == 1 and st.path[0] in itemwise)]
+    plan = Plan(blake3(raw).digest()[:16], [op for _, op in steps], rest, itemwise)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[raw] = plan
+    return plan
+
+
+def _leaves(st: MigrationStepRec, ch: str) -> bool:
+    """Whether top-level step ``st`` leaves channel ``ch``'s value alone (but for map_items over ``ch``)."""
+    if st.path and st.path[0] == ch:
+        return st.kind == "map_items" and len(st.path) == 1
+    if not st.path and st.kind in ("nest", "unnest"):
+        return st.to != ch and ch not in st.fields
+    return not (st.kind == "rename" and len(st.path) == 1 and st.to == ch)
+
+
+class _ItemCache:
+    """Migrated list items by (plan, channel, the stored item's hash) -> (canonical encoding, its value
+    node's hash); bounded in
+    bytes (the oldest half goes when full). Reads take no lock (a dict lookup); writes do."""
+
+    MAX_BYTES = 32 << 20
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, tuple[bytes, bytes]] = {}  # key -> (encoding, item hash)
+        self.size = 0
+        self.lock = threading.Lock()
+
+    def put(self, key: bytes, hit: tuple[bytes, bytes]) -> None:
+        with self.lock:
+            if key in self.entries:
+                return
+            self.entries[key] = hit
+            self.size += len(key) + len(hit[0]) + 128
+            if self.size > self.MAX_BYTES:
+                for k in list(itertools.islice(self.entries, len(self.entries) // 2 + 1)):
+                    self.size -= len(k) + len(self.entries.pop(k)[0]) + 128
+
+
+_items = _ItemCache()
+
+
+def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[list[bytes], bytes]:
+    """The item encodings of stored list ``rec`` (channel ``ch``) migrated by the plan's item-wise steps,
+    and the root hash of the list they make."""
+    inner = plan.itemwise[ch]
+    prefix = plan.key + ch.encode() + b"\x00"
+    cache = _items.entries
+    encs, hashes = [], []
+    path = [ch]
+    for n, node_id in enumerate(hp.stored_list_ids(rec, fetch)):
+        item_rec = nodes.record(fetch, node_id)
+        key = prefix + item_rec[:hp.HASH_SIZE]
+        hit = cache.get(key)
+        if hit is None:
+            enc = encode(map_item(inner, decode(hp.stored_encoding(item_rec, fetch)), ((), path, n)))
+            hit = (enc, hp.value_node(enc, []))
+            _items.put(key, hit)
+        encs.append(hit[0])
+        hashes.append(hit[1])
+    return encs, hp.list_append(None, hashes, [])
+
+
 def _where(prefix) -> list[str]:
     """The path a ``where`` chain stands for: () or (outer chain, path, item index)."""
     out: list[str] = []
@@ -184,6 +276,8 @@ def _compile(step: MigrationStepRec, version: int, index: int):
 
     def map_at(doc: dict, at: list, where) -> dict | None:
         """The map at ``at`` (None when a key on the way is absent); fails when something else is there."""
+        if not at:
+            return doc
         cur: Any = doc
         for i, key in enumerate(at):
             if key not in cur:
@@ -208,13 +302,15 @@ def _compile(step: MigrationStepRec, version: int, index: int):
                 parent.pop(last, None)
     elif kind == "add":
         default = step.default
+        value = decode(default) if default is not None else None
+        shared = type(value) not in (list, dict)  # immutable: one decoded value serves every item
 
         def op(doc, where):
             parent = map_at(doc, parent_path, where)
             if parent is None:
                 raise fail(where, parent_path, "the map to add the field to is absent")
             if last not in parent:
-                parent[last] = decode(default) if default is not None else None
+                parent[last] = value if shared else decode(default)
     elif kind == "nest":
         def op(doc, where):
             holder = map_at(doc, path, where)
@@ -266,7 +362,7 @@ def _compile(step: MigrationStepRec, version: int, index: int):
                 return
             parent[last] = convert(_resolve(parent, last), where)
     elif kind == "map_items":
-        inner = [(_compile(x, version, index), bool(x.path)) for x in step.steps]
+        inner = [(_compile(x, version, index), bool(x.path), version, index) for x in step.steps]
 
         def op(doc, where):
             parent = map_at(doc, parent_path, where)
@@ -276,19 +372,26 @@ def _compile(step: MigrationStepRec, version: int, index: int):
             if type(items) is not list:
                 raise fail(where, path, f"expected a list, found {_kind(items)}")
             for n, item in enumerate(items):
-                at = (where, path, n)
-                for fn, on_fields in inner:
-                    if on_fields:
-                        if type(item) is not dict:
-                            raise MigrationError(version, index, _where(at),
-                                                 f"expected a map item, found {_kind(item)}")
-                        fn(item, at)
-                    else:
-                        item = items[n] = fn(item, at)
+                items[n] = map_item(inner, item, (where, path, n))
+
+        op.inner = inner  # (state/schemas.Plan: an item-wise channel runs these per stored item)
     else:  # validated on registration
         def op(doc, where):
             raise fail(where, path, f"unknown step kind {kind!r}")
     return op
+
+
+def map_item(inner: list, item: Any, at) -> Any:
+    """One list item through a map_items' compiled inner steps ``inner`` [(fn, on_fields, version, index)];
+    ``at`` is the item's where-chain; returns the item (a convert may replace it)."""
+    for fn, on_fields, version, index in inner:
+        if on_fields:
+            if type(item) is not dict:
+                raise MigrationError(version, index, _where(at), f"expected a map item, found {_kind(item)}")
+            fn(item, at)
+        else:
+            item = fn(item, at)
+    return item
 
 
 def _convert(value: Any, to: int, fail) -> Any:
@@ -521,16 +624,34 @@ def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]],
     (Unreadable, MigrationError, SCHEMA_NOT_FOUND as :func:`plan` and :func:`apply`)."""
     versions = plan(rec, name, stored, read)
     ids = dict(channels)
-    hashes = [(ch, nodes.record(fetch, node_id)[:hp.HASH_SIZE]) for ch, node_id in channels]
-    key = blake3(_encoder.encode((versions, stored, read, hashes))).digest()
+    steps = compile_plan(versions)
+    key = blake3(b"".join([steps.key, _encoder.encode((stored, read)),
+                           *(ch.encode() + b"\x00" + nodes.record(fetch, node_id)[:hp.HASH_SIZE]
+                             for ch, node_id in channels)])).digest()
     out = _cache.get(key)
     if out is None:
         doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
                      for ch, node_id in channels}
-        apply(doc, versions)
+        ops, lists = steps.ops, {}
+        for ch in steps.itemwise:
+            if ch in ids:
+                rec0 = nodes.record(fetch, ids[ch])
+                if rec0[hp.HASH_SIZE] != hp.TAG_LIST:  # not a stored list: the whole steps say what is wrong
+                    lists = None
+                    break
+                lists[ch] = rec0
+        if lists:
+            ops = steps.rest
+            lists = {ch: _migrate_items(steps, ch, rec0, fetch) for ch, rec0 in lists.items()}
+        for op in ops:
+            op(doc, ())
         out, size = [], 0
         for ch, v in sorted(doc.items()):
-            if type(v) is Unread:
+            if lists and ch in lists:
+                payload, root = lists[ch]
+                size += sum(map(len, payload))
+                out.append((ch, ("parts", (hp.KIND_LIST, payload, root))))
+            elif type(v) is Unread:
                 out.append((ch, ("from", v.ref)))
             else:
                 shape, payload = parts(v)
