@@ -2964,9 +2964,18 @@ type GetChannelHistoryRequest struct {
 	MaxDepth uint32 `protobuf:"varint,6,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
 	// known_roots maps channels to a root the client has; a seed equal to it
 	// or a list related to it by a prefix comes back as in GetCheckpoint.
-	KnownRoots    map[string][]byte `protobuf:"bytes,7,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KnownRoots map[string][]byte `protobuf:"bytes,7,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// read_schema_version is the schema version the reader understands
+	// (schemas.proto): each write and the seed, stored on an ancestor under a
+	// registered schema at an older version, comes back migrated as that one
+	// channel's value (steps about other channels skipped; a write whose
+	// channel the steps drop is left out, its new name in PendingWrite.channel
+	// when renamed). Channels are still matched by their stored names. The
+	// failure policy applies per channel (NEW_RUN behaving as FAIL); 0: as
+	// stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,8,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetChannelHistoryRequest) Reset() {
@@ -3048,6 +3057,13 @@ func (x *GetChannelHistoryRequest) GetKnownRoots() map[string][]byte {
 	return nil
 }
 
+func (x *GetChannelHistoryRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
+}
+
 // ChannelHistory is what one channel contributed along a parent chain.
 type ChannelHistory struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -3061,8 +3077,15 @@ type ChannelHistory struct {
 	Seed *ChannelValue `protobuf:"bytes,3,opt,name=seed,proto3" json:"seed,omitempty"`
 	// seed_checkpoint_id is that ancestor's id (empty without a seed).
 	SeedCheckpointId string `protobuf:"bytes,4,opt,name=seed_checkpoint_id,json=seedCheckpointId,proto3" json:"seed_checkpoint_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// migration says how the writes and the seed relate to their stored
+	// versions when the request asked for read_schema_version: MIGRATED when
+	// any was migrated, CURRENT when all were at that version, DEGRADED (all
+	// as stored, the reason in migration_error) when one did not migrate and
+	// the schema's policy is DEGRADE; UNSPECIFIED when none names a schema.
+	Migration      MigrationStatus `protobuf:"varint,5,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError string          `protobuf:"bytes,6,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ChannelHistory) Reset() {
@@ -3119,6 +3142,20 @@ func (x *ChannelHistory) GetSeed() *ChannelValue {
 func (x *ChannelHistory) GetSeedCheckpointId() string {
 	if x != nil {
 		return x.SeedCheckpointId
+	}
+	return ""
+}
+
+func (x *ChannelHistory) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *ChannelHistory) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
 	}
 	return ""
 }
@@ -4105,7 +4142,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\rcommon_prefix\x18\b \x01(\x04R\fcommonPrefix\x12\x1a\n" +
 	"\bappended\x18\t \x01(\bR\bappended\"Q\n" +
 	"\x17DiffCheckpointsResponse\x126\n" +
-	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\"\xf1\x02\n" +
+	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\"\xa1\x03\n" +
 	"\x18GetChannelHistoryRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -4114,15 +4151,18 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\bchannels\x18\x05 \x03(\tR\bchannels\x12\x1b\n" +
 	"\tmax_depth\x18\x06 \x01(\rR\bmaxDepth\x12X\n" +
 	"\vknown_roots\x18\a \x03(\v27.agentstate.v1.GetChannelHistoryRequest.KnownRootsEntryR\n" +
-	"knownRoots\x1a=\n" +
+	"knownRoots\x12.\n" +
+	"\x13read_schema_version\x18\b \x01(\rR\x11readSchemaVersion\x1a=\n" +
 	"\x0fKnownRootsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xbe\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa5\x02\n" +
 	"\x0eChannelHistory\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x123\n" +
 	"\x06writes\x18\x02 \x03(\v2\x1b.agentstate.v1.PendingWriteR\x06writes\x12/\n" +
 	"\x04seed\x18\x03 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x04seed\x12,\n" +
-	"\x12seed_checkpoint_id\x18\x04 \x01(\tR\x10seedCheckpointId\"\x91\x01\n" +
+	"\x12seed_checkpoint_id\x18\x04 \x01(\tR\x10seedCheckpointId\x12<\n" +
+	"\tmigration\x18\x05 \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x06 \x01(\tR\x0emigrationError\"\x91\x01\n" +
 	"\x19GetChannelHistoryResponse\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\tR\fcheckpointId\x129\n" +
 	"\bchannels\x18\x02 \x03(\v2\x1d.agentstate.v1.ChannelHistoryR\bchannels\x12\x14\n" +
@@ -4356,69 +4396,70 @@ var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	60, // 48: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
 	18, // 49: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
 	19, // 50: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
-	37, // 51: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
-	21, // 52: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 53: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	39, // 54: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
-	0,  // 55: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
-	22, // 56: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 57: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	41, // 58: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
-	21, // 59: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 60: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	43, // 61: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
-	61, // 62: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
-	22, // 63: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 64: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	45, // 65: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
-	46, // 66: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
-	63, // 67: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 68: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 69: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	63, // 70: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 71: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 72: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	19, // 73: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	63, // 74: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	17, // 75: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	63, // 76: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	5,  // 77: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	7,  // 78: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	9,  // 79: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	11, // 80: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	13, // 81: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	15, // 82: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	21, // 83: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	23, // 84: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	25, // 85: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	27, // 86: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	29, // 87: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	31, // 88: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	33, // 89: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	36, // 90: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
-	40, // 91: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
-	44, // 92: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
-	6,  // 93: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	8,  // 94: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	10, // 95: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	12, // 96: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	14, // 97: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	16, // 98: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	22, // 99: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	24, // 100: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	26, // 101: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	28, // 102: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	30, // 103: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	32, // 104: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	35, // 105: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	38, // 106: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
-	42, // 107: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
-	47, // 108: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
-	93, // [93:109] is the sub-list for method output_type
-	77, // [77:93] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	65, // 51: agentstate.v1.ChannelHistory.migration:type_name -> agentstate.v1.MigrationStatus
+	37, // 52: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	21, // 53: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 54: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	39, // 55: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	0,  // 56: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
+	22, // 57: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 58: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	41, // 59: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	21, // 60: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 61: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	43, // 62: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
+	61, // 63: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
+	22, // 64: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 65: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	45, // 66: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
+	46, // 67: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
+	63, // 68: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 69: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 70: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	63, // 71: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 72: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	63, // 73: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	19, // 74: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	63, // 75: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	17, // 76: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	63, // 77: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	5,  // 78: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	7,  // 79: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	9,  // 80: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	11, // 81: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	13, // 82: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	15, // 83: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	21, // 84: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	23, // 85: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	25, // 86: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	27, // 87: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	29, // 88: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	31, // 89: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	33, // 90: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	36, // 91: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	40, // 92: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	44, // 93: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
+	6,  // 94: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	8,  // 95: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	10, // 96: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	12, // 97: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	14, // 98: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	16, // 99: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	22, // 100: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	24, // 101: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	26, // 102: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	28, // 103: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	30, // 104: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	32, // 105: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	35, // 106: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	38, // 107: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	42, // 108: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	47, // 109: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
+	94, // [94:110] is the sub-list for method output_type
+	78, // [78:94] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
