@@ -141,10 +141,12 @@ class Schemas(SchemaCalls, SyncFacet):
         yield from self._stream(self.stub.MigrateThread, req, timeout)
 
     def migrate_namespace(self, schema: str, *, target_version: int = 0, batch_size: int = 0,
-                          timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
-        """:meth:`migrate_thread` for every thread of the namespace."""
+                          skip_memory: bool = False, timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
+        """:meth:`migrate_thread` for every thread of the namespace, then its memory items (unless
+        ``skip_memory``)."""
         req = spb.MigrateNamespaceRequest(namespace=self.client.namespace, schema=schema,
-                                          target_version=target_version, batch_size=batch_size)
+                                          target_version=target_version, batch_size=batch_size,
+                                          skip_memory=skip_memory)
         yield from self._stream(self.stub.MigrateNamespace, req, timeout)
 
     def resume(self, thread_id: str, read_schema_version: int, *, checkpoint_ns: str = "", claim: bool = True,
