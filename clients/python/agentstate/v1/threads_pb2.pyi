@@ -740,3 +740,29 @@ class StreamWritesResponse(_message.Message):
     ACKS_FIELD_NUMBER: _ClassVar[int]
     acks: _containers.RepeatedCompositeFieldContainer[WriteAck]
     def __init__(self, acks: _Optional[_Iterable[_Union[WriteAck, _Mapping]]] = ...) -> None: ...
+
+class ResumeThreadRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "read_schema_version", "run", "include_pending_writes", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    read_schema_version: int
+    run: _runs_pb2.CreateRunRequest
+    include_pending_writes: bool
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., read_schema_version: _Optional[int] = ..., run: _Optional[_Union[_runs_pb2.CreateRunRequest, _Mapping]] = ..., include_pending_writes: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ResumeThreadResponse(_message.Message):
+    __slots__ = ("checkpoint", "run")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    run: _runs_pb2.CreateRunResponse
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., run: _Optional[_Union[_runs_pb2.CreateRunResponse, _Mapping]] = ...) -> None: ...
