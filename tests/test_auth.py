@@ -224,6 +224,7 @@ def build_requests(w) -> dict:
         T + "GetChannelHistory": pb.GetChannelHistoryRequest(namespace=NS, thread_id=w.thread, channels=["n"]),
         T + "BatchWrite": pb.BatchWriteRequest(namespace=NS, writes=[pb.BatchedWrite(put_checkpoint=put())]),
         T + "StreamWrites": [pb.StreamWritesRequest(writes=[pb.StreamedWrite(seq=1, put_checkpoint=put())])],
+        T + "ResumeThread": pb.ResumeThreadRequest(namespace=NS, thread_id=w.thread, read_schema_version=1),
         "agentstate.v1.AdminService/GetStoreStats": admin_pb2.GetStoreStatsRequest(),
         "agentstate.v1.AdminService/CollectGarbage": admin_pb2.CollectGarbageRequest(),
         "agentstate.v1.AdminService/CheckIntegrity": admin_pb2.CheckIntegrityRequest(),

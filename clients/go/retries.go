@@ -218,6 +218,9 @@ var Rules = map[string]Rule{
 	"SchemaService.MigrateThread":    ruleStream,
 	"SchemaService.MigrateNamespace": ruleStream,
 	"AdminService.ReencryptNamespace":       {Kind: Idempotent},
+
+	// NEW_RUN on the server creates a run: not repeated without a request id
+	"ThreadService.ResumeThread": ruleRequestID,
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

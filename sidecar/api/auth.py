@@ -233,6 +233,7 @@ def _table() -> dict[str, Rule]:
             "CopyThread": w, "PutCheckpoint": w, "PutWrites": w, "GetCheckpoint": r, "ListCheckpoints": r,
             "PruneCheckpoints": w, "DeleteCheckpointsForRuns": w, "DiffCheckpoints": r, "GetChannelHistory": r,
             "BatchWrite": Rule(WRITE, _batch), "StreamWrites": Rule(WRITE, _streamed, per_message=True),
+            "ResumeThread": w,  # reads, and under NEW_RUN creates a run (api/resume.py)
         },
         "AdminService": {"GetStoreStats": admin, "CollectGarbage": admin, "CheckIntegrity": admin,
                          "BackupStore": admin, "ReencryptNamespace": Rule(ADMIN, _field)},

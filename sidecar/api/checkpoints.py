@@ -350,7 +350,12 @@ def writes_job(store: Store, req: pb.PutWritesRequest, plan: WritesPlan):
                                        lambda t: apply_writes(t, store, plan))
 
 
-def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch) -> None:
+def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out, fetch, migrated=None) -> None:
+    """A checkpoint's pending writes as stored, or ``migrated`` (state/schemas.Outcome.writes) when given."""
+    if migrated is not None:
+        for task_id, idx, channel, task_path, enc in migrated:
+            wire.set_value(out.add(task_id=task_id, idx=idx, channel=channel, task_path=task_path).value, enc)
+        return
     for task_id, idx, rec in records.write_rows(txn, store, tkey, cns, checkpoint_id):
         w = out.add(task_id=task_id, idx=idx, channel=rec.channel, task_path=rec.task_path)
         wire.set_value(w.value, nodes.value_encoding(rec.value, fetch))  # as sent, whatever its tree
@@ -394,7 +399,8 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
     if (values if extra is None else extra) and m.extra is not None:
         wire.set_value(out.extra, hp.stored_encoding(nodes.record(fetch, m.extra), fetch))
     if pending_writes:
-        read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch)
+        read_writes(txn, store, tkey, cns, checkpoint_id, out.pending_writes, fetch,
+                    outcome.writes if outcome is not None else None)
 
 
 def fill_channel(cv: pb.ChannelValue, txn, store: Store, root: bytes, root_id: bytes, fetch,
@@ -430,7 +436,8 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
         outcome = None
         if read:
             resolved_id, m, outcome = schemas.on_read(txn, store, ns, rec.tkey, cns, resolved_id, m, fetch, read,
-                                                      fallback=not checkpoint_id)
+                                                      fallback=not checkpoint_id,
+                                                      writes=req.include_pending_writes)
         fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, resolved_id, m,
                         fetch, values=not req.omit_values, channels=channels,
                         known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes,
@@ -478,7 +485,7 @@ def _list_into(store, req, ns, thread_id, cns, before, wanted, position, page, e
             outcome = None
             if req.read_schema_version and req.include_values:
                 cid, m, outcome = schemas.on_read(txn, store, ns, rec.tkey, c_ns, cid, m, fetch,
-                                                  req.read_schema_version)
+                                                  req.read_schema_version, writes=req.include_pending_writes)
             fill_checkpoint(out.checkpoints.add(), txn, store, ns, tid, rec.tkey, c_ns, cid, m, fetch,
                             values=req.include_values, pending_writes=req.include_pending_writes,
                             known_roots=known_roots, known_lists=known_lists, outcome=outcome)

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2
 from .. import limits
 from ..errors import ApiError, invalid, limit
 from ..ops import conversations as conv_ops
-from ..state import calibration, conversations, convpolicy, summaries, threads
+from ..state import calibration, conversations, convpolicy, schemas, summaries, threads
 from ..state.conversations import ItemIn
 from ..state.runstate import Tx
 from ..storage import records
@@ -71,8 +71,11 @@ def item_input(it: cpb.ItemInput, field: str) -> ItemIn:
                         f"{limits.MAX_ITEM_COMPACT_BYTES}", field=f"{field}.compact")
     if len(it.dedupe_key) > limits.MAX_DEDUPE_KEY_BYTES:
         raise invalid(f"{field}.dedupe_key", f"longer than {limits.MAX_DEDUPE_KEY_BYTES} bytes")
+    schema = validate.ident(it.schema, f"{field}.schema", required=False)
+    if schema and it.schema_version < 1:
+        raise invalid(f"{field}.schema_version", "must be at least 1 with a schema")
     return ItemIn(it.kind, role, content, client_id, call_id, tool_name, run_id, step_id, metadata, tokens,
-                  compact, it.dedupe_key or None)
+                  compact, it.dedupe_key or None, schema, it.schema_version if schema else 0)
 
 
 def item_inputs(items, field: str = "items") -> list[ItemIn]:
@@ -89,12 +92,20 @@ def _expected(req) -> int | None:
 # ----------------------------------------------------------------- responses
 
 def item_to_proto(ns: str, thread_id: str, seq: int, rec: ItemRec, out: cpb.ConversationItem,
-                  omit_content: bool = False) -> cpb.ConversationItem:
+                  omit_content: bool = False, outcome=None) -> cpb.ConversationItem:
+    """``outcome``: state/schemas.value_on_read's for a read that named read_schema_version."""
     out.namespace, out.thread_id, out.seq = ns, thread_id, seq
+    out.schema, out.schema_version = rec.schema, rec.schema_version
+    out.stored_schema_version = rec.schema_version
+    content = rec.inline
+    if outcome is not None:
+        out.migration, out.migration_error, out.schema_version = outcome.status, outcome.error, outcome.version
+        if outcome.channels is not None:
+            content = outcome.channels  # the migrated map's canonical encoding
     out.client_item_id, out.kind, out.role = rec.client_item_id, rec.kind, rec.role
     out.call_id, out.tool_name, out.run_id, out.step_id = rec.call_id, rec.tool_name, rec.run_id, rec.step_id
     if not omit_content:
-        wire.set_value(out.content, rec.inline)
+        wire.set_value(out.content, content)
         if rec.compact is not None:
             wire.set_value(out.compact, rec.compact)
     if rec.metadata is not None:
@@ -243,6 +254,14 @@ def _thread(txn, store, ns: str, thread_id: str):
     return threads.require(txn, store, ns, thread_id)
 
 
+def _migrated(txn, store, ns: str, item: ItemRec, req):
+    """The migration of an item's content a read's read_schema_version asks for (None: not asked)."""
+    if not req.read_schema_version:
+        return None
+    return schemas.value_on_read(txn, store, ns, item.schema, item.schema_version, req.read_schema_version,
+                                 item.inline)
+
+
 async def list_(ctx: Ctx, req: cpb.ListItemsRequest) -> cpb.ListItemsResponse:
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
@@ -272,7 +291,8 @@ async def list_(ctx: Ctx, req: cpb.ListItemsRequest) -> cpb.ListItemsResponse:
                 if n == size:
                     out.next_page_token = wire.make_token(fp, (seq, last))
                     break
-                item_to_proto(ns, thread_id, seq, item, out.items.add(), req.omit_content)
+                item_to_proto(ns, thread_id, seq, item, out.items.add(), req.omit_content,
+                              _migrated(txn, store, ns, item, req))
                 n += 1
     return out
 
@@ -298,7 +318,8 @@ async def get(ctx: Ctx, req: cpb.GetItemsRequest) -> cpb.GetItemsResponse:
                                    field=f"seqs[{i}]", seq=seq)
                 out.missing_seqs.append(seq)
                 continue
-            item_to_proto(ns, thread_id, seq, item, out.items.add(), req.omit_content)
+            item_to_proto(ns, thread_id, seq, item, out.items.add(), req.omit_content,
+                          _migrated(txn, store, ns, item, req))
         for i, cid in enumerate(ids):
             seq = conversations.seq_of_client_id(txn, store, rec.tkey, cid)
             item = None if seq is None else conversations.get(txn, store, rec.tkey, seq)
@@ -308,7 +329,8 @@ async def get(ctx: Ctx, req: cpb.GetItemsRequest) -> cpb.GetItemsResponse:
                                    f"{cid!r}", field=f"client_item_ids[{i}]", client_item_id=cid)
                 out.missing_client_item_ids.append(cid)
                 continue
-            item_to_proto(ns, thread_id, seq, item, out.items.add(), req.omit_content)
+            item_to_proto(ns, thread_id, seq, item, out.items.add(), req.omit_content,
+                          _migrated(txn, store, ns, item, req))
     return out
 
 

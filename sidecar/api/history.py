@@ -12,11 +12,12 @@ from agentstate.v1 import threads_pb2 as pb
 
 from .. import limits
 from ..errors import invalid
-from ..state import checkpoints, history
+from ..state import checkpoints, history, schemas
 from ..storage import hotpath as hp
 from ..storage import nodes
 from ..storage.store import Store
 from . import validate, wire
+from . import schemas as api_schemas
 from .checkpoints import fill_channel
 
 MAX_DEPTH = history.MAX_DEPTH
@@ -51,6 +52,8 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
         found, out.depth = history.walk(txn, store, rec.tkey, cns, checkpoint_id, m.parent_id, channels, max_depth)
         for ch in found:
             h = out.channels.add(channel=ch.channel)
+            if req.read_schema_version and _migrated(h, txn, store, ns, rec.tkey, cns, ch, req, fetch):
+                continue
             for rows in ch.writes:
                 for task_path, task_id, idx, node_id in rows:
                     w = h.writes.add(task_id=task_id, idx=idx, channel=ch.channel, task_path=task_path)
@@ -61,6 +64,28 @@ def _history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHis
                 fill_channel(h.seed, txn, store, fetch(root_id)[:hp.HASH_SIZE], root_id, fetch,
                              known_roots.get(ch.channel), ns=ns)
     return out
+
+
+def _migrated(h, txn, store: Store, ns: str, tkey: int, cns: str, ch, req, fetch) -> bool:
+    """Fill ``h`` with the channel's history migrated to req.read_schema_version (state/schemas.py
+    history_on_read); False when it is to be given as stored (DEGRADED: flagged first)."""
+    status, error, writes, seed = schemas.history_on_read(txn, store, ns, tkey, cns, ch, req.read_schema_version,
+                                                          fetch)
+    h.migration, h.migration_error = status, error
+    if writes is None:
+        return False
+    for task_path, task_id, idx, channel, enc in writes:
+        wire.set_value(h.writes.add(task_id=task_id, idx=idx, channel=channel, task_path=task_path).value, enc)
+    if seed is not None:
+        h.seed_checkpoint_id = ch.seed[0]
+        kind, ref = seed
+        if kind == "stored":
+            fill_channel(h.seed, txn, store, fetch(ref)[:hp.HASH_SIZE], ref, fetch,
+                         req.known_roots.get(ch.channel), ns=ns)
+        elif kind == "parts":
+            shape, payload, root = ref
+            api_schemas.fill_migrated(h.seed, root, (shape, payload), req.known_roots.get(ch.channel))
+    return True
 
 
 async def get_channel_history(store: Store, req: pb.GetChannelHistoryRequest) -> pb.GetChannelHistoryResponse:

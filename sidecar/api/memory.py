@@ -311,7 +311,7 @@ def search_input(ns: str, req: pb.SearchMemoryItemsRequest, field: str = "") -> 
     after = wire.read_token(req.page_token, fp, f + "page_token") if paged else None
     s = mem.SearchInput(prefix=prefix, filter=tree, order=order, limit=size, offset=offset, after=after,
                         vector=vector, refresh=_refresh_flag(req), values=not req.omit_values,
-                        include_vectors=req.include_vectors, paged=paged)
+                        include_vectors=req.include_vectors, paged=paged, read_schema_version=req.read_schema_version)
     return s, fp
 
 
@@ -421,13 +421,29 @@ def _get(m: Memory, txn, ns: str, req: pb.GetMemoryItemRequest, path, key, now: 
     return out
 
 
+def _migrate_found(m: Memory, txn, ns: str, found: mem.Found, read: int):
+    """Migrate a found item's value to ``read`` in place (state/schemas.value_on_read); the Outcome."""
+    if found.value is None:
+        return None
+    outcome = schemas.value_on_read(txn, m.store, ns, found.rec.schema, found.rec.schema_version, read,
+                                    found.value)
+    if outcome.channels is not None:
+        found.value = outcome.channels  # the migrated map's canonical encoding
+    return outcome
+
+
 def _search(m: Memory, txn, ns: str, s: mem.SearchInput, fp: bytes, now: int, write_txn=None,
             ) -> pb.SearchMemoryItemsResponse:
+    read = s.read_schema_version
     items, after = m.search(txn, ns, s, now, write_txn)
     out = pb.SearchMemoryItemsResponse()
     for f in items:
         scored = out.items.add()
+        outcome = _migrate_found(m, txn, ns, f, read) if read and s.values else None
         fill_item(scored.item, ns, f, value=s.values)
+        if outcome is not None:
+            scored.item.migration, scored.item.migration_error = outcome.status, outcome.error
+            scored.item.schema_version = outcome.version
         if f.score is not None:
             scored.score = f.score
             scored.field = f.field

@@ -119,34 +119,50 @@ def _strategy(value: int) -> int:
     return value
 
 
+def create_input(ctx: Ctx, req: rpb.CreateRunRequest, cns: str, start_id: str, field: str = "",
+                 metadata: bytes | None = None) -> tuple[str, RunSpec, str]:
+    """(run_id, RunSpec, branch_id) of a validated CreateRunRequest (``field``: its path in the request, for
+    errors; ``metadata``: an encoding in place of the request's)."""
+    f = f"{field}." if field else ""
+    run_id = validate.ident(req.run_id, f + "run_id", required=False) or str(uuid.uuid4())
+    strategy = _strategy(req.multitask_strategy)
+    lease_ms = _duration_ms(req.lease_timeout, f + "lease_timeout") or ctx.default_lease_ms
+    if not limits.MIN_LEASE_MS <= lease_ms <= runs.MAX_LEASE_MS:
+        raise invalid(f + "lease_timeout", f"must be between {limits.MIN_LEASE_MS} ms and 24 h")
+    on_expiry = req.on_lease_expired or REQUEUE
+    if on_expiry not in (REQUEUE, HOLD):
+        raise invalid(f + "on_lease_expired", f"unknown policy {on_expiry}")
+    timeout_ms = _duration_ms(req.timeout, f + "timeout")
+    budget = wire.counters_of(req.budget, f + "budget")
+    inp = wire.payload(req.input, f + "input") if req.HasField("input") else None
+    if metadata is None:
+        metadata = wire.metadata_encoding(req.metadata, f + "metadata")
+    branch_id = validate.ident(req.branch_thread_id, f + "branch_thread_id", required=False) or str(uuid.uuid4())
+    return run_id, RunSpec(strategy, cns, start_id, lease_ms, on_expiry, req.max_attempts, timeout_ms, budget, inp,
+                           metadata), branch_id
+
+
+def create_in(tx: Tx, ns: str, thread_id: str, run_id: str, spec: RunSpec, branch_id: str,
+              req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
+    """CreateRun's write (inside ``tx``)."""
+    rec, stopped, claimed = run_ops.create(tx, ns, thread_id, run_id, spec, create_thread=req.create_thread,
+                                           branch_id=branch_id, claim=req.claim)
+    resp = rpb.CreateRunResponse(stopped_run_id=stopped)
+    if claimed:
+        resp.lease.CopyFrom(_lease_proto(run_id, rec))
+    resp.run.CopyFrom(_run_proto(tx, ns, run_id, rec))
+    return resp
+
+
 async def create(ctx: Ctx, req: rpb.CreateRunRequest) -> rpb.CreateRunResponse:
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
-    run_id = validate.ident(req.run_id, "run_id", required=False) or str(uuid.uuid4())
-    strategy = _strategy(req.multitask_strategy)
     cns = validate.checkpoint_ns(req.checkpoint_ns)
     start_id = validate.ident(req.start_checkpoint_id, "start_checkpoint_id", required=False)
-    lease_ms = _duration_ms(req.lease_timeout, "lease_timeout") or ctx.default_lease_ms
-    if not limits.MIN_LEASE_MS <= lease_ms <= runs.MAX_LEASE_MS:
-        raise invalid("lease_timeout", f"must be between {limits.MIN_LEASE_MS} ms and 24 h")
-    on_expiry = req.on_lease_expired or REQUEUE
-    if on_expiry not in (REQUEUE, HOLD):
-        raise invalid("on_lease_expired", f"unknown policy {on_expiry}")
-    timeout_ms = _duration_ms(req.timeout, "timeout")
-    budget = wire.counters_of(req.budget, "budget")
-    inp = wire.payload(req.input, "input") if req.HasField("input") else None
-    metadata = wire.metadata_encoding(req.metadata, "metadata")
-    branch_id = validate.ident(req.branch_thread_id, "branch_thread_id", required=False) or str(uuid.uuid4())
-    spec = RunSpec(strategy, cns, start_id, lease_ms, on_expiry, req.max_attempts, timeout_ms, budget, inp, metadata)
+    run_id, spec, branch_id = create_input(ctx, req, cns, start_id)
 
     def apply(tx: Tx):
-        rec, stopped, claimed = run_ops.create(tx, ns, thread_id, run_id, spec, create_thread=req.create_thread,
-                                               branch_id=branch_id, claim=req.claim)
-        resp = rpb.CreateRunResponse(stopped_run_id=stopped)
-        if claimed:
-            resp.lease.CopyFrom(_lease_proto(run_id, rec))
-        resp.run.CopyFrom(_run_proto(tx, ns, run_id, rec))
-        return resp
+        return create_in(tx, ns, thread_id, run_id, spec, branch_id, req)
 
     return await context.write(ctx, ns, "CreateRun", req, rpb.CreateRunResponse, apply)
 

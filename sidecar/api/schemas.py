@@ -255,9 +255,15 @@ def _progress(p: schema_ops.Progress, out: pb.MigrationProgress) -> None:
     out.threads_done, out.checkpoints_seen, out.checkpoints_migrated = p.threads_done, p.seen, p.migrated
     out.checkpoints_current, out.checkpoints_other, out.checkpoints_failed = p.current, p.other, p.failed
     out.thread_id = p.thread_id
-    for thread_id, cns, cid, version, error in p.failures:
-        out.failures.add(thread_id=thread_id, checkpoint_ns=cns, checkpoint_id=cid, stored_version=version,
-                         error=error)
+    out.memory_items_seen, out.memory_items_migrated = p.mem_seen, p.mem_migrated
+    out.memory_items_current, out.memory_items_other, out.memory_items_failed = p.mem_current, p.mem_other, \
+        p.mem_failed
+    for thread_id, cns, cid, version, error, *memory in p.failures:
+        f = out.failures.add(thread_id=thread_id, checkpoint_ns=cns, checkpoint_id=cid, stored_version=version,
+                             error=error)
+        if memory:
+            f.memory_path.extend(memory[0])
+            f.memory_key = memory[1]
 
 
 def _target(txn, store: Store, ns: str, name: str, target: int) -> int:
@@ -287,6 +293,27 @@ async def _migrate_one(store: Store, ns: str, thread_id: str, tkey: int, name: s
 
         after, delta = await store.run(job)
         for f in ("seen", "migrated", "current", "other", "failed"):
+            setattr(total, f, getattr(total, f) + getattr(delta, f))
+        room = schema_ops.MAX_FAILURES - len(total.failures)
+        total.failures.extend(delta.failures[:max(room, 0)])
+        if after is None:
+            return
+        yield None
+
+
+async def _migrate_memory(ctx: context.Ctx, ns: str, name: str, target: int, batch: int,
+                          total: schema_ops.Progress) -> AsyncIterator[None]:
+    """Migrate the namespace's memory items batch by batch, adding to ``total``; yields after each batch
+    but the last."""
+    store, after = ctx.store, None
+    while True:
+        def job(txn, after=after):
+            delta = schema_ops.Progress()
+            return schema_ops.migrate_memory_batch(txn, store, ctx.memory, ns, name, target, after, batch, delta,
+                                                   ctx.memory.clock()), delta
+
+        after, delta = await store.run(job)
+        for f in ("mem_seen", "mem_migrated", "mem_current", "mem_other", "mem_failed"):
             setattr(total, f, getattr(total, f) + getattr(delta, f))
         room = schema_ops.MAX_FAILURES - len(total.failures)
         total.failures.extend(delta.failures[:max(room, 0)])
@@ -347,6 +374,12 @@ async def migrate_namespace(ctx: context.Ctx, req: pb.MigrateNamespaceRequest):
             _progress(total, resp.progress)
             yield resp
         start = page[-1][0]
+    if not req.skip_memory and ctx.memory is not None:
+        total.thread_id = ""
+        async for _ in _migrate_memory(ctx, ns, name, target, batch, total):
+            resp = pb.MigrateNamespaceResponse()
+            _progress(total, resp.progress)
+            yield resp
     resp = pb.MigrateNamespaceResponse(done=True)
     _progress(total, resp.progress)
     yield resp

@@ -24,6 +24,7 @@ from ..storage.store import Store
 from . import (admin, artifacts, assembly, auth, batch, checkpoints, compactions, context, conversations, effects, events,
                history, memory, runs, stream, threads, validate)
 from . import schemas
+from . import resume
 
 from agentstate.v1 import retention_pb2_grpc  # noqa: E402 - retention (issue 14)
 from . import retention as retention_api  # noqa: E402
@@ -257,6 +258,10 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
             if isinstance(e, GeneratorExit):
                 raise
             await _report(context, e, "StreamWrites")
+
+    @handler
+    async def ResumeThread(self, request, context):  # NEW_RUN on the server (api/resume.py, issue 14)
+        return await resume.resume_thread(self.ctx, request)
 
 
 class AdminService(admin_pb2_grpc.AdminServiceServicer):

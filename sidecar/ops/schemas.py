@@ -28,8 +28,14 @@ class Progress:
     current: int = 0
     other: int = 0
     failed: int = 0
-    failures: list = field(default_factory=list)  # (thread_id, cns, checkpoint_id, stored_version, error)
+    failures: list = field(default_factory=list)  # (thread_id, cns, checkpoint_id, stored_version, error
+    #                                                [, memory path, memory key])
     thread_id: str = ""
+    mem_seen: int = 0
+    mem_migrated: int = 0
+    mem_current: int = 0
+    mem_other: int = 0
+    mem_failed: int = 0
 
 
 def migrate_batch(txn, store: Store, ns: str, thread_id: str, tkey: int, name: str, target: int,
@@ -62,12 +68,14 @@ def migrate_batch(txn, store: Store, ns: str, thread_id: str, tkey: int, name: s
             _, cns, cid = layout.split_ckpt_key(key)
             try:
                 migrated = schemas.migrate_values(rec, name, m.channels, m.schema_version, target, fetch)
+                writes = migrated_writes(txn, store, tkey, cns, cid, rec, m, target, fetch)
             except (schemas.Unreadable, schemas.MigrationError) as e:
                 progress.failed += 1
                 if len(progress.failures) < MAX_FAILURES:
                     progress.failures.append((thread_id, cns, cid, m.schema_version, str(e)))
             else:
                 _rewrite(txn, store, ns, tkey, cns, cid, m, migrated, target)
+                _rewrite_writes(txn, store, ns, writes)
                 progress.migrated += 1
                 # the rewrite put a record at this key: find the next one again
                 found = cursor.set_range(key + b"\x00")
@@ -87,3 +95,84 @@ def _rewrite(txn, store: Store, ns: str, tkey: int, cns: str, cid: str, m, migra
     channels = [(ch, ids[hashes[ch]] if kind == "parts" else ref) for ch, (kind, ref) in migrated]
     records.put_manifest(txn, store, ns, tkey, cns, cid,
                          msgspec.structs.replace(m, channels=channels, schema_version=target))
+
+
+# ----------------------------------------------------------------- writes migrated with their checkpoint
+
+def migrated_writes(txn, store: Store, tkey: int, cns: str, cid: str, rec, m, target: int, fetch) -> list:
+    """The pending writes of checkpoint ``cid`` migrated with it: [(key, WriteRec or None)] (None: the steps
+    dropped the write's channel; the row is deleted). Raises as :func:`schemas.migrate_partial`."""
+    out = []
+    for task_id, idx, w in records.write_rows(txn, store, tkey, cns, cid):
+        moved = schemas.migrate_partial(rec, m.schema, w.channel, nodes.value_encoding(w.value, fetch),
+                                        m.schema_version, target)
+        out.append((layout.write_key(tkey, cns, cid, task_id, idx), w, moved))
+    return out
+
+
+def _rewrite_writes(txn, store: Store, ns: str, writes: list) -> None:
+    db = store.db["writes"]
+    for key, w, moved in writes:
+        if moved is None:
+            txn.delete(key, db=db)
+            continue
+        channel, enc = moved
+        built: list = []
+        root = schemas.tree(schemas.decode(enc), built)
+        ids = nodes.write(txn, store, built, {}, [root], ns)
+        txn.put(key, layout.encode(msgspec.structs.replace(w, channel=channel, value=ids[root])), db=db)
+
+
+# ----------------------------------------------------------------- memory items (MigrateNamespace)
+
+MIGRATE_ACTOR = "agentstate:migrate"
+
+
+def migrate_memory_batch(txn, store: Store, memory, ns: str, name: str, target: int, after: tuple | None,
+                         batch: int, progress: Progress, now: int) -> tuple | None:
+    """Migrate the next ``batch`` live memory items of namespace ``ns`` after position ``after`` ((path labels,
+    key); None: from the first), in (path, key) order: each stored under schema ``name`` at an older version
+    is put again (a new revision, state/memory.Memory.put) with the migrated value and the target version.
+    Returns the last position looked at, or None when the namespace is done."""
+    from ..state import memory as mem  # noqa: PLC0415  (ops may compose state modules)
+    rec = schemas.require(txn, store, ns, name)
+    todo: list = []
+    last = None
+    for labels, prec in memory._paths_under(txn, ns, ()):
+        if after is not None and labels < after[0]:
+            continue
+        for key, item in memory._items_of(txn, prec.path_id):
+            if after is not None and (labels, key) <= after:
+                continue
+            if len(todo) == batch:
+                break
+            todo.append((labels, key, item))
+            last = (labels, key)
+        if len(todo) == batch:
+            break
+    for labels, key, item in todo:
+        if not mem.visible(item, now):
+            continue
+        progress.mem_seen += 1
+        if item.schema != name:
+            progress.mem_other += 1
+            continue
+        if item.schema_version >= target:
+            progress.mem_current += 1
+            continue
+        try:
+            versions = schemas.plan(rec, name, item.schema_version, target)
+            value = schemas.decode(memory.value_of(txn, item.value))
+            if type(value) is not dict:
+                raise schemas.MigrationError(target, 0, [], f"expected a map, found {type(value).__name__}")
+            encoding = schemas.encode(schemas.apply(value, versions))
+        except (schemas.Unreadable, schemas.MigrationError) as e:
+            progress.mem_failed += 1
+            if len(progress.failures) < MAX_FAILURES:
+                progress.failures.append(("", "", "", item.schema_version, str(e), list(labels), key))
+            continue
+        memory.put(txn, ns, mem.PutInput(labels, key, encoding, vector_update=mem.VECTOR_MERGE, ttl_ms=item.ttl_ms,
+                                         provenance=item.provenance, origin=item.origin, actor=MIGRATE_ACTOR,
+                                         schema=name, schema_version=target), now)
+        progress.mem_migrated += 1
+    return last if len(todo) == batch else None

@@ -77,7 +77,7 @@ _FMT = {layout.WriteRec: 2}
 _INTERNAL = ("fmt", "tkey")
 THREAD_KINDS = frozenset(_BY_KIND) | {"run", "effect", "schedule"}
 NAMESPACE_KINDS = frozenset({"memory_space", "memory_path", "memory_item", "memory_revision", "namespace_config",
-                             "namespace_pin"})
+                             "namespace_pin"}) | {"schema"}  # the schema registry (state/schemas.py)
 
 
 def conflict(what: str, message: str, **metadata) -> ApiError:
@@ -417,6 +417,8 @@ class _Exporter:
         for key, raw in self._rows("nspins", prefix):
             w.write({"t": "namespace_pin", "pin_id": key[len(prefix):].decode(),
                      **fields_of(layout.pin_decoder.decode(raw))})
+        for key, raw in self._rows("schemas", prefix):  # the schema registry, with its migration steps
+            w.write({"t": "schema", "name": key[len(prefix):].decode(), **fields_of(layout.schema_decoder.decode(raw))})
 
 
 def txn_get(txn, db, key: bytes) -> bytes | None:
@@ -611,6 +613,9 @@ def _check_fields(kind: str, rec: dict) -> None:
         record_bytes(layout.NsConvConf, layout.nsconf_decoder, rec)
     elif kind == "namespace_pin":
         record_bytes(layout.PinRec, layout.pin_decoder, rec)
+    elif kind == "schema":
+        layout.schema_key("", rec["name"])
+        record_bytes(layout.SchemaRec, layout.schema_decoder, rec)
 
 
 def _node_fields(kind: str, rec: dict, node_of) -> dict:
@@ -895,6 +900,12 @@ class _Importer:
                 key = layout.ns_key(ns, rec["pin_id"])
                 if txn.get(key, db=db["nspins"]) is None:
                     txn.put(key, record_bytes(layout.PinRec, layout.pin_decoder, rec), db=db["nspins"])
+                else:
+                    kept += 1
+            elif rec["t"] == "schema":  # as namespace settings: the target's own schema of that name is kept
+                key = layout.schema_key(ns, rec["name"])
+                if txn.get(key, db=db["schemas"]) is None:
+                    txn.put(key, record_bytes(layout.SchemaRec, layout.schema_decoder, rec), db=db["schemas"])
                 else:
                     kept += 1
         if any(rec.get("vectors") for rec in items):

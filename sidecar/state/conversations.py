@@ -45,6 +45,8 @@ class ItemIn:
     tokens: tuple[int, str, bool] | None = None
     compact: bytes | None = None
     dedupe_key: bytes | None = None
+    schema: str = ""  # state/schemas.py
+    schema_version: int = 0
 
 
 def new_state() -> ConvState:
@@ -135,7 +137,8 @@ def append(txn, store: Store, ns: str, tkey: int, items: list[ItemIn], expected_
         rec = ItemRec(layout.FORMAT_VERSION, it.kind, it.role, it.client_item_id, it.call_id, it.tool_name,
                       it.run_id or default_run, it.step_id, now,
                       None if it.metadata is None else msgspec.Raw(it.metadata), it.tokens, raw,
-                      st.cum_raw + raw, h, inline, it.compact, it.dedupe_key, call_seq, node)
+                      st.cum_raw + raw, h, inline, it.compact, it.dedupe_key, call_seq, node, it.schema,
+                      it.schema_version)
         txn.put(layout.seq_key(tkey, seq), layout.encode(rec), db=db_items)
         rec.inline = it.content
         if it.client_item_id:

@@ -36,6 +36,7 @@ class ChannelHistory:
     channel: str
     writes: list[list[tuple]] = field(default_factory=list)
     seed: tuple[str, bytes] | None = None
+    write_ids: list[str] = field(default_factory=list)  # the checkpoint id of each entry of ``writes``
 
 
 def walk(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, parent_id: str, channels: list[str],
@@ -46,6 +47,7 @@ def walk(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, parent_id: 
     ``max_depth`` ancestors."""
     remaining = set(channels)
     found_writes: dict[str, list[list[tuple]]] = {ch: [] for ch in channels}
+    found_ids: dict[str, list[str]] = {ch: [] for ch in channels}
     seeds: dict[str, tuple[str, bytes]] = {}
     current = parent_id
     depth = 0
@@ -66,12 +68,14 @@ def walk(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, parent_id: 
         for ch, rows in here.items():
             rows.sort(key=lambda r: r[:3])
             found_writes[ch].append(rows)
+            found_ids[ch].append(current)
         held = dict(a.channels)
         for ch in [c for c in remaining if c in held]:
             seeds[ch] = (current, held[ch])
             remaining.discard(ch)
         current = a.parent_id
-    return [ChannelHistory(ch, list(reversed(found_writes[ch])), seeds.get(ch)) for ch in channels], depth
+    return [ChannelHistory(ch, list(reversed(found_writes[ch])), seeds.get(ch), list(reversed(found_ids[ch])))
+            for ch in channels], depth
 
 
 def needed_for_history(txn, store: Store, tkey: int, cns: str, kept: list[str], channels: list[str]) -> set[str]:

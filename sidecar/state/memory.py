@@ -115,6 +115,7 @@ class SearchInput:
     values: bool = True
     include_vectors: bool = False
     paged: bool = False  # page_size/page_token: look one item ahead to know whether a next page exists
+    read_schema_version: int = 0  # results migrated to it on the way out (api/memory.py, state/schemas.py)
 
 
 @dataclass

@@ -13,6 +13,7 @@ a failed read returns is the api layer's business.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -147,6 +148,125 @@ def compiled(v: SchemaVersionRec) -> list:
     return ops
 
 
+class Plan:
+    """The steps of a run of versions compiled once (by their encoding). ``ops``: every top-level step, in
+    order. ``itemwise``: {channel: inner steps} of the channels that no step touches but map_items over
+    the channel itself (one or more, from any version): such a list is migrated item by item from its
+    stored tree, each item's result kept by the item's hash (:data:`_items`), so the items a checkpoint
+    shares with one read before are not decoded, migrated or encoded again. ``rest``: ``ops`` without
+    those map_items (run with the item-wise channels left unread)."""
+
+    __slots__ = ("key", "ops", "rest", "itemwise", "partial")
+
+    def __init__(self, key: bytes, ops: list, rest: list, itemwise: dict, partial: list) -> None:
+        self.key, self.ops, self.rest, self.itemwise, self.partial = key, ops, rest, itemwise, partial
+
+
+_PLANS: dict[bytes, Plan] = {}
+
+
+def compile_plan(versions: list[SchemaVersionRec]) -> Plan:
+    raw = _encoder.encode(versions)
+    plan = _PLANS.get(raw)
+    if plan is not None:
+        return plan
+    steps = [(st, op) for v in versions for st, op in zip(v.steps, compiled(v))]
+    itemwise: dict[str, list] = {}
+    for ch in {st.path[0] for st, _ in steps if st.kind == "map_items" and len(st.path) == 1}:
+        if all(_leaves(st, ch) for st, _ in steps):
+            itemwise[ch] = [x for st, op in steps if st.kind == "map_items" and st.path == [ch] for x in op.inner]
+    rest = [op for st, op in steps if not (st.kind == "map_items" and len(st.path) == 1 and st.path[0] in itemwise)]
+    partial = [_skip_absent(op, st.path[0]) if st.kind == "add" else op for st, op in steps]
+    plan = Plan(blake3(raw).digest()[:16], [op for _, op in steps], rest, itemwise, partial)
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[raw] = plan
+    return plan
+
+
+def _skip_absent(op, first: str):
+    """An AddField for a partial document (:func:`migrate_partial`): skipped when its channel is absent."""
+    def partial_op(doc, where):
+        if first in doc:
+            op(doc, where)
+    return partial_op
+
+
+def migrate_partial(rec: SchemaRec, name: str, ch: str, encoding: bytes, stored: int, read: int) -> tuple | None:
+    """One channel's value without the rest of its checkpoint (a pending write, a channel history's write or
+    seed) migrated from ``stored`` to ``read``: the document {ch: value} through the steps, skipping those
+    about channels it lacks (an AddField too). Returns (channel, encoding) of the one entry left (renamed,
+    nested or unnested by top-level steps), None when the steps dropped it; MigrationError when it became
+    several channels; Unreadable as :func:`plan`."""
+    versions = plan(rec, name, stored, read)
+    doc = {ch: decode(encoding)}
+    for op in compile_plan(versions).partial:
+        op(doc, ())
+    if not doc:
+        return None
+    if len(doc) > 1:
+        raise MigrationError(read, 0, [ch], f"the value of channel {ch!r} became {len(doc)} channels "
+                             f"({', '.join(sorted(doc))}): a single channel's value cannot be migrated so")
+    (out, value), = doc.items()
+    return out, encode(value)
+
+
+def _leaves(st: MigrationStepRec, ch: str) -> bool:
+    """Whether top-level step ``st`` leaves channel ``ch``'s value alone (but for map_items over ``ch``)."""
+    if st.path and st.path[0] == ch:
+        return st.kind == "map_items" and len(st.path) == 1
+    if not st.path and st.kind in ("nest", "unnest"):
+        return st.to != ch and ch not in st.fields
+    return not (st.kind == "rename" and len(st.path) == 1 and st.to == ch)
+
+
+class _ItemCache:
+    """Migrated list items by (plan, channel, the stored item's hash) -> (canonical encoding, its value
+    node's hash); bounded in
+    bytes (the oldest half goes when full). Reads take no lock (a dict lookup); writes do."""
+
+    MAX_BYTES = 32 << 20
+
+    def __init__(self) -> None:
+        self.entries: dict[bytes, tuple[bytes, bytes]] = {}  # key -> (encoding, item hash)
+        self.size = 0
+        self.lock = threading.Lock()
+
+    def put(self, key: bytes, hit: tuple[bytes, bytes]) -> None:
+        with self.lock:
+            if key in self.entries:
+                return
+            self.entries[key] = hit
+            self.size += len(key) + len(hit[0]) + 128
+            if self.size > self.MAX_BYTES:
+                for k in list(itertools.islice(self.entries, len(self.entries) // 2 + 1)):
+                    self.size -= len(k) + len(self.entries.pop(k)[0]) + 128
+
+
+_items = _ItemCache()
+
+
+def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[list[bytes], bytes]:
+    """The item encodings of stored list ``rec`` (channel ``ch``) migrated by the plan's item-wise steps,
+    and the root hash of the list they make."""
+    inner = plan.itemwise[ch]
+    prefix = plan.key + ch.encode() + b"\x00"
+    cache = _items.entries
+    encs, hashes = [], []
+    path = [ch]
+    for n, node_id in enumerate(hp.stored_list_ids(rec, fetch)):
+        item_rec = nodes.record(fetch, node_id)
+        key = prefix + item_rec[:hp.HASH_SIZE]
+        hit = cache.get(key)
+        if hit is None:
+            enc = encode(map_item(inner, decode(hp.stored_encoding(item_rec, fetch)), ((), path, n)))
+            hit = (enc, hp.value_node(enc, []))
+            _items.put(key, hit)
+        encs.append(hit[0])
+        hashes.append(hit[1])
+    return encs, hp.list_append(None, hashes, [])
+
+
 def _where(prefix) -> list[str]:
     """The path a ``where`` chain stands for: () or (outer chain, path, item index)."""
     out: list[str] = []
@@ -184,6 +304,8 @@ def _compile(step: MigrationStepRec, version: int, index: int):
 
     def map_at(doc: dict, at: list, where) -> dict | None:
         """The map at ``at`` (None when a key on the way is absent); fails when something else is there."""
+        if not at:
+            return doc
         cur: Any = doc
         for i, key in enumerate(at):
             if key not in cur:
@@ -208,13 +330,15 @@ def _compile(step: MigrationStepRec, version: int, index: int):
                 parent.pop(last, None)
     elif kind == "add":
         default = step.default
+        value = decode(default) if default is not None else None
+        shared = type(value) not in (list, dict)  # immutable: one decoded value serves every item
 
         def op(doc, where):
             parent = map_at(doc, parent_path, where)
             if parent is None:
                 raise fail(where, parent_path, "the map to add the field to is absent")
             if last not in parent:
-                parent[last] = decode(default) if default is not None else None
+                parent[last] = value if shared else decode(default)
     elif kind == "nest":
         def op(doc, where):
             holder = map_at(doc, path, where)
@@ -266,7 +390,7 @@ def _compile(step: MigrationStepRec, version: int, index: int):
                 return
             parent[last] = convert(_resolve(parent, last), where)
     elif kind == "map_items":
-        inner = [(_compile(x, version, index), bool(x.path)) for x in step.steps]
+        inner = [(_compile(x, version, index), bool(x.path), version, index) for x in step.steps]
 
         def op(doc, where):
             parent = map_at(doc, parent_path, where)
@@ -276,19 +400,26 @@ def _compile(step: MigrationStepRec, version: int, index: int):
             if type(items) is not list:
                 raise fail(where, path, f"expected a list, found {_kind(items)}")
             for n, item in enumerate(items):
-                at = (where, path, n)
-                for fn, on_fields in inner:
-                    if on_fields:
-                        if type(item) is not dict:
-                            raise MigrationError(version, index, _where(at),
-                                                 f"expected a map item, found {_kind(item)}")
-                        fn(item, at)
-                    else:
-                        item = items[n] = fn(item, at)
+                items[n] = map_item(inner, item, (where, path, n))
+
+        op.inner = inner  # (state/schemas.Plan: an item-wise channel runs these per stored item)
     else:  # validated on registration
         def op(doc, where):
             raise fail(where, path, f"unknown step kind {kind!r}")
     return op
+
+
+def map_item(inner: list, item: Any, at) -> Any:
+    """One list item through a map_items' compiled inner steps ``inner`` [(fn, on_fields, version, index)];
+    ``at`` is the item's where-chain; returns the item (a convert may replace it)."""
+    for fn, on_fields, version, index in inner:
+        if on_fields:
+            if type(item) is not dict:
+                raise MigrationError(version, index, _where(at), f"expected a map item, found {_kind(item)}")
+            fn(item, at)
+        else:
+            item = fn(item, at)
+    return item
 
 
 def _convert(value: Any, to: int, fail) -> Any:
@@ -471,6 +602,9 @@ class Outcome:
     channels: list[tuple[str, tuple[str, Any]]] | None = None
     error: str = ""
     unmigratable_id: str = ""
+    # the pending writes migrated with the values: (task_id, idx, channel, task_path, encoding), in key
+    # order, a write the steps dropped left out; None: the writes as stored
+    writes: list | None = None
 
 
 MAX_FALLBACK = 10_000  # ancestors a NEW_RUN read looks at
@@ -521,16 +655,34 @@ def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]],
     (Unreadable, MigrationError, SCHEMA_NOT_FOUND as :func:`plan` and :func:`apply`)."""
     versions = plan(rec, name, stored, read)
     ids = dict(channels)
-    hashes = [(ch, nodes.record(fetch, node_id)[:hp.HASH_SIZE]) for ch, node_id in channels]
-    key = blake3(_encoder.encode((versions, stored, read, hashes))).digest()
+    steps = compile_plan(versions)
+    key = blake3(b"".join([steps.key, _encoder.encode((stored, read)),
+                           *(ch.encode() + b"\x00" + nodes.record(fetch, node_id)[:hp.HASH_SIZE]
+                             for ch, node_id in channels)])).digest()
     out = _cache.get(key)
     if out is None:
         doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
                      for ch, node_id in channels}
-        apply(doc, versions)
+        ops, lists = steps.ops, {}
+        for ch in steps.itemwise:
+            if ch in ids:
+                rec0 = nodes.record(fetch, ids[ch])
+                if rec0[hp.HASH_SIZE] != hp.TAG_LIST:  # not a stored list: the whole steps say what is wrong
+                    lists = None
+                    break
+                lists[ch] = rec0
+        if lists:
+            ops = steps.rest
+            lists = {ch: _migrate_items(steps, ch, rec0, fetch) for ch, rec0 in lists.items()}
+        for op in ops:
+            op(doc, ())
         out, size = [], 0
         for ch, v in sorted(doc.items()):
-            if type(v) is Unread:
+            if lists and ch in lists:
+                payload, root = lists[ch]
+                size += sum(map(len, payload))
+                out.append((ch, ("parts", (hp.KIND_LIST, payload, root))))
+            elif type(v) is Unread:
                 out.append((ch, ("from", v.ref)))
             else:
                 shape, payload = parts(v)
@@ -541,25 +693,39 @@ def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]],
     return [(ch, ("stored", ids[ref[1]]) if ref[0] == "from" else ref) for ch, ref in out]
 
 
-def _outcome(rec: SchemaRec, m, read: int, fetch) -> Outcome:
+def _outcome(rec: SchemaRec, m, read: int, fetch, writes=None) -> Outcome:
+    """``writes``: the checkpoint's pending-write rows (task_id, idx, WriteRec) to migrate with it (they are
+    taken to be at the checkpoint's version), or None when the read returns none."""
     if m.schema_version == read:
         return Outcome(STATUS_CURRENT, read)
-    return Outcome(STATUS_MIGRATED, read, migrate_values(rec, m.schema, m.channels, m.schema_version, read, fetch))
+    out = Outcome(STATUS_MIGRATED, read, migrate_values(rec, m.schema, m.channels, m.schema_version, read, fetch))
+    if writes is not None:
+        out.writes = []
+        for task_id, idx, w in writes:
+            moved = migrate_partial(rec, m.schema, w.channel, nodes.value_encoding(w.value, fetch),
+                                    m.schema_version, read)
+            if moved is not None:
+                out.writes.append((task_id, idx, moved[0], w.task_path, moved[1]))
+    return out
 
 
 def on_read(txn, store, ns: str, tkey: int, cns: str, checkpoint_id: str, m, fetch, read: int,
-            fallback: bool = False):
+            fallback: bool = False, writes: bool = False):
     """(checkpoint_id, manifest, Outcome) of a read of ``m`` by a reader of version ``read`` (0: as stored),
     by the schema's failure policy: FAIL raises SCHEMA_MIGRATION_FAILED / SCHEMA_VERSION_UNREADABLE,
     DEGRADE answers the stored values flagged, NEW_RUN (only with ``fallback``: a read of the latest
-    checkpoint) answers the newest ancestor that migrates."""
+    checkpoint) answers the newest ancestor that migrates. With ``writes`` the checkpoint's pending writes
+    are migrated with it (a write that does not migrate fails the checkpoint as a value would)."""
+    def rows(cid: str):
+        return list(records.write_rows(txn, store, tkey, cns, cid)) if writes else None
+
     if not read or not m.schema:
         return checkpoint_id, m, Outcome(STATUS_NONE, m.schema_version)
     rec = get(txn, store, ns, m.schema)
     if rec is None:
         return checkpoint_id, m, Outcome(STATUS_UNREGISTERED, m.schema_version)
     try:
-        return checkpoint_id, m, _outcome(rec, m, read, fetch)
+        return checkpoint_id, m, _outcome(rec, m, read, fetch, rows(checkpoint_id))
     except (Unreadable, MigrationError) as e:
         failure = e
     rule = policy(rec)
@@ -575,7 +741,7 @@ def on_read(txn, store, ns: str, tkey: int, cns: str, checkpoint_id: str, m, fet
             if cur.schema != m.schema:
                 continue
             try:
-                out = _outcome(rec, cur, read, fetch)
+                out = _outcome(rec, cur, read, fetch, rows(parent))
             except (Unreadable, MigrationError):
                 continue
             out.status, out.error, out.unmigratable_id = STATUS_NEW_RUN, str(failure), checkpoint_id
@@ -610,3 +776,71 @@ def value_on_read(txn, store, ns: str, name: str, stored: int, read: int, encodi
         raise unreadable_error(name, failure)
     raise failed_error(name, stored, read, failure)
 
+
+
+def history_on_read(txn, store, ns: str, tkey: int, cns: str, found, read: int, fetch):
+    """One channel's history (state/history.ChannelHistory ``found``) read by a reader of version ``read``:
+    each write and the seed migrated as that one channel's value (:func:`migrate_partial`) from the version
+    of the ancestor it is on. Returns (status, error, writes, seed): writes [(task_path, task_id, idx,
+    channel, encoding)] (a dropped write left out), seed None, ("stored", root node id), ("parts", (shape,
+    payload, root hash)) or ("dropped", None). A failure under DEGRADE gives everything as stored (status
+    DEGRADED); under FAIL and NEW_RUN it raises, as a checkpoint read does."""
+    schemas_seen: dict[str, SchemaRec | None] = {}
+    statuses: set[int] = set()
+    ch = found.channel
+
+    def one(m, load):
+        """(moved, migrated): (channel, encoding) or None (dropped); whether the steps ran."""
+        if not m.schema:
+            return (ch, None), False
+        if m.schema not in schemas_seen:
+            schemas_seen[m.schema] = get(txn, store, ns, m.schema)
+        rec = schemas_seen[m.schema]
+        if rec is None:
+            statuses.add(STATUS_UNREGISTERED)
+            return (ch, None), False
+        if m.schema_version == read:
+            statuses.add(STATUS_CURRENT)
+            return (ch, None), False
+        try:
+            moved = migrate_partial(rec, m.schema, ch, load(), m.schema_version, read)
+        except (Unreadable, MigrationError) as e:
+            raise _Failed(rec, m.schema, m.schema_version, e) from None
+        statuses.add(STATUS_MIGRATED)
+        return moved, True
+
+    writes: list = []
+    seed = None
+    try:
+        for cid, rows in zip(found.write_ids, found.writes):
+            m = records.manifest(txn, store, tkey, cns, cid)
+            for task_path, task_id, idx, node_id in rows:
+                load = lambda node_id=node_id: nodes.value_encoding(node_id, fetch)  # noqa: E731
+                moved, migrated = one(m, load)
+                if moved is not None:
+                    writes.append((task_path, task_id, idx, moved[0], moved[1] if migrated else load()))
+        if found.seed is not None:
+            seed_id, root_id = found.seed
+            moved, migrated = one(records.manifest(txn, store, tkey, cns, seed_id),
+                                  lambda: nodes.value_encoding(root_id, fetch))
+            if moved is None:
+                seed = ("dropped", None)
+            elif migrated:
+                shape, payload = parts(decode(moved[1]))
+                seed = ("parts", (shape, payload, tree_of(shape, payload, [])))
+            else:
+                seed = ("stored", root_id)
+    except _Failed as f:
+        if policy(f.rec) == POLICY_DEGRADE:
+            return STATUS_DEGRADED, str(f.error), None, None
+        if isinstance(f.error, Unreadable):
+            raise unreadable_error(f.name, f.error)
+        raise failed_error(f.name, f.stored, read, f.error)
+    status = next((s for s in (STATUS_MIGRATED, STATUS_CURRENT, STATUS_UNREGISTERED) if s in statuses), STATUS_NONE)
+    return status, "", writes, seed
+
+
+class _Failed(Exception):
+    def __init__(self, rec: SchemaRec, name: str, stored: int, error: Exception) -> None:
+        super().__init__(str(error))
+        self.rec, self.name, self.stored, self.error = rec, name, stored, error

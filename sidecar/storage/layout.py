@@ -389,6 +389,8 @@ class ItemRec(msgspec.Struct, array_like=True):
     dedupe_key: bytes | None
     call_seq: int  # a TOOL_RESULT's TOOL_CALL (0: none found)
     node: bytes | None = None  # content over state.conversations.INLINE_MAX: the id of its value's root node
+    schema: str = ""  # the registered schema the content follows (state/schemas.py; older records: "", 0)
+    schema_version: int = 0
 
 
 class ConvState(msgspec.Struct, array_like=True):

@@ -258,10 +258,13 @@ class Client:
     def get_channel_history(self, thread_id: str, channels: Iterable[str], checkpoint_id: str = "", *,
                             checkpoint_ns: str = "", max_depth: int = 0,
                             known_roots: Mapping[str, bytes] | None = None,
-                            timeout: float | None = None) -> pb.GetChannelHistoryResponse:
-        """Pending writes to ``channels`` along the checkpoint's parent chain, and each channel's seed."""
+                            timeout: float | None = None, read_schema_version: int = 0,
+                            ) -> pb.GetChannelHistoryResponse:
+        """Pending writes to ``channels`` along the checkpoint's parent chain, and each channel's seed
+        (``read_schema_version``: each migrated to that version of its schema)."""
         req = rq.channel_history_request(self.namespace, thread_id, channels, checkpoint_id, checkpoint_ns,
                                          max_depth, known_roots)
+        req.read_schema_version = read_schema_version
         return self._call(self.threads.GetChannelHistory, req, timeout)
 
     def batch_write(self, requests: Iterable, *, request_id: str = "",

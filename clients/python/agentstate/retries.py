@@ -244,6 +244,8 @@ RULES: dict[str, Rule] = {
     "SchemaService.ListSchemas": Rule(READ_ONLY, _READ),
     "SchemaService.MigrateThread": Rule(STREAM, "not retried as a call; calling it again resumes the migration (what is migrated is skipped)"),
     "SchemaService.MigrateNamespace": Rule(STREAM, "not retried as a call; calling it again resumes the migration (what is migrated is skipped)"),
+    "ThreadService.ResumeThread": Rule(BY_REQUEST_ID, "under NEW_RUN it creates a run: a repeat would create another "
+                                       "(or fail: the thread has an active run)"),
 }
 
 SERVICES = tuple(module.DESCRIPTOR.services_by_name[name] for module, name in (

@@ -141,29 +141,38 @@ class Schemas(SchemaCalls, SyncFacet):
         yield from self._stream(self.stub.MigrateThread, req, timeout)
 
     def migrate_namespace(self, schema: str, *, target_version: int = 0, batch_size: int = 0,
-                          timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
-        """:meth:`migrate_thread` for every thread of the namespace."""
+                          skip_memory: bool = False, timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
+        """:meth:`migrate_thread` for every thread of the namespace, then its memory items (unless
+        ``skip_memory``)."""
         req = spb.MigrateNamespaceRequest(namespace=self.client.namespace, schema=schema,
-                                          target_version=target_version, batch_size=batch_size)
+                                          target_version=target_version, batch_size=batch_size,
+                                          skip_memory=skip_memory)
         yield from self._stream(self.stub.MigrateNamespace, req, timeout)
 
     def resume(self, thread_id: str, read_schema_version: int, *, checkpoint_ns: str = "", claim: bool = True,
-               timeout: float | None = None, **run_options):
-        """The latest checkpoint of a thread read at ``read_schema_version``, and, when the schema's NEW_RUN
-        policy fell back to an older checkpoint (``migration == NEW_RUN``), a new run started from it and
-        linked to the old chain (its metadata: ``new_run_from`` the checkpoint that did not migrate,
-        ``schema``, ``schema_version``, ``reason``); ``(checkpoint, CreateRunResponse or None)``.
-        ``run_options`` go to ``client.runs.create``."""
-        cp = self.client.get_checkpoint(thread_id, checkpoint_ns=checkpoint_ns, read_schema_version=read_schema_version,
-                                        timeout=timeout)
-        if cp.migration != NEW_RUN:
-            return cp, None
-        metadata = {"new_run_from": cp.unmigratable_checkpoint_id, "schema": cp.schema,
-                    "schema_version": cp.schema_version, "reason": cp.migration_error,
-                    **run_options.pop("metadata", {})}
-        run = self.client.runs.create(thread_id, checkpoint_ns=checkpoint_ns, start_checkpoint_id=cp.checkpoint_id,
-                                      claim=claim, metadata=metadata, timeout=timeout, **run_options)
-        return cp, run
+               timeout: float | None = None, request_id: str = "", include_pending_writes: bool = False,
+               **run_options):
+        """ThreadService.ResumeThread: the latest checkpoint of a thread read at ``read_schema_version``, and,
+        when the schema's NEW_RUN policy fell back to an older checkpoint (``migration == NEW_RUN``), the run
+        the server created from it in the same transaction, linked to the old chain (its metadata:
+        ``new_run_from`` the checkpoint that did not migrate, ``schema``, ``schema_version``, ``reason``);
+        ``(checkpoint, CreateRunResponse or None)``. ``run_options`` are ``client.runs.create``'s (input,
+        metadata, strategy, run_id, lease_timeout, on_lease_expired, max_attempts, timeout_seconds, budget,
+        branch_thread_id, create_thread)."""
+        import grpc  # noqa: PLC0415
+
+        from .errors import from_rpc_error  # noqa: PLC0415
+        from .v1 import threads_pb2 as tpb  # noqa: PLC0415
+
+        req = tpb.ResumeThreadRequest(namespace=self.client.namespace, thread_id=thread_id,
+                                      checkpoint_ns=checkpoint_ns, read_schema_version=read_schema_version,
+                                      run=_run_options(claim=claim, **run_options),
+                                      include_pending_writes=include_pending_writes, request_id=request_id)
+        try:
+            resp = self.client.threads.ResumeThread(req, timeout=timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        return resp.checkpoint, (resp.run if resp.HasField("run") else None)
 
     def _stream(self, method, req, timeout):
         from .errors import from_rpc_error  # noqa: PLC0415
@@ -177,6 +186,28 @@ class Schemas(SchemaCalls, SyncFacet):
             raise from_rpc_error(e) from None
         finally:
             call.cancel()
+
+
+def _run_options(*, input: Any = None, metadata=None, strategy: str = "reject", run_id: str = "",  # noqa: A002
+                 claim: bool = True, create_thread: bool = False, lease_timeout: float | None = None,
+                 on_lease_expired: str = "requeue", max_attempts: int = 0, timeout_seconds: float | None = None,
+                 budget=None, branch_thread_id: str = ""):
+    """The CreateRunRequest of ResumeThread's run (the options of ``client.runs.create``)."""
+    from ._requests import fill_map  # noqa: PLC0415
+    from .run_records import ON_LEASE_EXPIRED, STRATEGIES, counters, duration  # noqa: PLC0415
+    from .v1 import runs_pb2 as rpb  # noqa: PLC0415
+
+    req = rpb.CreateRunRequest(run_id=run_id, multitask_strategy=STRATEGIES[strategy], claim=claim,
+                               create_thread=create_thread, on_lease_expired=ON_LEASE_EXPIRED[on_lease_expired],
+                               max_attempts=max_attempts, budget=counters(budget), branch_thread_id=branch_thread_id)
+    if input is not None:
+        encode_into(input, req.input, "input")
+    fill_map(req.metadata, metadata)
+    if lease_timeout is not None:
+        req.lease_timeout.CopyFrom(duration(lease_timeout))
+    if timeout_seconds is not None:
+        req.timeout.CopyFrom(duration(timeout_seconds))
+    return req
 
 
 class AsyncSchemas(SchemaCalls, AsyncFacet):

@@ -139,6 +139,7 @@ export const RULES: Record<string, Rule> = {
   "SchemaService.ListSchemas": READ,
   "SchemaService.MigrateThread": STREAM,
   "SchemaService.MigrateNamespace": STREAM,
+  "ThreadService.ResumeThread": REQUEST_ID,
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */

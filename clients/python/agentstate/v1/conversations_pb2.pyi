@@ -4,6 +4,7 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from agentstate.v1 import memory_pb2 as _memory_pb2
 from agentstate.v1 import threads_pb2 as _threads_pb2
+from agentstate.v1 import schemas_pb2 as _schemas_pb2
 from agentstate.v1 import values_pb2 as _values_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -140,7 +141,7 @@ class SeqRange(_message.Message):
     def __init__(self, first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ...) -> None: ...
 
 class ItemInput(_message.Message):
-    __slots__ = ("client_item_id", "kind", "role", "content", "call_id", "tool_name", "run_id", "step_id", "metadata", "tokens", "compact", "dedupe_key")
+    __slots__ = ("client_item_id", "kind", "role", "content", "call_id", "tool_name", "run_id", "step_id", "metadata", "tokens", "compact", "dedupe_key", "schema", "schema_version")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +161,8 @@ class ItemInput(_message.Message):
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPACT_FIELD_NUMBER: _ClassVar[int]
     DEDUPE_KEY_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     client_item_id: str
     kind: ItemKind
     role: str
@@ -172,10 +175,12 @@ class ItemInput(_message.Message):
     tokens: TokenCount
     compact: _values_pb2.Value
     dedupe_key: bytes
-    def __init__(self, client_item_id: _Optional[str] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., run_id: _Optional[str] = ..., step_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., tokens: _Optional[_Union[TokenCount, _Mapping]] = ..., compact: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., dedupe_key: _Optional[bytes] = ...) -> None: ...
+    schema: str
+    schema_version: int
+    def __init__(self, client_item_id: _Optional[str] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., run_id: _Optional[str] = ..., step_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., tokens: _Optional[_Union[TokenCount, _Mapping]] = ..., compact: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., dedupe_key: _Optional[bytes] = ..., schema: _Optional[str] = ..., schema_version: _Optional[int] = ...) -> None: ...
 
 class ConversationItem(_message.Message):
-    __slots__ = ("namespace", "thread_id", "seq", "client_item_id", "kind", "role", "content", "call_id", "tool_name", "run_id", "step_id", "metadata", "tokens", "compact", "dedupe_key", "content_hash", "estimated_tokens", "create_time")
+    __slots__ = ("namespace", "thread_id", "seq", "client_item_id", "kind", "role", "content", "call_id", "tool_name", "run_id", "step_id", "metadata", "tokens", "compact", "dedupe_key", "content_hash", "estimated_tokens", "create_time", "schema", "schema_version", "stored_schema_version", "migration", "migration_error")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +206,11 @@ class ConversationItem(_message.Message):
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     ESTIMATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     seq: int
@@ -219,7 +229,12 @@ class ConversationItem(_message.Message):
     content_hash: bytes
     estimated_tokens: int
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., seq: _Optional[int] = ..., client_item_id: _Optional[str] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., run_id: _Optional[str] = ..., step_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., tokens: _Optional[_Union[TokenCount, _Mapping]] = ..., compact: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., dedupe_key: _Optional[bytes] = ..., content_hash: _Optional[bytes] = ..., estimated_tokens: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    schema: str
+    schema_version: int
+    stored_schema_version: int
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., seq: _Optional[int] = ..., client_item_id: _Optional[str] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., run_id: _Optional[str] = ..., step_id: _Optional[str] = ..., metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., tokens: _Optional[_Union[TokenCount, _Mapping]] = ..., compact: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., dedupe_key: _Optional[bytes] = ..., content_hash: _Optional[bytes] = ..., estimated_tokens: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., schema: _Optional[str] = ..., schema_version: _Optional[int] = ..., stored_schema_version: _Optional[int] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ...) -> None: ...
 
 class CompactionPolicy(_message.Message):
     __slots__ = ("disabled", "trigger_items", "compact_items", "keep_last_items", "max_summary_chars", "pyramid_fan_in", "pyramid_keep_last", "max_levels", "fallback_after", "lease_timeout", "max_compact_chars")
@@ -339,7 +354,7 @@ class AppendItemsResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ConversationItem, _Mapping]]] = ..., duplicates: _Optional[int] = ..., last_seq: _Optional[int] = ..., created: _Optional[bool] = ..., compactions_due: _Optional[_Iterable[_Union[Compaction, _Mapping]]] = ...) -> None: ...
 
 class ListItemsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "start_seq", "end_seq", "latest", "page_size", "page_token", "omit_content")
+    __slots__ = ("namespace", "thread_id", "start_seq", "end_seq", "latest", "page_size", "page_token", "omit_content", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     START_SEQ_FIELD_NUMBER: _ClassVar[int]
@@ -348,6 +363,7 @@ class ListItemsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OMIT_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     start_seq: int
@@ -356,7 +372,8 @@ class ListItemsRequest(_message.Message):
     page_size: int
     page_token: str
     omit_content: bool
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., start_seq: _Optional[int] = ..., end_seq: _Optional[int] = ..., latest: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., omit_content: _Optional[bool] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., start_seq: _Optional[int] = ..., end_seq: _Optional[int] = ..., latest: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., omit_content: _Optional[bool] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class ListItemsResponse(_message.Message):
     __slots__ = ("items", "next_page_token", "last_seq", "item_count")
@@ -371,20 +388,22 @@ class ListItemsResponse(_message.Message):
     def __init__(self, items: _Optional[_Iterable[_Union[ConversationItem, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., last_seq: _Optional[int] = ..., item_count: _Optional[int] = ...) -> None: ...
 
 class GetItemsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "seqs", "client_item_ids", "allow_missing", "omit_content")
+    __slots__ = ("namespace", "thread_id", "seqs", "client_item_ids", "allow_missing", "omit_content", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     SEQS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ITEM_IDS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_MISSING_FIELD_NUMBER: _ClassVar[int]
     OMIT_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     seqs: _containers.RepeatedScalarFieldContainer[int]
     client_item_ids: _containers.RepeatedScalarFieldContainer[str]
     allow_missing: bool
     omit_content: bool
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., seqs: _Optional[_Iterable[int]] = ..., client_item_ids: _Optional[_Iterable[str]] = ..., allow_missing: _Optional[bool] = ..., omit_content: _Optional[bool] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., seqs: _Optional[_Iterable[int]] = ..., client_item_ids: _Optional[_Iterable[str]] = ..., allow_missing: _Optional[bool] = ..., omit_content: _Optional[bool] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class GetItemsResponse(_message.Message):
     __slots__ = ("items", "missing_seqs", "missing_client_item_ids")

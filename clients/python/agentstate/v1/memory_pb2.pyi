@@ -424,7 +424,7 @@ class VectorQuery(_message.Message):
     def __init__(self, vector: _Optional[_Union[Vector, _Mapping]] = ..., space: _Optional[str] = ..., fields: _Optional[_Iterable[str]] = ..., unscored: _Optional[_Union[Unscored, str]] = ...) -> None: ...
 
 class SearchMemoryItemsRequest(_message.Message):
-    __slots__ = ("namespace", "path_prefix", "filter", "vector", "order", "limit", "offset", "page_size", "page_token", "refresh_ttl", "omit_values", "include_vectors")
+    __slots__ = ("namespace", "path_prefix", "filter", "vector", "order", "limit", "offset", "page_size", "page_token", "refresh_ttl", "omit_values", "include_vectors", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     PATH_PREFIX_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
@@ -437,6 +437,7 @@ class SearchMemoryItemsRequest(_message.Message):
     REFRESH_TTL_FIELD_NUMBER: _ClassVar[int]
     OMIT_VALUES_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     path_prefix: _containers.RepeatedScalarFieldContainer[str]
     filter: MemoryFilter
@@ -449,7 +450,8 @@ class SearchMemoryItemsRequest(_message.Message):
     refresh_ttl: bool
     omit_values: bool
     include_vectors: bool
-    def __init__(self, namespace: _Optional[str] = ..., path_prefix: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[MemoryFilter, _Mapping]] = ..., vector: _Optional[_Union[VectorQuery, _Mapping]] = ..., order: _Optional[_Union[MemoryOrder, str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., refresh_ttl: _Optional[bool] = ..., omit_values: _Optional[bool] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., path_prefix: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[MemoryFilter, _Mapping]] = ..., vector: _Optional[_Union[VectorQuery, _Mapping]] = ..., order: _Optional[_Union[MemoryOrder, str]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., refresh_ttl: _Optional[bool] = ..., omit_values: _Optional[bool] = ..., include_vectors: _Optional[bool] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class ScoredMemoryItem(_message.Message):
     __slots__ = ("item", "score", "field")

@@ -212,21 +212,25 @@ class ListSchemasResponse(_message.Message):
     def __init__(self, schemas: _Optional[_Iterable[_Union[Schema, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class MigrationFailure(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "stored_version", "error")
+    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "stored_version", "error", "memory_path", "memory_key")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     STORED_VERSION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PATH_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_KEY_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     checkpoint_id: str
     stored_version: int
     error: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., stored_version: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+    memory_path: _containers.RepeatedScalarFieldContainer[str]
+    memory_key: str
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., stored_version: _Optional[int] = ..., error: _Optional[str] = ..., memory_path: _Optional[_Iterable[str]] = ..., memory_key: _Optional[str] = ...) -> None: ...
 
 class MigrationProgress(_message.Message):
-    __slots__ = ("threads_done", "checkpoints_seen", "checkpoints_migrated", "checkpoints_current", "checkpoints_other", "checkpoints_failed", "failures", "thread_id")
+    __slots__ = ("threads_done", "checkpoints_seen", "checkpoints_migrated", "checkpoints_current", "checkpoints_other", "checkpoints_failed", "failures", "thread_id", "memory_items_seen", "memory_items_migrated", "memory_items_current", "memory_items_other", "memory_items_failed")
     THREADS_DONE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_SEEN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_MIGRATED_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +239,11 @@ class MigrationProgress(_message.Message):
     CHECKPOINTS_FAILED_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ITEMS_SEEN_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ITEMS_MIGRATED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ITEMS_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ITEMS_OTHER_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ITEMS_FAILED_FIELD_NUMBER: _ClassVar[int]
     threads_done: int
     checkpoints_seen: int
     checkpoints_migrated: int
@@ -243,7 +252,12 @@ class MigrationProgress(_message.Message):
     checkpoints_failed: int
     failures: _containers.RepeatedCompositeFieldContainer[MigrationFailure]
     thread_id: str
-    def __init__(self, threads_done: _Optional[int] = ..., checkpoints_seen: _Optional[int] = ..., checkpoints_migrated: _Optional[int] = ..., checkpoints_current: _Optional[int] = ..., checkpoints_other: _Optional[int] = ..., checkpoints_failed: _Optional[int] = ..., failures: _Optional[_Iterable[_Union[MigrationFailure, _Mapping]]] = ..., thread_id: _Optional[str] = ...) -> None: ...
+    memory_items_seen: int
+    memory_items_migrated: int
+    memory_items_current: int
+    memory_items_other: int
+    memory_items_failed: int
+    def __init__(self, threads_done: _Optional[int] = ..., checkpoints_seen: _Optional[int] = ..., checkpoints_migrated: _Optional[int] = ..., checkpoints_current: _Optional[int] = ..., checkpoints_other: _Optional[int] = ..., checkpoints_failed: _Optional[int] = ..., failures: _Optional[_Iterable[_Union[MigrationFailure, _Mapping]]] = ..., thread_id: _Optional[str] = ..., memory_items_seen: _Optional[int] = ..., memory_items_migrated: _Optional[int] = ..., memory_items_current: _Optional[int] = ..., memory_items_other: _Optional[int] = ..., memory_items_failed: _Optional[int] = ...) -> None: ...
 
 class MigrateThreadRequest(_message.Message):
     __slots__ = ("namespace", "thread_id", "schema", "target_version", "batch_size")
@@ -268,16 +282,18 @@ class MigrateThreadResponse(_message.Message):
     def __init__(self, progress: _Optional[_Union[MigrationProgress, _Mapping]] = ..., done: _Optional[bool] = ...) -> None: ...
 
 class MigrateNamespaceRequest(_message.Message):
-    __slots__ = ("namespace", "schema", "target_version", "batch_size")
+    __slots__ = ("namespace", "schema", "target_version", "batch_size", "skip_memory")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     TARGET_VERSION_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    SKIP_MEMORY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     schema: str
     target_version: int
     batch_size: int
-    def __init__(self, namespace: _Optional[str] = ..., schema: _Optional[str] = ..., target_version: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
+    skip_memory: bool
+    def __init__(self, namespace: _Optional[str] = ..., schema: _Optional[str] = ..., target_version: _Optional[int] = ..., batch_size: _Optional[int] = ..., skip_memory: _Optional[bool] = ...) -> None: ...
 
 class MigrateNamespaceResponse(_message.Message):
     __slots__ = ("progress", "done")

@@ -112,7 +112,7 @@ class SchemaServiceServicer:
 
     def MigrateNamespace(self, request, context):
         """MigrateNamespace is MigrateThread for every thread of a namespace, in
-        thread_id order.
+        thread_id order, then for its memory items (unless skip_memory).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -602,7 +602,7 @@ class DiffCheckpointsResponse(_message.Message):
     def __init__(self, changes: _Optional[_Iterable[_Union[ChannelChange, _Mapping]]] = ...) -> None: ...
 
 class GetChannelHistoryRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "max_depth", "known_roots")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "max_depth", "known_roots", "read_schema_version")
     class KnownRootsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -617,6 +617,7 @@ class GetChannelHistoryRequest(_message.Message):
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
     MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
     KNOWN_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
@@ -624,19 +625,24 @@ class GetChannelHistoryRequest(_message.Message):
     channels: _containers.RepeatedScalarFieldContainer[str]
     max_depth: int
     known_roots: _containers.ScalarMap[str, bytes]
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., channels: _Optional[_Iterable[str]] = ..., max_depth: _Optional[int] = ..., known_roots: _Optional[_Mapping[str, bytes]] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class ChannelHistory(_message.Message):
-    __slots__ = ("channel", "writes", "seed", "seed_checkpoint_id")
+    __slots__ = ("channel", "writes", "seed", "seed_checkpoint_id", "migration", "migration_error")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     WRITES_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     SEED_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
     channel: str
     writes: _containers.RepeatedCompositeFieldContainer[PendingWrite]
     seed: ChannelValue
     seed_checkpoint_id: str
-    def __init__(self, channel: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., seed: _Optional[_Union[ChannelValue, _Mapping]] = ..., seed_checkpoint_id: _Optional[str] = ...) -> None: ...
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    def __init__(self, channel: _Optional[str] = ..., writes: _Optional[_Iterable[_Union[PendingWrite, _Mapping]]] = ..., seed: _Optional[_Union[ChannelValue, _Mapping]] = ..., seed_checkpoint_id: _Optional[str] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ...) -> None: ...
 
 class GetChannelHistoryResponse(_message.Message):
     __slots__ = ("checkpoint_id", "channels", "depth")
@@ -734,3 +740,29 @@ class StreamWritesResponse(_message.Message):
     ACKS_FIELD_NUMBER: _ClassVar[int]
     acks: _containers.RepeatedCompositeFieldContainer[WriteAck]
     def __init__(self, acks: _Optional[_Iterable[_Union[WriteAck, _Mapping]]] = ...) -> None: ...
+
+class ResumeThreadRequest(_message.Message):
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "read_schema_version", "run", "include_pending_writes", "request_id")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    THREAD_ID_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PENDING_WRITES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    thread_id: str
+    checkpoint_ns: str
+    read_schema_version: int
+    run: _runs_pb2.CreateRunRequest
+    include_pending_writes: bool
+    request_id: str
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., read_schema_version: _Optional[int] = ..., run: _Optional[_Union[_runs_pb2.CreateRunRequest, _Mapping]] = ..., include_pending_writes: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ResumeThreadResponse(_message.Message):
+    __slots__ = ("checkpoint", "run")
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    checkpoint: Checkpoint
+    run: _runs_pb2.CreateRunResponse
+    def __init__(self, checkpoint: _Optional[_Union[Checkpoint, _Mapping]] = ..., run: _Optional[_Union[_runs_pb2.CreateRunResponse, _Mapping]] = ...) -> None: ...

@@ -115,6 +115,11 @@ class ThreadServiceStub:
                 request_serializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesRequest.SerializeToString,
                 response_deserializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesResponse.FromString,
                 _registered_method=True)
+        self.ResumeThread = channel.unary_unary(
+                '/agentstate.v1.ThreadService/ResumeThread',
+                request_serializer=agentstate_dot_v1_dot_threads__pb2.ResumeThreadRequest.SerializeToString,
+                response_deserializer=agentstate_dot_v1_dot_threads__pb2.ResumeThreadResponse.FromString,
+                _registered_method=True)
 
 
 class ThreadServiceServicer:
@@ -290,6 +295,23 @@ class ThreadServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeThread(self, request, context):
+        """ResumeThread reads the latest checkpoint of a checkpoint namespace at
+        read_schema_version, as GetCheckpoint does, and when the schema's
+        failure policy is NEW_RUN and the latest checkpoint does not migrate
+        (the answer is the newest ancestor that does, MIGRATION_STATUS_NEW_RUN),
+        creates in the same transaction a run starting from that ancestor
+        (start_checkpoint_id), linked to the old chain by its metadata:
+        "new_run_from" (the checkpoint that did not migrate), "schema",
+        "schema_version" (the version read) and "reason" (why it did not
+        migrate), with the caller's own metadata. Any other answer creates no
+        run. Errors as GetCheckpoint and CreateRun; a retry with the same
+        request_id returns the first answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThreadServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -372,6 +394,11 @@ def add_ThreadServiceServicer_to_server(servicer, server):
                     servicer.StreamWrites,
                     request_deserializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesRequest.FromString,
                     response_serializer=agentstate_dot_v1_dot_threads__pb2.StreamWritesResponse.SerializeToString,
+            ),
+            'ResumeThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeThread,
+                    request_deserializer=agentstate_dot_v1_dot_threads__pb2.ResumeThreadRequest.FromString,
+                    response_serializer=agentstate_dot_v1_dot_threads__pb2.ResumeThreadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -807,6 +834,33 @@ class ThreadService:
             '/agentstate.v1.ThreadService/StreamWrites',
             agentstate_dot_v1_dot_threads__pb2.StreamWritesRequest.SerializeToString,
             agentstate_dot_v1_dot_threads__pb2.StreamWritesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentstate.v1.ThreadService/ResumeThread',
+            agentstate_dot_v1_dot_threads__pb2.ResumeThreadRequest.SerializeToString,
+            agentstate_dot_v1_dot_threads__pb2.ResumeThreadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -772,7 +772,13 @@ type ItemInput struct {
 	// dedupe_key identifies the item's meaningful content for deduplication
 	// in GetContext (at most 64 bytes); unset: the content hash. Adapters set
 	// it to leave out ids that differ between otherwise equal items.
-	DedupeKey     []byte `protobuf:"bytes,12,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	DedupeKey []byte `protobuf:"bytes,12,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	// schema names a registered schema (schemas.proto) the content follows at
+	// schema_version (at least 1 with a schema); stored with the item. A read
+	// that names read_schema_version gets the content (a map) migrated.
+	// (Numbered apart from the fields above to leave room for theirs.)
+	Schema        string `protobuf:"bytes,20,opt,name=schema,proto3" json:"schema,omitempty"`
+	SchemaVersion uint32 `protobuf:"varint,21,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +897,20 @@ func (x *ItemInput) GetDedupeKey() []byte {
 	return nil
 }
 
+func (x *ItemInput) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *ItemInput) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
 // ConversationItem is one stored item of a thread's log.
 type ConversationItem struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -933,9 +953,19 @@ type ConversationItem struct {
 	// byte-level BPE tokenizer.
 	EstimatedTokens uint32 `protobuf:"varint,17,opt,name=estimated_tokens,json=estimatedTokens,proto3" json:"estimated_tokens,omitempty"`
 	// create_time is when the item was committed.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// schema and schema_version as appended; when a ListItems / GetItems
+	// asked for read_schema_version and the content was migrated,
+	// schema_version is the version returned and stored_schema_version the
+	// stored one; migration says how (schemas.proto), migration_error why a
+	// DEGRADED content is as stored.
+	Schema              string          `protobuf:"bytes,30,opt,name=schema,proto3" json:"schema,omitempty"`
+	SchemaVersion       uint32          `protobuf:"varint,31,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	StoredSchemaVersion uint32          `protobuf:"varint,32,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`
+	Migration           MigrationStatus `protobuf:"varint,33,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError      string          `protobuf:"bytes,34,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ConversationItem) Reset() {
@@ -1092,6 +1122,41 @@ func (x *ConversationItem) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *ConversationItem) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *ConversationItem) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *ConversationItem) GetStoredSchemaVersion() uint32 {
+	if x != nil {
+		return x.StoredSchemaVersion
+	}
+	return 0
+}
+
+func (x *ConversationItem) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *ConversationItem) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
+	}
+	return ""
 }
 
 // CompactionPolicy says when ranges are due for summaries. An unset field
@@ -1744,9 +1809,16 @@ type ListItemsRequest struct {
 	// same other fields, else INVALID_ARGUMENT).
 	PageToken string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// omit_content leaves content (and compact) out of the items.
-	OmitContent   bool `protobuf:"varint,8,opt,name=omit_content,json=omitContent,proto3" json:"omit_content,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OmitContent bool `protobuf:"varint,8,opt,name=omit_content,json=omitContent,proto3" json:"omit_content,omitempty"`
+	// read_schema_version is the schema version the reader understands: an
+	// item whose content is stored under a registered schema at an older
+	// version comes back with the content migrated (the content is the
+	// migrated map; compact, metadata and content_hash are as stored), by
+	// the schema's window and failure policy (NEW_RUN behaving as FAIL);
+	// 0: as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,20,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ListItemsRequest) Reset() {
@@ -1833,6 +1905,13 @@ func (x *ListItemsRequest) GetOmitContent() bool {
 		return x.OmitContent
 	}
 	return false
+}
+
+func (x *ListItemsRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 // ListItemsResponse is one page of items.
@@ -1922,9 +2001,16 @@ type GetItemsRequest struct {
 	// allow_missing returns the items found and lists the others in missing.
 	AllowMissing bool `protobuf:"varint,5,opt,name=allow_missing,json=allowMissing,proto3" json:"allow_missing,omitempty"`
 	// omit_content leaves content (and compact) out.
-	OmitContent   bool `protobuf:"varint,6,opt,name=omit_content,json=omitContent,proto3" json:"omit_content,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OmitContent bool `protobuf:"varint,6,opt,name=omit_content,json=omitContent,proto3" json:"omit_content,omitempty"`
+	// read_schema_version is the schema version the reader understands: an
+	// item whose content is stored under a registered schema at an older
+	// version comes back with the content migrated (the content is the
+	// migrated map; compact, metadata and content_hash are as stored), by
+	// the schema's window and failure policy (NEW_RUN behaving as FAIL);
+	// 0: as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,20,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetItemsRequest) Reset() {
@@ -1997,6 +2083,13 @@ func (x *GetItemsRequest) GetOmitContent() bool {
 		return x.OmitContent
 	}
 	return false
+}
+
+func (x *GetItemsRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 // GetItemsResponse holds the items found.
@@ -5818,7 +5911,7 @@ var File_agentstate_v1_conversations_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\n" +
-	"!agentstate/v1/conversations.proto\x12\ragentstate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aagentstate/v1/memory.proto\x1a\x1bagentstate/v1/threads.proto\x1a\x1aagentstate/v1/values.proto\"V\n" +
+	"!agentstate/v1/conversations.proto\x12\ragentstate.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1aagentstate/v1/memory.proto\x1a\x1bagentstate/v1/threads.proto\x1a\x1bagentstate/v1/schemas.proto\x1a\x1aagentstate/v1/values.proto\"V\n" +
 	"\n" +
 	"TokenCount\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x1c\n" +
@@ -5826,7 +5919,7 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x05exact\x18\x03 \x01(\bR\x05exact\"B\n" +
 	"\bSeqRange\x12\x1b\n" +
 	"\tfirst_seq\x18\x01 \x01(\x04R\bfirstSeq\x12\x19\n" +
-	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xa1\x04\n" +
+	"\blast_seq\x18\x02 \x01(\x04R\alastSeq\"\xe0\x04\n" +
 	"\tItemInput\x12$\n" +
 	"\x0eclient_item_id\x18\x01 \x01(\tR\fclientItemId\x12+\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.agentstate.v1.ItemKindR\x04kind\x12\x12\n" +
@@ -5841,10 +5934,12 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	" \x01(\v2\x19.agentstate.v1.TokenCountR\x06tokens\x12.\n" +
 	"\acompact\x18\v \x01(\v2\x14.agentstate.v1.ValueR\acompact\x12\x1d\n" +
 	"\n" +
-	"dedupe_key\x18\f \x01(\fR\tdedupeKey\x1aQ\n" +
+	"dedupe_key\x18\f \x01(\fR\tdedupeKey\x12\x16\n" +
+	"\x06schema\x18\x14 \x01(\tR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x15 \x01(\rR\rschemaVersion\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\"\x87\x06\n" +
+	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\"\xe1\a\n" +
 	"\x10ConversationItem\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x10\n" +
@@ -5866,7 +5961,12 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\fcontent_hash\x18\x10 \x01(\fR\vcontentHash\x12)\n" +
 	"\x10estimated_tokens\x18\x11 \x01(\rR\x0festimatedTokens\x12;\n" +
 	"\vcreate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x1aQ\n" +
+	"createTime\x12\x16\n" +
+	"\x06schema\x18\x1e \x01(\tR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x1f \x01(\rR\rschemaVersion\x122\n" +
+	"\x15stored_schema_version\x18  \x01(\rR\x13storedSchemaVersion\x12<\n" +
+	"\tmigration\x18! \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\" \x01(\tR\x0emigrationError\x1aQ\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01\"\xaf\x05\n" +
@@ -5944,7 +6044,7 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"duplicates\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x18\n" +
 	"\acreated\x18\x04 \x01(\bR\acreated\x12B\n" +
-	"\x0fcompactions_due\x18\x05 \x03(\v2\x19.agentstate.v1.CompactionR\x0ecompactionsDue\"\xfa\x01\n" +
+	"\x0fcompactions_due\x18\x05 \x03(\v2\x19.agentstate.v1.CompactionR\x0ecompactionsDue\"\xaa\x02\n" +
 	"\x10ListItemsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x1b\n" +
@@ -5954,20 +6054,22 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\tpage_size\x18\x06 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\a \x01(\tR\tpageToken\x12!\n" +
-	"\fomit_content\x18\b \x01(\bR\vomitContent\"\xac\x01\n" +
+	"\fomit_content\x18\b \x01(\bR\vomitContent\x12.\n" +
+	"\x13read_schema_version\x18\x14 \x01(\rR\x11readSchemaVersion\"\xac\x01\n" +
 	"\x11ListItemsResponse\x125\n" +
 	"\x05items\x18\x01 \x03(\v2\x1f.agentstate.v1.ConversationItemR\x05items\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x19\n" +
 	"\blast_seq\x18\x03 \x01(\x04R\alastSeq\x12\x1d\n" +
 	"\n" +
-	"item_count\x18\x04 \x01(\x04R\titemCount\"\xd0\x01\n" +
+	"item_count\x18\x04 \x01(\x04R\titemCount\"\x80\x02\n" +
 	"\x0fGetItemsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x12\n" +
 	"\x04seqs\x18\x03 \x03(\x04R\x04seqs\x12&\n" +
 	"\x0fclient_item_ids\x18\x04 \x03(\tR\rclientItemIds\x12#\n" +
 	"\rallow_missing\x18\x05 \x01(\bR\fallowMissing\x12!\n" +
-	"\fomit_content\x18\x06 \x01(\bR\vomitContent\"\xa3\x01\n" +
+	"\fomit_content\x18\x06 \x01(\bR\vomitContent\x12.\n" +
+	"\x13read_schema_version\x18\x14 \x01(\rR\x11readSchemaVersion\"\xa3\x01\n" +
 	"\x10GetItemsResponse\x125\n" +
 	"\x05items\x18\x01 \x03(\v2\x1f.agentstate.v1.ConversationItemR\x05items\x12!\n" +
 	"\fmissing_seqs\x18\x02 \x03(\x04R\vmissingSeqs\x125\n" +
@@ -6456,9 +6558,10 @@ var file_agentstate_v1_conversations_proto_goTypes = []any{
 	nil,                                 // 65: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
 	(*Value)(nil),                       // 66: agentstate.v1.Value
 	(*timestamppb.Timestamp)(nil),       // 67: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 68: google.protobuf.Duration
-	(Durability)(0),                     // 69: agentstate.v1.Durability
-	(*MemoryQuery)(nil),                 // 70: agentstate.v1.MemoryQuery
+	(MigrationStatus)(0),                // 68: agentstate.v1.MigrationStatus
+	(*durationpb.Duration)(nil),         // 69: google.protobuf.Duration
+	(Durability)(0),                     // 70: agentstate.v1.Durability
+	(*MemoryQuery)(nil),                 // 71: agentstate.v1.MemoryQuery
 }
 var file_agentstate_v1_conversations_proto_depIdxs = []int32{
 	0,   // 0: agentstate.v1.ItemInput.kind:type_name -> agentstate.v1.ItemKind
@@ -6472,143 +6575,144 @@ var file_agentstate_v1_conversations_proto_depIdxs = []int32{
 	9,   // 8: agentstate.v1.ConversationItem.tokens:type_name -> agentstate.v1.TokenCount
 	66,  // 9: agentstate.v1.ConversationItem.compact:type_name -> agentstate.v1.Value
 	67,  // 10: agentstate.v1.ConversationItem.create_time:type_name -> google.protobuf.Timestamp
-	68,  // 11: agentstate.v1.CompactionPolicy.fallback_after:type_name -> google.protobuf.Duration
-	68,  // 12: agentstate.v1.CompactionPolicy.lease_timeout:type_name -> google.protobuf.Duration
-	68,  // 13: agentstate.v1.IdlePolicy.ttl:type_name -> google.protobuf.Duration
-	2,   // 14: agentstate.v1.IdlePolicy.action:type_name -> agentstate.v1.IdleAction
-	67,  // 15: agentstate.v1.Conversation.last_active_time:type_name -> google.protobuf.Timestamp
-	67,  // 16: agentstate.v1.Conversation.expire_time:type_name -> google.protobuf.Timestamp
-	13,  // 17: agentstate.v1.Conversation.compaction_policy:type_name -> agentstate.v1.CompactionPolicy
-	3,   // 18: agentstate.v1.Conversation.compaction_policy_source:type_name -> agentstate.v1.PolicySource
-	14,  // 19: agentstate.v1.Conversation.idle_policy:type_name -> agentstate.v1.IdlePolicy
-	3,   // 20: agentstate.v1.Conversation.idle_policy_source:type_name -> agentstate.v1.PolicySource
-	11,  // 21: agentstate.v1.AppendItemsRequest.items:type_name -> agentstate.v1.ItemInput
-	65,  // 22: agentstate.v1.AppendItemsRequest.thread_metadata:type_name -> agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
-	69,  // 23: agentstate.v1.AppendItemsRequest.durability:type_name -> agentstate.v1.Durability
-	12,  // 24: agentstate.v1.AppendItemsResponse.items:type_name -> agentstate.v1.ConversationItem
-	44,  // 25: agentstate.v1.AppendItemsResponse.compactions_due:type_name -> agentstate.v1.Compaction
-	12,  // 26: agentstate.v1.ListItemsResponse.items:type_name -> agentstate.v1.ConversationItem
-	12,  // 27: agentstate.v1.GetItemsResponse.items:type_name -> agentstate.v1.ConversationItem
-	69,  // 28: agentstate.v1.PopItemRequest.durability:type_name -> agentstate.v1.Durability
-	12,  // 29: agentstate.v1.PopItemResponse.item:type_name -> agentstate.v1.ConversationItem
-	69,  // 30: agentstate.v1.ClearItemsRequest.durability:type_name -> agentstate.v1.Durability
-	15,  // 31: agentstate.v1.GetConversationResponse.conversation:type_name -> agentstate.v1.Conversation
-	1,   // 32: agentstate.v1.PinnedItem.scope:type_name -> agentstate.v1.ConfigScope
-	0,   // 33: agentstate.v1.PinnedItem.kind:type_name -> agentstate.v1.ItemKind
-	66,  // 34: agentstate.v1.PinnedItem.content:type_name -> agentstate.v1.Value
-	9,   // 35: agentstate.v1.PinnedItem.tokens:type_name -> agentstate.v1.TokenCount
-	67,  // 36: agentstate.v1.PinnedItem.create_time:type_name -> google.protobuf.Timestamp
-	67,  // 37: agentstate.v1.PinnedItem.update_time:type_name -> google.protobuf.Timestamp
-	1,   // 38: agentstate.v1.SetPinnedItemRequest.scope:type_name -> agentstate.v1.ConfigScope
-	0,   // 39: agentstate.v1.SetPinnedItemRequest.kind:type_name -> agentstate.v1.ItemKind
-	66,  // 40: agentstate.v1.SetPinnedItemRequest.content:type_name -> agentstate.v1.Value
-	9,   // 41: agentstate.v1.SetPinnedItemRequest.tokens:type_name -> agentstate.v1.TokenCount
-	28,  // 42: agentstate.v1.SetPinnedItemResponse.item:type_name -> agentstate.v1.PinnedItem
-	1,   // 43: agentstate.v1.ListPinnedItemsRequest.scope:type_name -> agentstate.v1.ConfigScope
-	28,  // 44: agentstate.v1.ListPinnedItemsResponse.items:type_name -> agentstate.v1.PinnedItem
-	1,   // 45: agentstate.v1.DeletePinnedItemRequest.scope:type_name -> agentstate.v1.ConfigScope
-	1,   // 46: agentstate.v1.SetCompactionPolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
-	13,  // 47: agentstate.v1.SetCompactionPolicyRequest.policy:type_name -> agentstate.v1.CompactionPolicy
-	13,  // 48: agentstate.v1.SetCompactionPolicyResponse.effective:type_name -> agentstate.v1.CompactionPolicy
-	3,   // 49: agentstate.v1.SetCompactionPolicyResponse.source:type_name -> agentstate.v1.PolicySource
-	44,  // 50: agentstate.v1.SetCompactionPolicyResponse.compactions_due:type_name -> agentstate.v1.Compaction
-	1,   // 51: agentstate.v1.GetCompactionPolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
-	13,  // 52: agentstate.v1.GetCompactionPolicyResponse.policy:type_name -> agentstate.v1.CompactionPolicy
-	13,  // 53: agentstate.v1.GetCompactionPolicyResponse.effective:type_name -> agentstate.v1.CompactionPolicy
-	3,   // 54: agentstate.v1.GetCompactionPolicyResponse.source:type_name -> agentstate.v1.PolicySource
-	1,   // 55: agentstate.v1.SetIdlePolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
-	14,  // 56: agentstate.v1.SetIdlePolicyRequest.policy:type_name -> agentstate.v1.IdlePolicy
-	14,  // 57: agentstate.v1.SetIdlePolicyResponse.effective:type_name -> agentstate.v1.IdlePolicy
-	3,   // 58: agentstate.v1.SetIdlePolicyResponse.source:type_name -> agentstate.v1.PolicySource
-	1,   // 59: agentstate.v1.GetIdlePolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
-	14,  // 60: agentstate.v1.GetIdlePolicyResponse.policy:type_name -> agentstate.v1.IdlePolicy
-	14,  // 61: agentstate.v1.GetIdlePolicyResponse.effective:type_name -> agentstate.v1.IdlePolicy
-	3,   // 62: agentstate.v1.GetIdlePolicyResponse.source:type_name -> agentstate.v1.PolicySource
-	9,   // 63: agentstate.v1.Summary.tokens:type_name -> agentstate.v1.TokenCount
-	67,  // 64: agentstate.v1.Summary.create_time:type_name -> google.protobuf.Timestamp
-	4,   // 65: agentstate.v1.Compaction.state:type_name -> agentstate.v1.CompactionState
-	67,  // 66: agentstate.v1.Compaction.due_time:type_name -> google.protobuf.Timestamp
-	67,  // 67: agentstate.v1.Compaction.fallback_time:type_name -> google.protobuf.Timestamp
-	67,  // 68: agentstate.v1.Compaction.lease_expire_time:type_name -> google.protobuf.Timestamp
-	12,  // 69: agentstate.v1.Compaction.items:type_name -> agentstate.v1.ConversationItem
-	43,  // 70: agentstate.v1.Compaction.summaries:type_name -> agentstate.v1.Summary
-	68,  // 71: agentstate.v1.ClaimCompactionRequest.lease_timeout:type_name -> google.protobuf.Duration
-	68,  // 72: agentstate.v1.ClaimCompactionRequest.wait_timeout:type_name -> google.protobuf.Duration
-	44,  // 73: agentstate.v1.ClaimCompactionResponse.compaction:type_name -> agentstate.v1.Compaction
-	9,   // 74: agentstate.v1.SubmitSummaryRequest.tokens:type_name -> agentstate.v1.TokenCount
-	69,  // 75: agentstate.v1.SubmitSummaryRequest.durability:type_name -> agentstate.v1.Durability
-	43,  // 76: agentstate.v1.SubmitSummaryResponse.summary:type_name -> agentstate.v1.Summary
-	44,  // 77: agentstate.v1.SubmitSummaryResponse.compactions_due:type_name -> agentstate.v1.Compaction
-	44,  // 78: agentstate.v1.ListCompactionsResponse.compactions:type_name -> agentstate.v1.Compaction
-	43,  // 79: agentstate.v1.ListSummariesResponse.summaries:type_name -> agentstate.v1.Summary
-	43,  // 80: agentstate.v1.ExpandSummaryResponse.summary:type_name -> agentstate.v1.Summary
-	43,  // 81: agentstate.v1.ExpandSummaryResponse.children:type_name -> agentstate.v1.Summary
-	12,  // 82: agentstate.v1.ExpandSummaryResponse.items:type_name -> agentstate.v1.ConversationItem
-	0,   // 83: agentstate.v1.KnowledgeItem.kind:type_name -> agentstate.v1.ItemKind
-	66,  // 84: agentstate.v1.KnowledgeItem.content:type_name -> agentstate.v1.Value
-	9,   // 85: agentstate.v1.KnowledgeItem.tokens:type_name -> agentstate.v1.TokenCount
-	55,  // 86: agentstate.v1.GetContextRequest.knowledge:type_name -> agentstate.v1.KnowledgeItem
-	5,   // 87: agentstate.v1.GetContextRequest.tool_compression:type_name -> agentstate.v1.ToolCompression
-	6,   // 88: agentstate.v1.GetContextRequest.knowledge_position:type_name -> agentstate.v1.KnowledgePosition
-	70,  // 89: agentstate.v1.GetContextRequest.memory_query:type_name -> agentstate.v1.MemoryQuery
-	7,   // 90: agentstate.v1.ContextItem.source:type_name -> agentstate.v1.ContextSource
-	0,   // 91: agentstate.v1.ContextItem.kind:type_name -> agentstate.v1.ItemKind
-	66,  // 92: agentstate.v1.ContextItem.content:type_name -> agentstate.v1.Value
-	10,  // 93: agentstate.v1.ContextItem.items:type_name -> agentstate.v1.SeqRange
-	57,  // 94: agentstate.v1.ContextItem.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
-	10,  // 95: agentstate.v1.ExplanationEntry.items:type_name -> agentstate.v1.SeqRange
-	8,   // 96: agentstate.v1.ExplanationEntry.fate:type_name -> agentstate.v1.Fate
-	57,  // 97: agentstate.v1.ExplanationEntry.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
-	58,  // 98: agentstate.v1.GetContextResponse.items:type_name -> agentstate.v1.ContextItem
-	59,  // 99: agentstate.v1.GetContextResponse.explanation:type_name -> agentstate.v1.ExplanationEntry
-	66,  // 100: agentstate.v1.ItemInput.MetadataEntry.value:type_name -> agentstate.v1.Value
-	66,  // 101: agentstate.v1.ConversationItem.MetadataEntry.value:type_name -> agentstate.v1.Value
-	66,  // 102: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry.value:type_name -> agentstate.v1.Value
-	16,  // 103: agentstate.v1.ConversationService.AppendItems:input_type -> agentstate.v1.AppendItemsRequest
-	18,  // 104: agentstate.v1.ConversationService.ListItems:input_type -> agentstate.v1.ListItemsRequest
-	20,  // 105: agentstate.v1.ConversationService.GetItems:input_type -> agentstate.v1.GetItemsRequest
-	22,  // 106: agentstate.v1.ConversationService.PopItem:input_type -> agentstate.v1.PopItemRequest
-	24,  // 107: agentstate.v1.ConversationService.ClearItems:input_type -> agentstate.v1.ClearItemsRequest
-	26,  // 108: agentstate.v1.ConversationService.GetConversation:input_type -> agentstate.v1.GetConversationRequest
-	29,  // 109: agentstate.v1.ConversationService.SetPinnedItem:input_type -> agentstate.v1.SetPinnedItemRequest
-	31,  // 110: agentstate.v1.ConversationService.ListPinnedItems:input_type -> agentstate.v1.ListPinnedItemsRequest
-	33,  // 111: agentstate.v1.ConversationService.DeletePinnedItem:input_type -> agentstate.v1.DeletePinnedItemRequest
-	35,  // 112: agentstate.v1.ConversationService.SetCompactionPolicy:input_type -> agentstate.v1.SetCompactionPolicyRequest
-	37,  // 113: agentstate.v1.ConversationService.GetCompactionPolicy:input_type -> agentstate.v1.GetCompactionPolicyRequest
-	39,  // 114: agentstate.v1.ConversationService.SetIdlePolicy:input_type -> agentstate.v1.SetIdlePolicyRequest
-	41,  // 115: agentstate.v1.ConversationService.GetIdlePolicy:input_type -> agentstate.v1.GetIdlePolicyRequest
-	45,  // 116: agentstate.v1.ConversationService.ClaimCompaction:input_type -> agentstate.v1.ClaimCompactionRequest
-	47,  // 117: agentstate.v1.ConversationService.SubmitSummary:input_type -> agentstate.v1.SubmitSummaryRequest
-	49,  // 118: agentstate.v1.ConversationService.ListCompactions:input_type -> agentstate.v1.ListCompactionsRequest
-	51,  // 119: agentstate.v1.ConversationService.ListSummaries:input_type -> agentstate.v1.ListSummariesRequest
-	53,  // 120: agentstate.v1.ConversationService.ExpandSummary:input_type -> agentstate.v1.ExpandSummaryRequest
-	56,  // 121: agentstate.v1.ConversationService.GetContext:input_type -> agentstate.v1.GetContextRequest
-	61,  // 122: agentstate.v1.ConversationService.ReportUsage:input_type -> agentstate.v1.ReportUsageRequest
-	17,  // 123: agentstate.v1.ConversationService.AppendItems:output_type -> agentstate.v1.AppendItemsResponse
-	19,  // 124: agentstate.v1.ConversationService.ListItems:output_type -> agentstate.v1.ListItemsResponse
-	21,  // 125: agentstate.v1.ConversationService.GetItems:output_type -> agentstate.v1.GetItemsResponse
-	23,  // 126: agentstate.v1.ConversationService.PopItem:output_type -> agentstate.v1.PopItemResponse
-	25,  // 127: agentstate.v1.ConversationService.ClearItems:output_type -> agentstate.v1.ClearItemsResponse
-	27,  // 128: agentstate.v1.ConversationService.GetConversation:output_type -> agentstate.v1.GetConversationResponse
-	30,  // 129: agentstate.v1.ConversationService.SetPinnedItem:output_type -> agentstate.v1.SetPinnedItemResponse
-	32,  // 130: agentstate.v1.ConversationService.ListPinnedItems:output_type -> agentstate.v1.ListPinnedItemsResponse
-	34,  // 131: agentstate.v1.ConversationService.DeletePinnedItem:output_type -> agentstate.v1.DeletePinnedItemResponse
-	36,  // 132: agentstate.v1.ConversationService.SetCompactionPolicy:output_type -> agentstate.v1.SetCompactionPolicyResponse
-	38,  // 133: agentstate.v1.ConversationService.GetCompactionPolicy:output_type -> agentstate.v1.GetCompactionPolicyResponse
-	40,  // 134: agentstate.v1.ConversationService.SetIdlePolicy:output_type -> agentstate.v1.SetIdlePolicyResponse
-	42,  // 135: agentstate.v1.ConversationService.GetIdlePolicy:output_type -> agentstate.v1.GetIdlePolicyResponse
-	46,  // 136: agentstate.v1.ConversationService.ClaimCompaction:output_type -> agentstate.v1.ClaimCompactionResponse
-	48,  // 137: agentstate.v1.ConversationService.SubmitSummary:output_type -> agentstate.v1.SubmitSummaryResponse
-	50,  // 138: agentstate.v1.ConversationService.ListCompactions:output_type -> agentstate.v1.ListCompactionsResponse
-	52,  // 139: agentstate.v1.ConversationService.ListSummaries:output_type -> agentstate.v1.ListSummariesResponse
-	54,  // 140: agentstate.v1.ConversationService.ExpandSummary:output_type -> agentstate.v1.ExpandSummaryResponse
-	60,  // 141: agentstate.v1.ConversationService.GetContext:output_type -> agentstate.v1.GetContextResponse
-	62,  // 142: agentstate.v1.ConversationService.ReportUsage:output_type -> agentstate.v1.ReportUsageResponse
-	123, // [123:143] is the sub-list for method output_type
-	103, // [103:123] is the sub-list for method input_type
-	103, // [103:103] is the sub-list for extension type_name
-	103, // [103:103] is the sub-list for extension extendee
-	0,   // [0:103] is the sub-list for field type_name
+	68,  // 11: agentstate.v1.ConversationItem.migration:type_name -> agentstate.v1.MigrationStatus
+	69,  // 12: agentstate.v1.CompactionPolicy.fallback_after:type_name -> google.protobuf.Duration
+	69,  // 13: agentstate.v1.CompactionPolicy.lease_timeout:type_name -> google.protobuf.Duration
+	69,  // 14: agentstate.v1.IdlePolicy.ttl:type_name -> google.protobuf.Duration
+	2,   // 15: agentstate.v1.IdlePolicy.action:type_name -> agentstate.v1.IdleAction
+	67,  // 16: agentstate.v1.Conversation.last_active_time:type_name -> google.protobuf.Timestamp
+	67,  // 17: agentstate.v1.Conversation.expire_time:type_name -> google.protobuf.Timestamp
+	13,  // 18: agentstate.v1.Conversation.compaction_policy:type_name -> agentstate.v1.CompactionPolicy
+	3,   // 19: agentstate.v1.Conversation.compaction_policy_source:type_name -> agentstate.v1.PolicySource
+	14,  // 20: agentstate.v1.Conversation.idle_policy:type_name -> agentstate.v1.IdlePolicy
+	3,   // 21: agentstate.v1.Conversation.idle_policy_source:type_name -> agentstate.v1.PolicySource
+	11,  // 22: agentstate.v1.AppendItemsRequest.items:type_name -> agentstate.v1.ItemInput
+	65,  // 23: agentstate.v1.AppendItemsRequest.thread_metadata:type_name -> agentstate.v1.AppendItemsRequest.ThreadMetadataEntry
+	70,  // 24: agentstate.v1.AppendItemsRequest.durability:type_name -> agentstate.v1.Durability
+	12,  // 25: agentstate.v1.AppendItemsResponse.items:type_name -> agentstate.v1.ConversationItem
+	44,  // 26: agentstate.v1.AppendItemsResponse.compactions_due:type_name -> agentstate.v1.Compaction
+	12,  // 27: agentstate.v1.ListItemsResponse.items:type_name -> agentstate.v1.ConversationItem
+	12,  // 28: agentstate.v1.GetItemsResponse.items:type_name -> agentstate.v1.ConversationItem
+	70,  // 29: agentstate.v1.PopItemRequest.durability:type_name -> agentstate.v1.Durability
+	12,  // 30: agentstate.v1.PopItemResponse.item:type_name -> agentstate.v1.ConversationItem
+	70,  // 31: agentstate.v1.ClearItemsRequest.durability:type_name -> agentstate.v1.Durability
+	15,  // 32: agentstate.v1.GetConversationResponse.conversation:type_name -> agentstate.v1.Conversation
+	1,   // 33: agentstate.v1.PinnedItem.scope:type_name -> agentstate.v1.ConfigScope
+	0,   // 34: agentstate.v1.PinnedItem.kind:type_name -> agentstate.v1.ItemKind
+	66,  // 35: agentstate.v1.PinnedItem.content:type_name -> agentstate.v1.Value
+	9,   // 36: agentstate.v1.PinnedItem.tokens:type_name -> agentstate.v1.TokenCount
+	67,  // 37: agentstate.v1.PinnedItem.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 38: agentstate.v1.PinnedItem.update_time:type_name -> google.protobuf.Timestamp
+	1,   // 39: agentstate.v1.SetPinnedItemRequest.scope:type_name -> agentstate.v1.ConfigScope
+	0,   // 40: agentstate.v1.SetPinnedItemRequest.kind:type_name -> agentstate.v1.ItemKind
+	66,  // 41: agentstate.v1.SetPinnedItemRequest.content:type_name -> agentstate.v1.Value
+	9,   // 42: agentstate.v1.SetPinnedItemRequest.tokens:type_name -> agentstate.v1.TokenCount
+	28,  // 43: agentstate.v1.SetPinnedItemResponse.item:type_name -> agentstate.v1.PinnedItem
+	1,   // 44: agentstate.v1.ListPinnedItemsRequest.scope:type_name -> agentstate.v1.ConfigScope
+	28,  // 45: agentstate.v1.ListPinnedItemsResponse.items:type_name -> agentstate.v1.PinnedItem
+	1,   // 46: agentstate.v1.DeletePinnedItemRequest.scope:type_name -> agentstate.v1.ConfigScope
+	1,   // 47: agentstate.v1.SetCompactionPolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
+	13,  // 48: agentstate.v1.SetCompactionPolicyRequest.policy:type_name -> agentstate.v1.CompactionPolicy
+	13,  // 49: agentstate.v1.SetCompactionPolicyResponse.effective:type_name -> agentstate.v1.CompactionPolicy
+	3,   // 50: agentstate.v1.SetCompactionPolicyResponse.source:type_name -> agentstate.v1.PolicySource
+	44,  // 51: agentstate.v1.SetCompactionPolicyResponse.compactions_due:type_name -> agentstate.v1.Compaction
+	1,   // 52: agentstate.v1.GetCompactionPolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
+	13,  // 53: agentstate.v1.GetCompactionPolicyResponse.policy:type_name -> agentstate.v1.CompactionPolicy
+	13,  // 54: agentstate.v1.GetCompactionPolicyResponse.effective:type_name -> agentstate.v1.CompactionPolicy
+	3,   // 55: agentstate.v1.GetCompactionPolicyResponse.source:type_name -> agentstate.v1.PolicySource
+	1,   // 56: agentstate.v1.SetIdlePolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
+	14,  // 57: agentstate.v1.SetIdlePolicyRequest.policy:type_name -> agentstate.v1.IdlePolicy
+	14,  // 58: agentstate.v1.SetIdlePolicyResponse.effective:type_name -> agentstate.v1.IdlePolicy
+	3,   // 59: agentstate.v1.SetIdlePolicyResponse.source:type_name -> agentstate.v1.PolicySource
+	1,   // 60: agentstate.v1.GetIdlePolicyRequest.scope:type_name -> agentstate.v1.ConfigScope
+	14,  // 61: agentstate.v1.GetIdlePolicyResponse.policy:type_name -> agentstate.v1.IdlePolicy
+	14,  // 62: agentstate.v1.GetIdlePolicyResponse.effective:type_name -> agentstate.v1.IdlePolicy
+	3,   // 63: agentstate.v1.GetIdlePolicyResponse.source:type_name -> agentstate.v1.PolicySource
+	9,   // 64: agentstate.v1.Summary.tokens:type_name -> agentstate.v1.TokenCount
+	67,  // 65: agentstate.v1.Summary.create_time:type_name -> google.protobuf.Timestamp
+	4,   // 66: agentstate.v1.Compaction.state:type_name -> agentstate.v1.CompactionState
+	67,  // 67: agentstate.v1.Compaction.due_time:type_name -> google.protobuf.Timestamp
+	67,  // 68: agentstate.v1.Compaction.fallback_time:type_name -> google.protobuf.Timestamp
+	67,  // 69: agentstate.v1.Compaction.lease_expire_time:type_name -> google.protobuf.Timestamp
+	12,  // 70: agentstate.v1.Compaction.items:type_name -> agentstate.v1.ConversationItem
+	43,  // 71: agentstate.v1.Compaction.summaries:type_name -> agentstate.v1.Summary
+	69,  // 72: agentstate.v1.ClaimCompactionRequest.lease_timeout:type_name -> google.protobuf.Duration
+	69,  // 73: agentstate.v1.ClaimCompactionRequest.wait_timeout:type_name -> google.protobuf.Duration
+	44,  // 74: agentstate.v1.ClaimCompactionResponse.compaction:type_name -> agentstate.v1.Compaction
+	9,   // 75: agentstate.v1.SubmitSummaryRequest.tokens:type_name -> agentstate.v1.TokenCount
+	70,  // 76: agentstate.v1.SubmitSummaryRequest.durability:type_name -> agentstate.v1.Durability
+	43,  // 77: agentstate.v1.SubmitSummaryResponse.summary:type_name -> agentstate.v1.Summary
+	44,  // 78: agentstate.v1.SubmitSummaryResponse.compactions_due:type_name -> agentstate.v1.Compaction
+	44,  // 79: agentstate.v1.ListCompactionsResponse.compactions:type_name -> agentstate.v1.Compaction
+	43,  // 80: agentstate.v1.ListSummariesResponse.summaries:type_name -> agentstate.v1.Summary
+	43,  // 81: agentstate.v1.ExpandSummaryResponse.summary:type_name -> agentstate.v1.Summary
+	43,  // 82: agentstate.v1.ExpandSummaryResponse.children:type_name -> agentstate.v1.Summary
+	12,  // 83: agentstate.v1.ExpandSummaryResponse.items:type_name -> agentstate.v1.ConversationItem
+	0,   // 84: agentstate.v1.KnowledgeItem.kind:type_name -> agentstate.v1.ItemKind
+	66,  // 85: agentstate.v1.KnowledgeItem.content:type_name -> agentstate.v1.Value
+	9,   // 86: agentstate.v1.KnowledgeItem.tokens:type_name -> agentstate.v1.TokenCount
+	55,  // 87: agentstate.v1.GetContextRequest.knowledge:type_name -> agentstate.v1.KnowledgeItem
+	5,   // 88: agentstate.v1.GetContextRequest.tool_compression:type_name -> agentstate.v1.ToolCompression
+	6,   // 89: agentstate.v1.GetContextRequest.knowledge_position:type_name -> agentstate.v1.KnowledgePosition
+	71,  // 90: agentstate.v1.GetContextRequest.memory_query:type_name -> agentstate.v1.MemoryQuery
+	7,   // 91: agentstate.v1.ContextItem.source:type_name -> agentstate.v1.ContextSource
+	0,   // 92: agentstate.v1.ContextItem.kind:type_name -> agentstate.v1.ItemKind
+	66,  // 93: agentstate.v1.ContextItem.content:type_name -> agentstate.v1.Value
+	10,  // 94: agentstate.v1.ContextItem.items:type_name -> agentstate.v1.SeqRange
+	57,  // 95: agentstate.v1.ContextItem.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
+	10,  // 96: agentstate.v1.ExplanationEntry.items:type_name -> agentstate.v1.SeqRange
+	8,   // 97: agentstate.v1.ExplanationEntry.fate:type_name -> agentstate.v1.Fate
+	57,  // 98: agentstate.v1.ExplanationEntry.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
+	58,  // 99: agentstate.v1.GetContextResponse.items:type_name -> agentstate.v1.ContextItem
+	59,  // 100: agentstate.v1.GetContextResponse.explanation:type_name -> agentstate.v1.ExplanationEntry
+	66,  // 101: agentstate.v1.ItemInput.MetadataEntry.value:type_name -> agentstate.v1.Value
+	66,  // 102: agentstate.v1.ConversationItem.MetadataEntry.value:type_name -> agentstate.v1.Value
+	66,  // 103: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry.value:type_name -> agentstate.v1.Value
+	16,  // 104: agentstate.v1.ConversationService.AppendItems:input_type -> agentstate.v1.AppendItemsRequest
+	18,  // 105: agentstate.v1.ConversationService.ListItems:input_type -> agentstate.v1.ListItemsRequest
+	20,  // 106: agentstate.v1.ConversationService.GetItems:input_type -> agentstate.v1.GetItemsRequest
+	22,  // 107: agentstate.v1.ConversationService.PopItem:input_type -> agentstate.v1.PopItemRequest
+	24,  // 108: agentstate.v1.ConversationService.ClearItems:input_type -> agentstate.v1.ClearItemsRequest
+	26,  // 109: agentstate.v1.ConversationService.GetConversation:input_type -> agentstate.v1.GetConversationRequest
+	29,  // 110: agentstate.v1.ConversationService.SetPinnedItem:input_type -> agentstate.v1.SetPinnedItemRequest
+	31,  // 111: agentstate.v1.ConversationService.ListPinnedItems:input_type -> agentstate.v1.ListPinnedItemsRequest
+	33,  // 112: agentstate.v1.ConversationService.DeletePinnedItem:input_type -> agentstate.v1.DeletePinnedItemRequest
+	35,  // 113: agentstate.v1.ConversationService.SetCompactionPolicy:input_type -> agentstate.v1.SetCompactionPolicyRequest
+	37,  // 114: agentstate.v1.ConversationService.GetCompactionPolicy:input_type -> agentstate.v1.GetCompactionPolicyRequest
+	39,  // 115: agentstate.v1.ConversationService.SetIdlePolicy:input_type -> agentstate.v1.SetIdlePolicyRequest
+	41,  // 116: agentstate.v1.ConversationService.GetIdlePolicy:input_type -> agentstate.v1.GetIdlePolicyRequest
+	45,  // 117: agentstate.v1.ConversationService.ClaimCompaction:input_type -> agentstate.v1.ClaimCompactionRequest
+	47,  // 118: agentstate.v1.ConversationService.SubmitSummary:input_type -> agentstate.v1.SubmitSummaryRequest
+	49,  // 119: agentstate.v1.ConversationService.ListCompactions:input_type -> agentstate.v1.ListCompactionsRequest
+	51,  // 120: agentstate.v1.ConversationService.ListSummaries:input_type -> agentstate.v1.ListSummariesRequest
+	53,  // 121: agentstate.v1.ConversationService.ExpandSummary:input_type -> agentstate.v1.ExpandSummaryRequest
+	56,  // 122: agentstate.v1.ConversationService.GetContext:input_type -> agentstate.v1.GetContextRequest
+	61,  // 123: agentstate.v1.ConversationService.ReportUsage:input_type -> agentstate.v1.ReportUsageRequest
+	17,  // 124: agentstate.v1.ConversationService.AppendItems:output_type -> agentstate.v1.AppendItemsResponse
+	19,  // 125: agentstate.v1.ConversationService.ListItems:output_type -> agentstate.v1.ListItemsResponse
+	21,  // 126: agentstate.v1.ConversationService.GetItems:output_type -> agentstate.v1.GetItemsResponse
+	23,  // 127: agentstate.v1.ConversationService.PopItem:output_type -> agentstate.v1.PopItemResponse
+	25,  // 128: agentstate.v1.ConversationService.ClearItems:output_type -> agentstate.v1.ClearItemsResponse
+	27,  // 129: agentstate.v1.ConversationService.GetConversation:output_type -> agentstate.v1.GetConversationResponse
+	30,  // 130: agentstate.v1.ConversationService.SetPinnedItem:output_type -> agentstate.v1.SetPinnedItemResponse
+	32,  // 131: agentstate.v1.ConversationService.ListPinnedItems:output_type -> agentstate.v1.ListPinnedItemsResponse
+	34,  // 132: agentstate.v1.ConversationService.DeletePinnedItem:output_type -> agentstate.v1.DeletePinnedItemResponse
+	36,  // 133: agentstate.v1.ConversationService.SetCompactionPolicy:output_type -> agentstate.v1.SetCompactionPolicyResponse
+	38,  // 134: agentstate.v1.ConversationService.GetCompactionPolicy:output_type -> agentstate.v1.GetCompactionPolicyResponse
+	40,  // 135: agentstate.v1.ConversationService.SetIdlePolicy:output_type -> agentstate.v1.SetIdlePolicyResponse
+	42,  // 136: agentstate.v1.ConversationService.GetIdlePolicy:output_type -> agentstate.v1.GetIdlePolicyResponse
+	46,  // 137: agentstate.v1.ConversationService.ClaimCompaction:output_type -> agentstate.v1.ClaimCompactionResponse
+	48,  // 138: agentstate.v1.ConversationService.SubmitSummary:output_type -> agentstate.v1.SubmitSummaryResponse
+	50,  // 139: agentstate.v1.ConversationService.ListCompactions:output_type -> agentstate.v1.ListCompactionsResponse
+	52,  // 140: agentstate.v1.ConversationService.ListSummaries:output_type -> agentstate.v1.ListSummariesResponse
+	54,  // 141: agentstate.v1.ConversationService.ExpandSummary:output_type -> agentstate.v1.ExpandSummaryResponse
+	60,  // 142: agentstate.v1.ConversationService.GetContext:output_type -> agentstate.v1.GetContextResponse
+	62,  // 143: agentstate.v1.ConversationService.ReportUsage:output_type -> agentstate.v1.ReportUsageResponse
+	124, // [124:144] is the sub-list for method output_type
+	104, // [104:124] is the sub-list for method input_type
+	104, // [104:104] is the sub-list for extension type_name
+	104, // [104:104] is the sub-list for extension extendee
+	0,   // [0:104] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_conversations_proto_init() }
@@ -6618,6 +6722,7 @@ func file_agentstate_v1_conversations_proto_init() {
 	}
 	file_agentstate_v1_memory_proto_init()
 	file_agentstate_v1_threads_proto_init()
+	file_agentstate_v1_schemas_proto_init()
 	file_agentstate_v1_values_proto_init()
 	file_agentstate_v1_conversations_proto_msgTypes[4].OneofWrappers = []any{}
 	file_agentstate_v1_conversations_proto_msgTypes[7].OneofWrappers = []any{}

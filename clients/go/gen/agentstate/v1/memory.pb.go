@@ -2306,8 +2306,14 @@ type SearchMemoryItemsRequest struct {
 	RefreshTtl     *bool `protobuf:"varint,10,opt,name=refresh_ttl,json=refreshTtl,proto3,oneof" json:"refresh_ttl,omitempty"`
 	OmitValues     bool  `protobuf:"varint,11,opt,name=omit_values,json=omitValues,proto3" json:"omit_values,omitempty"`
 	IncludeVectors bool  `protobuf:"varint,12,opt,name=include_vectors,json=includeVectors,proto3" json:"include_vectors,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// read_schema_version is the schema version the reader understands: each
+	// item found whose value is stored under a registered schema at an older
+	// version comes back migrated, as GetMemoryItemRequest.read_schema_version
+	// (filters and ordering still see the stored values); 0: as stored.
+	// (Numbered apart from the fields above to leave room for theirs.)
+	ReadSchemaVersion uint32 `protobuf:"varint,30,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SearchMemoryItemsRequest) Reset() {
@@ -2422,6 +2428,13 @@ func (x *SearchMemoryItemsRequest) GetIncludeVectors() bool {
 		return x.IncludeVectors
 	}
 	return false
+}
+
+func (x *SearchMemoryItemsRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 type ScoredMemoryItem struct {
@@ -3513,7 +3526,7 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\x06vector\x18\x01 \x01(\v2\x15.agentstate.v1.VectorR\x06vector\x12\x14\n" +
 	"\x05space\x18\x02 \x01(\tR\x05space\x12\x16\n" +
 	"\x06fields\x18\x03 \x03(\tR\x06fields\x123\n" +
-	"\bunscored\x18\x04 \x01(\x0e2\x17.agentstate.v1.UnscoredR\bunscored\"\xde\x03\n" +
+	"\bunscored\x18\x04 \x01(\x0e2\x17.agentstate.v1.UnscoredR\bunscored\"\x8e\x04\n" +
 	"\x18SearchMemoryItemsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1f\n" +
 	"\vpath_prefix\x18\x02 \x03(\tR\n" +
@@ -3531,7 +3544,8 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"refreshTtl\x88\x01\x01\x12\x1f\n" +
 	"\vomit_values\x18\v \x01(\bR\n" +
 	"omitValues\x12'\n" +
-	"\x0finclude_vectors\x18\f \x01(\bR\x0eincludeVectorsB\x0e\n" +
+	"\x0finclude_vectors\x18\f \x01(\bR\x0eincludeVectors\x12.\n" +
+	"\x13read_schema_version\x18\x1e \x01(\rR\x11readSchemaVersionB\x0e\n" +
 	"\f_refresh_ttl\"|\n" +
 	"\x10ScoredMemoryItem\x12-\n" +
 	"\x04item\x18\x01 \x01(\v2\x19.agentstate.v1.MemoryItemR\x04item\x12\x19\n" +

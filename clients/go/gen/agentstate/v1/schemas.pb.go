@@ -1312,6 +1312,10 @@ type MigrationFailure struct {
 	CheckpointId  string                 `protobuf:"bytes,3,opt,name=checkpoint_id,json=checkpointId,proto3" json:"checkpoint_id,omitempty"`
 	StoredVersion uint32                 `protobuf:"varint,4,opt,name=stored_version,json=storedVersion,proto3" json:"stored_version,omitempty"`
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// memory_path and memory_key name a memory item that did not migrate
+	// (MigrateNamespace; the checkpoint fields are empty then).
+	MemoryPath    []string `protobuf:"bytes,6,rep,name=memory_path,json=memoryPath,proto3" json:"memory_path,omitempty"`
+	MemoryKey     string   `protobuf:"bytes,7,opt,name=memory_key,json=memoryKey,proto3" json:"memory_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1381,6 +1385,20 @@ func (x *MigrationFailure) GetError() string {
 	return ""
 }
 
+func (x *MigrationFailure) GetMemoryPath() []string {
+	if x != nil {
+		return x.MemoryPath
+	}
+	return nil
+}
+
+func (x *MigrationFailure) GetMemoryKey() string {
+	if x != nil {
+		return x.MemoryKey
+	}
+	return ""
+}
+
 // MigrationProgress counts what an eager migration has looked at so far.
 type MigrationProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1401,9 +1419,19 @@ type MigrationProgress struct {
 	// failures lists the first 100 of them.
 	Failures []*MigrationFailure `protobuf:"bytes,7,rep,name=failures,proto3" json:"failures,omitempty"`
 	// thread_id is the thread being migrated.
-	ThreadId      string `protobuf:"bytes,8,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ThreadId string `protobuf:"bytes,8,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	// The memory items of the namespace (MigrateNamespace, after its
+	// threads), counted as the checkpoints are: every live item looked at,
+	// rewritten by this call, at the target version or newer already, of
+	// another schema or none, and not migrating (left alone, listed in
+	// failures).
+	MemoryItemsSeen     uint64 `protobuf:"varint,9,opt,name=memory_items_seen,json=memoryItemsSeen,proto3" json:"memory_items_seen,omitempty"`
+	MemoryItemsMigrated uint64 `protobuf:"varint,10,opt,name=memory_items_migrated,json=memoryItemsMigrated,proto3" json:"memory_items_migrated,omitempty"`
+	MemoryItemsCurrent  uint64 `protobuf:"varint,11,opt,name=memory_items_current,json=memoryItemsCurrent,proto3" json:"memory_items_current,omitempty"`
+	MemoryItemsOther    uint64 `protobuf:"varint,12,opt,name=memory_items_other,json=memoryItemsOther,proto3" json:"memory_items_other,omitempty"`
+	MemoryItemsFailed   uint64 `protobuf:"varint,13,opt,name=memory_items_failed,json=memoryItemsFailed,proto3" json:"memory_items_failed,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MigrationProgress) Reset() {
@@ -1490,6 +1518,41 @@ func (x *MigrationProgress) GetThreadId() string {
 		return x.ThreadId
 	}
 	return ""
+}
+
+func (x *MigrationProgress) GetMemoryItemsSeen() uint64 {
+	if x != nil {
+		return x.MemoryItemsSeen
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetMemoryItemsMigrated() uint64 {
+	if x != nil {
+		return x.MemoryItemsMigrated
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetMemoryItemsCurrent() uint64 {
+	if x != nil {
+		return x.MemoryItemsCurrent
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetMemoryItemsOther() uint64 {
+	if x != nil {
+		return x.MemoryItemsOther
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetMemoryItemsFailed() uint64 {
+	if x != nil {
+		return x.MemoryItemsFailed
+	}
+	return 0
 }
 
 type MigrateThreadRequest struct {
@@ -1631,6 +1694,13 @@ type MigrateNamespaceRequest struct {
 	Schema        string                 `protobuf:"bytes,2,opt,name=schema,proto3" json:"schema,omitempty"`
 	TargetVersion uint32                 `protobuf:"varint,3,opt,name=target_version,json=targetVersion,proto3" json:"target_version,omitempty"`
 	BatchSize     uint32                 `protobuf:"varint,4,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
+	// skip_memory leaves the namespace's memory items alone. Otherwise, after
+	// the threads, every live memory item stored under the schema at an older
+	// version is rewritten as a new revision of the item (its history keeps
+	// the old value; etag and version change, vectors, provenance and origin
+	// are kept, the TTL restarts as a refreshing read's would), batch_size
+	// items per transaction, resumable as the checkpoints are.
+	SkipMemory    bool `protobuf:"varint,5,opt,name=skip_memory,json=skipMemory,proto3" json:"skip_memory,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1691,6 +1761,13 @@ func (x *MigrateNamespaceRequest) GetBatchSize() uint32 {
 		return x.BatchSize
 	}
 	return 0
+}
+
+func (x *MigrateNamespaceRequest) GetSkipMemory() bool {
+	if x != nil {
+		return x.SkipMemory
+	}
+	return false
 }
 
 type MigrateNamespaceResponse struct {
@@ -1819,13 +1896,17 @@ const file_agentstate_v1_schemas_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListSchemasResponse\x12/\n" +
 	"\aschemas\x18\x01 \x03(\v2\x15.agentstate.v1.SchemaR\aschemas\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb6\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf6\x01\n" +
 	"\x10MigrationFailure\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12#\n" +
 	"\rcheckpoint_id\x18\x03 \x01(\tR\fcheckpointId\x12%\n" +
 	"\x0estored_version\x18\x04 \x01(\rR\rstoredVersion\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xfb\x02\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
+	"\vmemory_path\x18\x06 \x03(\tR\n" +
+	"memoryPath\x12\x1d\n" +
+	"\n" +
+	"memory_key\x18\a \x01(\tR\tmemoryKey\"\xeb\x04\n" +
 	"\x11MigrationProgress\x12!\n" +
 	"\fthreads_done\x18\x01 \x01(\x04R\vthreadsDone\x12)\n" +
 	"\x10checkpoints_seen\x18\x02 \x01(\x04R\x0fcheckpointsSeen\x121\n" +
@@ -1834,7 +1915,13 @@ const file_agentstate_v1_schemas_proto_rawDesc = "" +
 	"\x11checkpoints_other\x18\x05 \x01(\x04R\x10checkpointsOther\x12-\n" +
 	"\x12checkpoints_failed\x18\x06 \x01(\x04R\x11checkpointsFailed\x12;\n" +
 	"\bfailures\x18\a \x03(\v2\x1f.agentstate.v1.MigrationFailureR\bfailures\x12\x1b\n" +
-	"\tthread_id\x18\b \x01(\tR\bthreadId\"\xaf\x01\n" +
+	"\tthread_id\x18\b \x01(\tR\bthreadId\x12*\n" +
+	"\x11memory_items_seen\x18\t \x01(\x04R\x0fmemoryItemsSeen\x122\n" +
+	"\x15memory_items_migrated\x18\n" +
+	" \x01(\x04R\x13memoryItemsMigrated\x120\n" +
+	"\x14memory_items_current\x18\v \x01(\x04R\x12memoryItemsCurrent\x12,\n" +
+	"\x12memory_items_other\x18\f \x01(\x04R\x10memoryItemsOther\x12.\n" +
+	"\x13memory_items_failed\x18\r \x01(\x04R\x11memoryItemsFailed\"\xaf\x01\n" +
 	"\x14MigrateThreadRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x16\n" +
@@ -1844,13 +1931,15 @@ const file_agentstate_v1_schemas_proto_rawDesc = "" +
 	"batch_size\x18\x05 \x01(\rR\tbatchSize\"i\n" +
 	"\x15MigrateThreadResponse\x12<\n" +
 	"\bprogress\x18\x01 \x01(\v2 .agentstate.v1.MigrationProgressR\bprogress\x12\x12\n" +
-	"\x04done\x18\x02 \x01(\bR\x04done\"\x95\x01\n" +
+	"\x04done\x18\x02 \x01(\bR\x04done\"\xb6\x01\n" +
 	"\x17MigrateNamespaceRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
 	"\x06schema\x18\x02 \x01(\tR\x06schema\x12%\n" +
 	"\x0etarget_version\x18\x03 \x01(\rR\rtargetVersion\x12\x1d\n" +
 	"\n" +
-	"batch_size\x18\x04 \x01(\rR\tbatchSize\"l\n" +
+	"batch_size\x18\x04 \x01(\rR\tbatchSize\x12\x1f\n" +
+	"\vskip_memory\x18\x05 \x01(\bR\n" +
+	"skipMemory\"l\n" +
 	"\x18MigrateNamespaceResponse\x12<\n" +
 	"\bprogress\x18\x01 \x01(\v2 .agentstate.v1.MigrationProgressR\bprogress\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\bR\x04done*\x80\x01\n" +

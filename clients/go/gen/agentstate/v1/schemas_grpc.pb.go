@@ -76,7 +76,7 @@ type SchemaServiceClient interface {
 	// migrated already and finishes the rest.
 	MigrateThread(ctx context.Context, in *MigrateThreadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MigrateThreadResponse], error)
 	// MigrateNamespace is MigrateThread for every thread of a namespace, in
-	// thread_id order.
+	// thread_id order, then for its memory items (unless skip_memory).
 	MigrateNamespace(ctx context.Context, in *MigrateNamespaceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MigrateNamespaceResponse], error)
 }
 
@@ -186,7 +186,7 @@ type SchemaServiceServer interface {
 	// migrated already and finishes the rest.
 	MigrateThread(*MigrateThreadRequest, grpc.ServerStreamingServer[MigrateThreadResponse]) error
 	// MigrateNamespace is MigrateThread for every thread of a namespace, in
-	// thread_id order.
+	// thread_id order, then for its memory items (unless skip_memory).
 	MigrateNamespace(*MigrateNamespaceRequest, grpc.ServerStreamingServer[MigrateNamespaceResponse]) error
 	mustEmbedUnimplementedSchemaServiceServer()
 }

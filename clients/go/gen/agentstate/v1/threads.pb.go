@@ -2964,9 +2964,18 @@ type GetChannelHistoryRequest struct {
 	MaxDepth uint32 `protobuf:"varint,6,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
 	// known_roots maps channels to a root the client has; a seed equal to it
 	// or a list related to it by a prefix comes back as in GetCheckpoint.
-	KnownRoots    map[string][]byte `protobuf:"bytes,7,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KnownRoots map[string][]byte `protobuf:"bytes,7,rep,name=known_roots,json=knownRoots,proto3" json:"known_roots,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// read_schema_version is the schema version the reader understands
+	// (schemas.proto): each write and the seed, stored on an ancestor under a
+	// registered schema at an older version, comes back migrated as that one
+	// channel's value (steps about other channels skipped; a write whose
+	// channel the steps drop is left out, its new name in PendingWrite.channel
+	// when renamed). Channels are still matched by their stored names. The
+	// failure policy applies per channel (NEW_RUN behaving as FAIL); 0: as
+	// stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,8,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetChannelHistoryRequest) Reset() {
@@ -3048,6 +3057,13 @@ func (x *GetChannelHistoryRequest) GetKnownRoots() map[string][]byte {
 	return nil
 }
 
+func (x *GetChannelHistoryRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
+}
+
 // ChannelHistory is what one channel contributed along a parent chain.
 type ChannelHistory struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -3061,8 +3077,15 @@ type ChannelHistory struct {
 	Seed *ChannelValue `protobuf:"bytes,3,opt,name=seed,proto3" json:"seed,omitempty"`
 	// seed_checkpoint_id is that ancestor's id (empty without a seed).
 	SeedCheckpointId string `protobuf:"bytes,4,opt,name=seed_checkpoint_id,json=seedCheckpointId,proto3" json:"seed_checkpoint_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// migration says how the writes and the seed relate to their stored
+	// versions when the request asked for read_schema_version: MIGRATED when
+	// any was migrated, CURRENT when all were at that version, DEGRADED (all
+	// as stored, the reason in migration_error) when one did not migrate and
+	// the schema's policy is DEGRADE; UNSPECIFIED when none names a schema.
+	Migration      MigrationStatus `protobuf:"varint,5,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError string          `protobuf:"bytes,6,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ChannelHistory) Reset() {
@@ -3119,6 +3142,20 @@ func (x *ChannelHistory) GetSeed() *ChannelValue {
 func (x *ChannelHistory) GetSeedCheckpointId() string {
 	if x != nil {
 		return x.SeedCheckpointId
+	}
+	return ""
+}
+
+func (x *ChannelHistory) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *ChannelHistory) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
 	}
 	return ""
 }
@@ -3829,6 +3866,159 @@ func (x *StreamWritesResponse) GetAcks() []*WriteAck {
 	return nil
 }
 
+type ResumeThreadRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Namespace    string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	ThreadId     string                 `protobuf:"bytes,2,opt,name=thread_id,json=threadId,proto3" json:"thread_id,omitempty"`
+	CheckpointNs string                 `protobuf:"bytes,3,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
+	// read_schema_version (required, at least 1): the version the caller
+	// understands.
+	ReadSchemaVersion uint32 `protobuf:"varint,4,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	// run: the options of the run created under NEW_RUN, as CreateRun takes
+	// them (run_id, metadata, claim, lease_timeout, ...); its namespace,
+	// thread_id, checkpoint_ns and start_checkpoint_id must be empty (they
+	// come from this request and the fallback) and so must its request_id.
+	Run                  *CreateRunRequest `protobuf:"bytes,5,opt,name=run,proto3" json:"run,omitempty"`
+	IncludePendingWrites bool              `protobuf:"varint,6,opt,name=include_pending_writes,json=includePendingWrites,proto3" json:"include_pending_writes,omitempty"`
+	RequestId            string            `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ResumeThreadRequest) Reset() {
+	*x = ResumeThreadRequest{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeThreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeThreadRequest) ProtoMessage() {}
+
+func (x *ResumeThreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeThreadRequest.ProtoReflect.Descriptor instead.
+func (*ResumeThreadRequest) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ResumeThreadRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResumeThreadRequest) GetThreadId() string {
+	if x != nil {
+		return x.ThreadId
+	}
+	return ""
+}
+
+func (x *ResumeThreadRequest) GetCheckpointNs() string {
+	if x != nil {
+		return x.CheckpointNs
+	}
+	return ""
+}
+
+func (x *ResumeThreadRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
+}
+
+func (x *ResumeThreadRequest) GetRun() *CreateRunRequest {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+func (x *ResumeThreadRequest) GetIncludePendingWrites() bool {
+	if x != nil {
+		return x.IncludePendingWrites
+	}
+	return false
+}
+
+func (x *ResumeThreadRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type ResumeThreadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// checkpoint: as GetCheckpoint answers it (migration says how).
+	Checkpoint *Checkpoint `protobuf:"bytes,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// run: the run created (checkpoint.migration is MIGRATION_STATUS_NEW_RUN);
+	// unset otherwise.
+	Run           *CreateRunResponse `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeThreadResponse) Reset() {
+	*x = ResumeThreadResponse{}
+	mi := &file_agentstate_v1_threads_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeThreadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeThreadResponse) ProtoMessage() {}
+
+func (x *ResumeThreadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentstate_v1_threads_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeThreadResponse.ProtoReflect.Descriptor instead.
+func (*ResumeThreadResponse) Descriptor() ([]byte, []int) {
+	return file_agentstate_v1_threads_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ResumeThreadResponse) GetCheckpoint() *Checkpoint {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *ResumeThreadResponse) GetRun() *CreateRunResponse {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
 var File_agentstate_v1_threads_proto protoreflect.FileDescriptor
 
 const file_agentstate_v1_threads_proto_rawDesc = "" +
@@ -4105,7 +4295,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\rcommon_prefix\x18\b \x01(\x04R\fcommonPrefix\x12\x1a\n" +
 	"\bappended\x18\t \x01(\bR\bappended\"Q\n" +
 	"\x17DiffCheckpointsResponse\x126\n" +
-	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\"\xf1\x02\n" +
+	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\"\xa1\x03\n" +
 	"\x18GetChannelHistoryRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -4114,15 +4304,18 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\bchannels\x18\x05 \x03(\tR\bchannels\x12\x1b\n" +
 	"\tmax_depth\x18\x06 \x01(\rR\bmaxDepth\x12X\n" +
 	"\vknown_roots\x18\a \x03(\v27.agentstate.v1.GetChannelHistoryRequest.KnownRootsEntryR\n" +
-	"knownRoots\x1a=\n" +
+	"knownRoots\x12.\n" +
+	"\x13read_schema_version\x18\b \x01(\rR\x11readSchemaVersion\x1a=\n" +
 	"\x0fKnownRootsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xbe\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa5\x02\n" +
 	"\x0eChannelHistory\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x123\n" +
 	"\x06writes\x18\x02 \x03(\v2\x1b.agentstate.v1.PendingWriteR\x06writes\x12/\n" +
 	"\x04seed\x18\x03 \x01(\v2\x1b.agentstate.v1.ChannelValueR\x04seed\x12,\n" +
-	"\x12seed_checkpoint_id\x18\x04 \x01(\tR\x10seedCheckpointId\"\x91\x01\n" +
+	"\x12seed_checkpoint_id\x18\x04 \x01(\tR\x10seedCheckpointId\x12<\n" +
+	"\tmigration\x18\x05 \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x06 \x01(\tR\x0emigrationError\"\x91\x01\n" +
 	"\x19GetChannelHistoryResponse\x12#\n" +
 	"\rcheckpoint_id\x18\x01 \x01(\tR\fcheckpointId\x129\n" +
 	"\bchannels\x18\x02 \x03(\v2\x1d.agentstate.v1.ChannelHistoryR\bchannels\x12\x14\n" +
@@ -4172,7 +4365,21 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\v2\x19.agentstate.v1.WriteErrorH\x00R\x05errorB\b\n" +
 	"\x06result\"C\n" +
 	"\x14StreamWritesResponse\x12+\n" +
-	"\x04acks\x18\x01 \x03(\v2\x17.agentstate.v1.WriteAckR\x04acks*U\n" +
+	"\x04acks\x18\x01 \x03(\v2\x17.agentstate.v1.WriteAckR\x04acks\"\xad\x02\n" +
+	"\x13ResumeThreadRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
+	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
+	"\rcheckpoint_ns\x18\x03 \x01(\tR\fcheckpointNs\x12.\n" +
+	"\x13read_schema_version\x18\x04 \x01(\rR\x11readSchemaVersion\x121\n" +
+	"\x03run\x18\x05 \x01(\v2\x1f.agentstate.v1.CreateRunRequestR\x03run\x124\n" +
+	"\x16include_pending_writes\x18\x06 \x01(\bR\x14includePendingWrites\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\x85\x01\n" +
+	"\x14ResumeThreadResponse\x129\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\v2\x19.agentstate.v1.CheckpointR\n" +
+	"checkpoint\x122\n" +
+	"\x03run\x18\x02 \x01(\v2 .agentstate.v1.CreateRunResponseR\x03run*U\n" +
 	"\n" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -4194,7 +4401,7 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CHANGE_KIND_ADDED\x10\x01\x12\x17\n" +
 	"\x13CHANGE_KIND_REMOVED\x10\x02\x12\x18\n" +
-	"\x14CHANGE_KIND_MODIFIED\x10\x032\xd9\v\n" +
+	"\x14CHANGE_KIND_MODIFIED\x10\x032\xb2\f\n" +
 	"\rThreadService\x12W\n" +
 	"\fCreateThread\x12\".agentstate.v1.CreateThreadRequest\x1a#.agentstate.v1.CreateThreadResponse\x12N\n" +
 	"\tGetThread\x12\x1f.agentstate.v1.GetThreadRequest\x1a .agentstate.v1.GetThreadResponse\x12T\n" +
@@ -4213,7 +4420,8 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\x11GetChannelHistory\x12'.agentstate.v1.GetChannelHistoryRequest\x1a(.agentstate.v1.GetChannelHistoryResponse\x12Q\n" +
 	"\n" +
 	"BatchWrite\x12 .agentstate.v1.BatchWriteRequest\x1a!.agentstate.v1.BatchWriteResponse\x12[\n" +
-	"\fStreamWrites\x12\".agentstate.v1.StreamWritesRequest\x1a#.agentstate.v1.StreamWritesResponse(\x010\x01B^\n" +
+	"\fStreamWrites\x12\".agentstate.v1.StreamWritesRequest\x1a#.agentstate.v1.StreamWritesResponse(\x010\x01\x12W\n" +
+	"\fResumeThread\x12\".agentstate.v1.ResumeThreadRequest\x1a#.agentstate.v1.ResumeThreadResponseB^\n" +
 	"\x11dev.agentstate.v1P\x01ZGgithub.com/agentstate/sidecar/clients/go/gen/agentstate/v1;agentstatev1b\x06proto3"
 
 var (
@@ -4229,7 +4437,7 @@ func file_agentstate_v1_threads_proto_rawDescGZIP() []byte {
 }
 
 var file_agentstate_v1_threads_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentstate_v1_threads_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_agentstate_v1_threads_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_agentstate_v1_threads_proto_goTypes = []any{
 	(Durability)(0),                          // 0: agentstate.v1.Durability
 	(ThreadStatus)(0),                        // 1: agentstate.v1.ThreadStatus
@@ -4279,146 +4487,156 @@ var file_agentstate_v1_threads_proto_goTypes = []any{
 	(*WriteError)(nil),                       // 45: agentstate.v1.WriteError
 	(*WriteAck)(nil),                         // 46: agentstate.v1.WriteAck
 	(*StreamWritesResponse)(nil),             // 47: agentstate.v1.StreamWritesResponse
-	nil,                                      // 48: agentstate.v1.Thread.MetadataEntry
-	nil,                                      // 49: agentstate.v1.CreateThreadRequest.MetadataEntry
-	nil,                                      // 50: agentstate.v1.ListThreadsRequest.MetadataFilterEntry
-	nil,                                      // 51: agentstate.v1.UpdateThreadRequest.SetMetadataEntry
-	nil,                                      // 52: agentstate.v1.CopyThreadRequest.MetadataEntry
-	nil,                                      // 53: agentstate.v1.Checkpoint.MetadataEntry
-	nil,                                      // 54: agentstate.v1.Checkpoint.ChannelsEntry
-	nil,                                      // 55: agentstate.v1.PutCheckpointRequest.MetadataEntry
-	nil,                                      // 56: agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	nil,                                      // 57: agentstate.v1.GetCheckpointRequest.KnownRootsEntry
-	nil,                                      // 58: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	nil,                                      // 59: agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
-	nil,                                      // 60: agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
-	nil,                                      // 61: agentstate.v1.WriteError.MetadataEntry
-	(*timestamppb.Timestamp)(nil),            // 62: google.protobuf.Timestamp
-	(*Value)(nil),                            // 63: agentstate.v1.Value
-	(*ValueDelta)(nil),                       // 64: agentstate.v1.ValueDelta
-	(MigrationStatus)(0),                     // 65: agentstate.v1.MigrationStatus
-	(*StepRecord)(nil),                       // 66: agentstate.v1.StepRecord
-	(*EventInput)(nil),                       // 67: agentstate.v1.EventInput
-	(*EffectCompletion)(nil),                 // 68: agentstate.v1.EffectCompletion
-	(*Step)(nil),                             // 69: agentstate.v1.Step
-	(*Event)(nil),                            // 70: agentstate.v1.Event
-	(*Effect)(nil),                           // 71: agentstate.v1.Effect
+	(*ResumeThreadRequest)(nil),              // 48: agentstate.v1.ResumeThreadRequest
+	(*ResumeThreadResponse)(nil),             // 49: agentstate.v1.ResumeThreadResponse
+	nil,                                      // 50: agentstate.v1.Thread.MetadataEntry
+	nil,                                      // 51: agentstate.v1.CreateThreadRequest.MetadataEntry
+	nil,                                      // 52: agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	nil,                                      // 53: agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	nil,                                      // 54: agentstate.v1.CopyThreadRequest.MetadataEntry
+	nil,                                      // 55: agentstate.v1.Checkpoint.MetadataEntry
+	nil,                                      // 56: agentstate.v1.Checkpoint.ChannelsEntry
+	nil,                                      // 57: agentstate.v1.PutCheckpointRequest.MetadataEntry
+	nil,                                      // 58: agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	nil,                                      // 59: agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	nil,                                      // 60: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	nil,                                      // 61: agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	nil,                                      // 62: agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	nil,                                      // 63: agentstate.v1.WriteError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),            // 64: google.protobuf.Timestamp
+	(*Value)(nil),                            // 65: agentstate.v1.Value
+	(*ValueDelta)(nil),                       // 66: agentstate.v1.ValueDelta
+	(MigrationStatus)(0),                     // 67: agentstate.v1.MigrationStatus
+	(*StepRecord)(nil),                       // 68: agentstate.v1.StepRecord
+	(*EventInput)(nil),                       // 69: agentstate.v1.EventInput
+	(*EffectCompletion)(nil),                 // 70: agentstate.v1.EffectCompletion
+	(*Step)(nil),                             // 71: agentstate.v1.Step
+	(*Event)(nil),                            // 72: agentstate.v1.Event
+	(*Effect)(nil),                           // 73: agentstate.v1.Effect
+	(*CreateRunRequest)(nil),                 // 74: agentstate.v1.CreateRunRequest
+	(*CreateRunResponse)(nil),                // 75: agentstate.v1.CreateRunResponse
 }
 var file_agentstate_v1_threads_proto_depIdxs = []int32{
-	48, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
+	50, // 0: agentstate.v1.Thread.metadata:type_name -> agentstate.v1.Thread.MetadataEntry
 	1,  // 1: agentstate.v1.Thread.status:type_name -> agentstate.v1.ThreadStatus
-	62, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
-	62, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
-	62, // 4: agentstate.v1.Thread.last_active_time:type_name -> google.protobuf.Timestamp
-	49, // 5: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
+	64, // 2: agentstate.v1.Thread.create_time:type_name -> google.protobuf.Timestamp
+	64, // 3: agentstate.v1.Thread.update_time:type_name -> google.protobuf.Timestamp
+	64, // 4: agentstate.v1.Thread.last_active_time:type_name -> google.protobuf.Timestamp
+	51, // 5: agentstate.v1.CreateThreadRequest.metadata:type_name -> agentstate.v1.CreateThreadRequest.MetadataEntry
 	2,  // 6: agentstate.v1.CreateThreadRequest.if_exists:type_name -> agentstate.v1.IfExists
 	4,  // 7: agentstate.v1.CreateThreadResponse.thread:type_name -> agentstate.v1.Thread
 	4,  // 8: agentstate.v1.GetThreadResponse.thread:type_name -> agentstate.v1.Thread
-	50, // 9: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
+	52, // 9: agentstate.v1.ListThreadsRequest.metadata_filter:type_name -> agentstate.v1.ListThreadsRequest.MetadataFilterEntry
 	4,  // 10: agentstate.v1.ListThreadsResponse.threads:type_name -> agentstate.v1.Thread
-	51, // 11: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
+	53, // 11: agentstate.v1.UpdateThreadRequest.set_metadata:type_name -> agentstate.v1.UpdateThreadRequest.SetMetadataEntry
 	4,  // 12: agentstate.v1.UpdateThreadResponse.thread:type_name -> agentstate.v1.Thread
-	52, // 13: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
+	54, // 13: agentstate.v1.CopyThreadRequest.metadata:type_name -> agentstate.v1.CopyThreadRequest.MetadataEntry
 	4,  // 14: agentstate.v1.CopyThreadResponse.thread:type_name -> agentstate.v1.Thread
-	63, // 15: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
-	64, // 16: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
-	63, // 17: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
-	63, // 18: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
-	64, // 19: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
-	53, // 20: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
-	54, // 21: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
-	63, // 22: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
-	62, // 23: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
+	65, // 15: agentstate.v1.ChannelWrite.value:type_name -> agentstate.v1.Value
+	66, // 16: agentstate.v1.ChannelWrite.delta:type_name -> agentstate.v1.ValueDelta
+	65, // 17: agentstate.v1.PendingWrite.value:type_name -> agentstate.v1.Value
+	65, // 18: agentstate.v1.ChannelValue.value:type_name -> agentstate.v1.Value
+	66, // 19: agentstate.v1.ChannelValue.delta:type_name -> agentstate.v1.ValueDelta
+	55, // 20: agentstate.v1.Checkpoint.metadata:type_name -> agentstate.v1.Checkpoint.MetadataEntry
+	56, // 21: agentstate.v1.Checkpoint.channels:type_name -> agentstate.v1.Checkpoint.ChannelsEntry
+	65, // 22: agentstate.v1.Checkpoint.extra:type_name -> agentstate.v1.Value
+	64, // 23: agentstate.v1.Checkpoint.create_time:type_name -> google.protobuf.Timestamp
 	18, // 24: agentstate.v1.Checkpoint.pending_writes:type_name -> agentstate.v1.PendingWrite
-	65, // 25: agentstate.v1.Checkpoint.migration:type_name -> agentstate.v1.MigrationStatus
-	55, // 26: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
-	56, // 27: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
-	63, // 28: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
-	66, // 29: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
-	67, // 30: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
-	68, // 31: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
+	67, // 25: agentstate.v1.Checkpoint.migration:type_name -> agentstate.v1.MigrationStatus
+	57, // 26: agentstate.v1.PutCheckpointRequest.metadata:type_name -> agentstate.v1.PutCheckpointRequest.MetadataEntry
+	58, // 27: agentstate.v1.PutCheckpointRequest.channels:type_name -> agentstate.v1.PutCheckpointRequest.ChannelsEntry
+	65, // 28: agentstate.v1.PutCheckpointRequest.extra:type_name -> agentstate.v1.Value
+	68, // 29: agentstate.v1.PutCheckpointRequest.steps:type_name -> agentstate.v1.StepRecord
+	69, // 30: agentstate.v1.PutCheckpointRequest.events:type_name -> agentstate.v1.EventInput
+	70, // 31: agentstate.v1.PutCheckpointRequest.effects:type_name -> agentstate.v1.EffectCompletion
 	0,  // 32: agentstate.v1.PutCheckpointRequest.durability:type_name -> agentstate.v1.Durability
 	20, // 33: agentstate.v1.PutCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	69, // 34: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
-	70, // 35: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
-	71, // 36: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
-	62, // 37: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
+	71, // 34: agentstate.v1.PutCheckpointResponse.steps:type_name -> agentstate.v1.Step
+	72, // 35: agentstate.v1.PutCheckpointResponse.events:type_name -> agentstate.v1.Event
+	73, // 36: agentstate.v1.PutCheckpointResponse.effects:type_name -> agentstate.v1.Effect
+	64, // 37: agentstate.v1.PutCheckpointResponse.lease_expire_time:type_name -> google.protobuf.Timestamp
 	18, // 38: agentstate.v1.PutWritesRequest.writes:type_name -> agentstate.v1.PendingWrite
 	0,  // 39: agentstate.v1.PutWritesRequest.durability:type_name -> agentstate.v1.Durability
-	57, // 40: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
+	59, // 40: agentstate.v1.GetCheckpointRequest.known_roots:type_name -> agentstate.v1.GetCheckpointRequest.KnownRootsEntry
 	20, // 41: agentstate.v1.GetCheckpointResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	58, // 42: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
-	59, // 43: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
+	60, // 42: agentstate.v1.ListCheckpointsRequest.metadata_filter:type_name -> agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry
+	61, // 43: agentstate.v1.ListCheckpointsRequest.known_roots:type_name -> agentstate.v1.ListCheckpointsRequest.KnownRootsEntry
 	20, // 44: agentstate.v1.ListCheckpointsResponse.checkpoints:type_name -> agentstate.v1.Checkpoint
-	62, // 45: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
+	64, // 45: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
 	3,  // 46: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
 	34, // 47: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	60, // 48: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	62, // 48: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
 	18, // 49: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
 	19, // 50: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
-	37, // 51: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
-	21, // 52: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 53: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	39, // 54: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
-	0,  // 55: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
-	22, // 56: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 57: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	41, // 58: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
-	21, // 59: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 60: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	43, // 61: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
-	61, // 62: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
-	22, // 63: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 64: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	45, // 65: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
-	46, // 66: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
-	63, // 67: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 68: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 69: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	63, // 70: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 71: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	63, // 72: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	19, // 73: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	63, // 74: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	17, // 75: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	63, // 76: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	5,  // 77: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	7,  // 78: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	9,  // 79: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	11, // 80: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	13, // 81: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	15, // 82: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	21, // 83: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	23, // 84: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	25, // 85: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	27, // 86: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	29, // 87: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	31, // 88: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	33, // 89: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	36, // 90: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
-	40, // 91: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
-	44, // 92: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
-	6,  // 93: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	8,  // 94: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	10, // 95: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	12, // 96: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	14, // 97: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	16, // 98: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	22, // 99: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	24, // 100: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	26, // 101: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	28, // 102: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	30, // 103: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	32, // 104: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	35, // 105: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	38, // 106: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
-	42, // 107: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
-	47, // 108: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
-	93, // [93:109] is the sub-list for method output_type
-	77, // [77:93] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	67, // 51: agentstate.v1.ChannelHistory.migration:type_name -> agentstate.v1.MigrationStatus
+	37, // 52: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	21, // 53: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 54: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	39, // 55: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	0,  // 56: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
+	22, // 57: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 58: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	41, // 59: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	21, // 60: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 61: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	43, // 62: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
+	63, // 63: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
+	22, // 64: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 65: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	45, // 66: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
+	46, // 67: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
+	74, // 68: agentstate.v1.ResumeThreadRequest.run:type_name -> agentstate.v1.CreateRunRequest
+	20, // 69: agentstate.v1.ResumeThreadResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	75, // 70: agentstate.v1.ResumeThreadResponse.run:type_name -> agentstate.v1.CreateRunResponse
+	65, // 71: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 72: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 73: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	65, // 74: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 75: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 76: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	19, // 77: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	65, // 78: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	17, // 79: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	65, // 80: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	5,  // 81: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	7,  // 82: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	9,  // 83: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	11, // 84: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	13, // 85: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	15, // 86: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	21, // 87: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	23, // 88: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	25, // 89: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	27, // 90: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	29, // 91: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	31, // 92: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	33, // 93: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	36, // 94: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	40, // 95: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	44, // 96: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
+	48, // 97: agentstate.v1.ThreadService.ResumeThread:input_type -> agentstate.v1.ResumeThreadRequest
+	6,  // 98: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	8,  // 99: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	10, // 100: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	12, // 101: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	14, // 102: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	16, // 103: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	22, // 104: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	24, // 105: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	26, // 106: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	28, // 107: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	30, // 108: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	32, // 109: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	35, // 110: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	38, // 111: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	42, // 112: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	47, // 113: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
+	49, // 114: agentstate.v1.ThreadService.ResumeThread:output_type -> agentstate.v1.ResumeThreadResponse
+	98, // [98:115] is the sub-list for method output_type
+	81, // [81:98] is the sub-list for method input_type
+	81, // [81:81] is the sub-list for extension type_name
+	81, // [81:81] is the sub-list for extension extendee
+	0,  // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
@@ -4470,7 +4688,7 @@ func file_agentstate_v1_threads_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentstate_v1_threads_proto_rawDesc), len(file_agentstate_v1_threads_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

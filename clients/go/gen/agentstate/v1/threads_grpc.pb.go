@@ -44,6 +44,7 @@ const (
 	ThreadService_GetChannelHistory_FullMethodName        = "/agentstate.v1.ThreadService/GetChannelHistory"
 	ThreadService_BatchWrite_FullMethodName               = "/agentstate.v1.ThreadService/BatchWrite"
 	ThreadService_StreamWrites_FullMethodName             = "/agentstate.v1.ThreadService/StreamWrites"
+	ThreadService_ResumeThread_FullMethodName             = "/agentstate.v1.ThreadService/ResumeThread"
 )
 
 // ThreadServiceClient is the client API for ThreadService service.
@@ -141,6 +142,18 @@ type ThreadServiceClient interface {
 	// came before it). The server reads ahead at most 1024 unacknowledged
 	// requests per stream; past that the stream waits (flow control).
 	StreamWrites(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[StreamWritesRequest, StreamWritesResponse], error)
+	// ResumeThread reads the latest checkpoint of a checkpoint namespace at
+	// read_schema_version, as GetCheckpoint does, and when the schema's
+	// failure policy is NEW_RUN and the latest checkpoint does not migrate
+	// (the answer is the newest ancestor that does, MIGRATION_STATUS_NEW_RUN),
+	// creates in the same transaction a run starting from that ancestor
+	// (start_checkpoint_id), linked to the old chain by its metadata:
+	// "new_run_from" (the checkpoint that did not migrate), "schema",
+	// "schema_version" (the version read) and "reason" (why it did not
+	// migrate), with the caller's own metadata. Any other answer creates no
+	// run. Errors as GetCheckpoint and CreateRun; a retry with the same
+	// request_id returns the first answer.
+	ResumeThread(ctx context.Context, in *ResumeThreadRequest, opts ...grpc.CallOption) (*ResumeThreadResponse, error)
 }
 
 type threadServiceClient struct {
@@ -314,6 +327,16 @@ func (c *threadServiceClient) StreamWrites(ctx context.Context, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ThreadService_StreamWritesClient = grpc.BidiStreamingClient[StreamWritesRequest, StreamWritesResponse]
 
+func (c *threadServiceClient) ResumeThread(ctx context.Context, in *ResumeThreadRequest, opts ...grpc.CallOption) (*ResumeThreadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeThreadResponse)
+	err := c.cc.Invoke(ctx, ThreadService_ResumeThread_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ThreadServiceServer is the server API for ThreadService service.
 // All implementations must embed UnimplementedThreadServiceServer
 // for forward compatibility.
@@ -409,6 +432,18 @@ type ThreadServiceServer interface {
 	// came before it). The server reads ahead at most 1024 unacknowledged
 	// requests per stream; past that the stream waits (flow control).
 	StreamWrites(grpc.BidiStreamingServer[StreamWritesRequest, StreamWritesResponse]) error
+	// ResumeThread reads the latest checkpoint of a checkpoint namespace at
+	// read_schema_version, as GetCheckpoint does, and when the schema's
+	// failure policy is NEW_RUN and the latest checkpoint does not migrate
+	// (the answer is the newest ancestor that does, MIGRATION_STATUS_NEW_RUN),
+	// creates in the same transaction a run starting from that ancestor
+	// (start_checkpoint_id), linked to the old chain by its metadata:
+	// "new_run_from" (the checkpoint that did not migrate), "schema",
+	// "schema_version" (the version read) and "reason" (why it did not
+	// migrate), with the caller's own metadata. Any other answer creates no
+	// run. Errors as GetCheckpoint and CreateRun; a retry with the same
+	// request_id returns the first answer.
+	ResumeThread(context.Context, *ResumeThreadRequest) (*ResumeThreadResponse, error)
 	mustEmbedUnimplementedThreadServiceServer()
 }
 
@@ -466,6 +501,9 @@ func (UnimplementedThreadServiceServer) BatchWrite(context.Context, *BatchWriteR
 }
 func (UnimplementedThreadServiceServer) StreamWrites(grpc.BidiStreamingServer[StreamWritesRequest, StreamWritesResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamWrites not implemented")
+}
+func (UnimplementedThreadServiceServer) ResumeThread(context.Context, *ResumeThreadRequest) (*ResumeThreadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeThread not implemented")
 }
 func (UnimplementedThreadServiceServer) mustEmbedUnimplementedThreadServiceServer() {}
 func (UnimplementedThreadServiceServer) testEmbeddedByValue()                       {}
@@ -765,6 +803,24 @@ func _ThreadService_StreamWrites_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ThreadService_StreamWritesServer = grpc.BidiStreamingServer[StreamWritesRequest, StreamWritesResponse]
 
+func _ThreadService_ResumeThread_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeThreadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ThreadServiceServer).ResumeThread(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ThreadService_ResumeThread_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ThreadServiceServer).ResumeThread(ctx, req.(*ResumeThreadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ThreadService_ServiceDesc is the grpc.ServiceDesc for ThreadService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -831,6 +887,10 @@ var ThreadService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "BatchWrite",
 			Handler:    _ThreadService_BatchWrite_Handler,
+		},
+		{
+			MethodName: "ResumeThread",
+			Handler:    _ThreadService_ResumeThread_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,140 @@
+"""Conversation items carry (schema, version) (docs/lifecycle.md "Schema versions and migrations"): appended with
+the item, returned as stored, and migrated on read by ListItems / GetItems that name read_schema_version, over
+three versions, with the compatibility window and the failure policies; history is not rewritten."""
+from __future__ import annotations
+
+import grpc
+from conftest import expect_error
+
+from agentstate import schemas as s
+from agentstate.conversations import item, item_value
+from agentstate.v1 import conversations_pb2 as cpb
+
+FP = grpc.StatusCode.FAILED_PRECONDITION
+MSG = [[], [s.rename("text", "content"), s.convert("tokens", "int")],
+       [s.nest(["content", "tokens"], "body"), s.add("lang", "en")]]
+
+
+def _call(method, req):
+    from agentstate.errors import from_rpc_error
+    try:
+        return method(req, timeout=10)
+    except grpc.RpcError as e:
+        raise from_rpc_error(e) from None
+
+
+def _item(content, version: int | None, schema: str = "msg", **kw):
+    out = item("message", content, role="user", **kw)
+    if version is not None:
+        out.schema, out.schema_version = schema, version
+    return out
+
+
+def _list(c, tid, read: int = 0, **kw):
+    req = cpb.ListItemsRequest(namespace=c.namespace, thread_id=tid, read_schema_version=read, **kw)
+    return list(_call(c.conversations.stub.ListItems, req).items)
+
+
+def test_items_migrate_on_read_over_three_versions(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="degrade")
+    c.conversations.append(tid, [
+        _item({"text": "hi", "tokens": "2"}, 1, client_item_id="a"),
+        _item({"content": "v2", "tokens": 3}, 2),
+        _item({"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, 3),
+        _item({"text": "bad", "tokens": "many"}, 1),
+        _item({"free": "form"}, None),
+        _item("not a map", 1),
+    ], create_thread=True)
+    stored = _list(c, tid)
+    assert [(x.schema, x.schema_version, x.migration) for x in stored] == [
+        ("msg", 1, s.NOT_ASKED), ("msg", 2, s.NOT_ASKED), ("msg", 3, s.NOT_ASKED), ("msg", 1, s.NOT_ASKED),
+        ("", 0, s.NOT_ASKED), ("msg", 1, s.NOT_ASKED)]
+    got = _list(c, tid, read=3)
+    assert [item_value(x) for x in got] == [
+        {"body": {"content": "hi", "tokens": 2}, "lang": "en"}, {"body": {"content": "v2", "tokens": 3}, "lang": "en"},
+        {"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, {"text": "bad", "tokens": "many"}, {"free": "form"},
+        "not a map"]
+    assert [(x.migration, x.schema_version, x.stored_schema_version) for x in got] == [
+        (s.MIGRATED, 3, 1), (s.MIGRATED, 3, 2), (s.CURRENT, 3, 3), (s.DEGRADED, 1, 1), (s.NOT_ASKED, 0, 0),
+        (s.DEGRADED, 1, 1)]
+    assert "many" in got[3].migration_error and "map" in got[5].migration_error
+    # the content hash and the stored items stay as they were
+    assert [x.content_hash for x in got] == [x.content_hash for x in stored]
+    assert [item_value(x) for x in _list(c, tid)] == [item_value(x) for x in stored]
+    # at version 2; GetItems by seq and by client id
+    assert item_value(_list(c, tid, read=2)[0]) == {"content": "hi", "tokens": 2}
+    req = cpb.GetItemsRequest(namespace=c.namespace, thread_id=tid, seqs=[got[1].seq], client_item_ids=["a"],
+                              read_schema_version=3)
+    items = _call(c.conversations.stub.GetItems, req).items
+    assert [item_value(x) for x in items] == [item_value(got[1]), item_value(got[0])]
+    assert all(x.migration == s.MIGRATED for x in items)
+    # omit_content: the status without the content
+    slim = _list(c, tid, read=3, omit_content=True)
+    assert slim[0].migration == s.MIGRATED and not slim[0].HasField("content")
+
+
+def test_item_policies_and_window(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="fail")
+    c.conversations.append(tid, [_item({"text": "x", "tokens": "many"}, 1), _item({"text": "y", "tokens": "1"}, 1),
+                                 _item({"body": {}, "lang": "en"}, 3)], create_thread=True)
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg", stored_version="1", read_version="3",
+                      path="tokens"):
+        _list(c, tid, read=3)
+    c.schemas.register("msg", MSG, failure_policy="new_run", min_readable_version=2)  # NEW_RUN behaves as FAIL
+    with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", min_readable_version="2"):
+        _list(c, tid, read=3)
+    with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", stored_version="3", read_version="2"):
+        _list(c, tid, read=2, start_seq=3)
+    with expect_error(grpc.StatusCode.NOT_FOUND, "SCHEMA_NOT_FOUND", "read_schema_version"):
+        _list(c, tid, read=4)
+    # an unregistered schema: as stored, flagged
+    c.conversations.append(tid, [_item({"a": 1}, 1, schema="nobody")])
+    last = _list(c, tid, read=3, start_seq=4)[0]
+    assert last.migration == s.UNREGISTERED and item_value(last) == {"a": 1}
+
+
+def test_append_refuses_a_schema_without_a_version_and_writes_nothing(nsclient, tid):
+    c = nsclient
+    bad = item("message", {"a": 1}, role="user")
+    bad.schema = "msg"
+    with expect_error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", "items[1].schema_version"):
+        c.conversations.append(tid, [_item({"text": "ok"}, 1), bad], create_thread=True)
+    bad.schema, bad.schema_version = "x" * 10_000, 1  # longer than an id may be
+    with expect_error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", "items[0].schema"):
+        c.conversations.append(tid, [bad], create_thread=True)
+    with expect_error(grpc.StatusCode.NOT_FOUND, "THREAD_NOT_FOUND"):  # nothing was created
+        _list(c, tid)
+
+
+def test_export_and_import_carry_item_schemas(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import SidecarProcess
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "sidecar", *args], capture_output=True, text=True, timeout=120)
+
+    src = SidecarProcess(tmp_path / "src").start()
+    try:
+        with src.client(namespace="conv") as c:
+            c.schemas.register("msg", MSG)
+            c.conversations.append("t", [_item({"text": "hi", "tokens": "2"}, 1), _item({"x": 1}, None)],
+                                   create_thread=True)
+    finally:
+        src.stop()
+    out = cli("export", "--data-dir", str(tmp_path / "src"), "--namespace", "conv", "--to", str(tmp_path / "f.asx"))
+    assert out.returncode == 0, out.stderr
+    out = cli("import", "--from", str(tmp_path / "f.asx"), "--data-dir", str(tmp_path / "dst"))
+    assert out.returncode == 0, out.stderr
+    dst = SidecarProcess(tmp_path / "dst").start()
+    try:
+        with dst.client(namespace="conv") as c:
+            got = _list(c, "t", read=3)
+            assert [(x.schema, x.stored_schema_version, x.migration) for x in got] == [
+                ("msg", 1, s.MIGRATED), ("", 0, s.NOT_ASKED)]
+            assert item_value(got[0]) == {"body": {"content": "hi", "tokens": 2}, "lang": "en"}
+    finally:
+        dst.stop()
