@@ -23,6 +23,21 @@ in order.
 Each request gets its own outcome; a put refused with BASE_MISMATCH (the
 sidecar's parent is not what the saver believed) is planned again without
 any assumption about the parent (``replan``) and sent again, in order.
+
+Lingering. A request nobody waits for (a pipelined graph run's, or
+write-behind) stays in the outbox until a barrier asks for what is queued
+(the end of the run, a read of the saver, ``flush``), a waited request joins
+it, ``LINGER`` seconds have passed since the oldest one joined, or a
+message's worth (``MAX_BATCH``) is queued. The requests of one LangGraph
+turn (three puts and two put_writes a few milliseconds apart) then travel in
+one stream message, which the sidecar applies in one loop pass and makes
+durable in one group commit: one LMDB commit (two fsyncs) per turn instead
+of one per request that happened to arrive alone, and the thread
+and process wake-ups on both sides about halved (measured in the 50-turn chat: commits
+2.5-2.8 -> 1.0 per turn, context switches per turn 56-61 -> 33-36 in the
+sidecar, ~100 -> 49-60 in the client). What is stored and when a waiting
+caller returns do not change; a request nobody waits for reaches the
+sidecar at most ``LINGER`` later than before.
 """
 from __future__ import annotations
 
@@ -41,6 +56,11 @@ from ..errors import FailedPrecondition
 from ..v1 import threads_pb2 as pb
 
 log = logging.getLogger("agentstate.langgraph")
+
+#: seconds a request nobody waits for may stay in the outbox for more to join it (see "Lingering")
+LINGER = 0.005
+#: queued requests that go out at once, lingering or not (a stream message carries at most 256)
+MAX_BATCH = 256
 
 
 
@@ -61,6 +81,7 @@ class Item:
     direct: bool = False  # sent from the caller's thread, not through the outbox
     future: Future = field(default_factory=Future)
     size: int = 0
+    queued_at: float = 0.0  # time.monotonic() when it joined the outbox
 
 
 class Writer:
@@ -74,6 +95,8 @@ class Writer:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._busy = False  # requests are on their way
+        self._waited = 0  # queued requests whose callers wait for them (they go out at once)
+        self._urgent = False  # a barrier asked for what is queued: it goes out at once
         self._outstanding = 0  # requests sent and not yet acknowledged
         self._stream = None  # the WriteStream (made on first use)
         self.failure: BaseException | None = None
@@ -97,7 +120,9 @@ class Writer:
         with self._cond:
             if self._closed:
                 raise RuntimeError("the saver is closed")
+            item.queued_at = time.monotonic()
             self._queue.append(item)
+            self._waited += item.waited
             self._last = item.future
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="agentstate-saver-writer", daemon=True)
@@ -119,6 +144,9 @@ class Writer:
         """A future that resolves when everything queued so far is stored (or has failed)."""
         with self._cond:
             last = self._last
+            if self._queue:  # someone waits for what is queued: no lingering
+                self._urgent = True
+                self._cond.notify()
         if last is None:
             done: Future = Future()
             done.set_result(None)
@@ -147,10 +175,19 @@ class Writer:
 
     def _take(self) -> list[Item] | None:
         with self._cond:
-            while not self._queue:
-                if self._closed:
-                    return None
-                self._cond.wait()
+            while True:
+                while not self._queue:
+                    if self._closed:
+                        return None
+                    self._cond.wait()
+                if self._closed or self._urgent or self._waited or len(self._queue) >= MAX_BATCH:
+                    break
+                left = self._queue[0].queued_at + LINGER - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)  # lingering: more may join, or a barrier ask for it
+            self._urgent = False
+            self._waited = 0
             batch = list(self._queue)
             self._queue.clear()
             self._outstanding += len(batch)
