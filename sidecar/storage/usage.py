@@ -501,6 +501,23 @@ def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: i
                            requested=grew, limit=limit)
 
 
+def namespaces(txn, store, limit: int) -> tuple[list[tuple[str, UsageRec, Quota]], int]:
+    """(namespace, its usage, the quotas in effect) of the first ``limit`` namespaces with a counter, in name
+    order, and how many more there are (for the metrics)."""
+    out, more = [], 0
+    cursor = txn.cursor(db=store.db["usage"])
+    if cursor.set_range(b"n"):
+        for key, raw in cursor.iternext():
+            if not key.startswith(b"n"):
+                break
+            if len(out) >= limit:
+                more += 1
+                continue
+            ns = bytes(key[1:]).decode()
+            out.append((ns, layout.usage_decoder.decode(raw), quota_of(txn, store, ns)))
+    return out, more
+
+
 # ----------------------------------------------------------------- rebuild and recount
 
 def _physical(get, roots, seen: set[bytes]) -> int:
