@@ -14,7 +14,8 @@ of its own). Two kinds of source:
   checkpoint save tally (``api/context.SaveTally``), a census of runs and
   effects in one read snapshot (cached for ``CENSUS_SECONDS``), and the
   compactions: pending (an entry count), claimed and overdue (bounded reads,
-  at most ``COMPACTION_SCAN_LIMIT`` records each) and the sweeper's fallbacks.
+  at most ``COMPACTION_SCAN_LIMIT`` records each) and the sweeper's fallbacks; the usage counters and
+  quotas per namespace (``storage/usage.namespaces``, at most ``USAGE_NAMESPACE_LIMIT`` namespaces).
 
 Nothing below this layer imports prometheus_client (tests/test_layers.py).
 docs/operations.md lists the metrics with example alert rules.
@@ -39,7 +40,7 @@ from prometheus_client.utils import floatToGoString
 
 from . import __version__, logs
 from .state import convtimers, effects, runs, runstate, summaries
-from .storage import hotpath, stats, wal
+from .storage import hotpath, stats, usage, wal
 
 log = logging.getLogger("sidecar.metrics")
 
@@ -47,6 +48,9 @@ log = logging.getLogger("sidecar.metrics")
 CENSUS_SECONDS = 1.0
 #: records the claimed and overdue compaction gauges read at most per scrape (beyond: a lower bound)
 COMPACTION_SCAN_LIMIT = 10_000
+# namespaces given usage and quota gauges per scrape (in name order; the rest are counted in
+# sidecar_namespace_usage_omitted)
+USAGE_NAMESPACE_LIMIT = 1_000
 REQUEST_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                    5.0, 10.0, 30.0, 60.0)
 _EFFECT_STATES = {effects.PENDING: "pending", effects.DONE: "done", effects.FAILED: "failed",
@@ -383,6 +387,26 @@ class _Sources:
             yield CounterMetricFamily("sidecar_compaction_fallbacks", "Fallback summaries the sweeper applied "
                                       "because no worker summarised a compaction within fallback_after",
                                       value=self.sweeper.counts.get("fallbacks", 0))
+        # usage and quotas per namespace (storage/usage.py; docs/security.md "Quotas")
+        with store.read() as txn:
+            rows, omitted = usage.namespaces(txn, store, USAGE_NAMESPACE_LIMIT)
+        fams = {name: GaugeMetricFamily(f"sidecar_namespace_{name}", doc, labels=["namespace"]) for name, doc in (
+            ("bytes", "Charged bytes of the namespace (the max_bytes quota counts these)"),
+            ("threads", "Threads of the namespace"),
+            ("items", "Conversation items, memory items and artifact versions of the namespace"),
+            ("checkpoints", "Live checkpoints of the namespace"))}
+        quota = GaugeMetricFamily("sidecar_namespace_quota", "The quota in effect for the namespace (its own or "
+                                  "the server's default; 0: unlimited)", labels=["namespace", "quota"])
+        for ns, u, q in rows:
+            for name, value in (("bytes", u.nbytes), ("threads", u.threads), ("items", u.items),
+                                ("checkpoints", u.checkpoints)):
+                fams[name].add_metric([ns], max(0, value))
+            for name in usage.QUOTAS:
+                quota.add_metric([ns, name], getattr(q, name))
+        yield from fams.values()
+        yield quota
+        yield GaugeMetricFamily("sidecar_namespace_usage_omitted", f"Namespaces past the first "
+                                f"{USAGE_NAMESPACE_LIMIT} (by name) that have no usage gauges", value=omitted)
         # retention (api/retention.py: the sweeper's passes and ApplyRetention)
         if self.ctx is not None:
             r = self.ctx.retention

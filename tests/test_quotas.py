@@ -10,13 +10,14 @@ import uuid
 
 import grpc
 import lmdb
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentstate import Append, Client, Keep
 from agentstate.conversations import item
-from sidecar.storage import layout, usage
+from sidecar.storage import layout, nodes, usage
 from sidecar.storage.store import Store
 
 from conftest import InProcess, expect_error
@@ -48,12 +49,31 @@ def digest(local, skip: tuple[str, ...] = ()) -> str:
     return h.hexdigest()
 
 
+def value_len(txn, store, node_id: bytes) -> int:
+    """What the store reads back as the value's encoding (usage._value_bytes computes it apart)."""
+    n = len(nodes.value_encoding(node_id, lambda i: txn.get(i, db=store.db["nodes"])))
+    assert usage._value_bytes(txn, store, node_id) == n
+    return n
+
+
 def recount_clean(local) -> usage.Recount:
     store = local.sidecar.store
     with store.read() as txn:
         r = usage.recount(txn, store)
+        # the recount sums the item charge rows; each row must be what its record's content or value encodes to
+        want = {}
+        for key, raw in txn.cursor(db=store.db["citems"]):
+            rec = layout.item_decoder.decode(raw)
+            want[b"c" + bytes(key)] = len(rec.inline) if rec.node is None else value_len(txn, store, rec.node)
+        for key, raw in txn.cursor(db=store.db["memitems"]):
+            want[b"m" + bytes(key)] = value_len(txn, store, layout.memitem_decoder.decode(raw).value)
+        rows = {bytes(k): layout.read_u64(v) for k, v in txn.cursor(db=store.db["icharge"])}
     assert r.problems == []
+    assert rows == want
     return r
+
+
+enc = msgspec.msgpack.encode  # canonical for these values (str, a one-key map)
 
 
 def used(c, thread_id: str = ""):
@@ -78,17 +98,28 @@ def test_each_write_path_charges_and_each_delete_refunds(local, c):
     c.put_writes("t", first, [("task", 0, "w", "x" * 500)])
     after_writes = used(c).usage.bytes
     assert after_writes - before >= 500
-    # conversation items, memory items and artifact versions are items; an artifact is charged its size
-    c.conversations.append("t", [item("message", "hi", role="user"), item("message", "there", role="user")])
+    # conversation items, memory items and artifact versions are items; an artifact is charged its size, a
+    # conversation item its content's canonical encoding (inline or a node alike), a memory item its value's
+    big = "x" * 3000  # over conversations.INLINE_MAX: stored as a node
+    c.conversations.append("t", [item("message", "hi", role="user"), item("message", big, role="user")])
+    conv = len(enc("hi")) + len(enc(big))
+    assert used(c).usage.bytes == after_writes + conv
+    assert used(c, "t").thread_usage.bytes == after_writes  # a thread's bytes: its checkpoints, writes, artifacts
     c.memory.put(["users", "u1"], "prefs", {"tone": "dry"})
+    assert used(c).usage.bytes == after_writes + conv + len(enc({"tone": "dry"}))
+    c.memory.put(["users", "u1"], "prefs", {"tone": "d" * 100})  # a replace is charged the difference
+    mem = len(enc({"tone": "d" * 100}))
     c.artifacts.upload("t", "report.txt", b"a" * 1234)
     u = used(c)
-    assert u.usage.items == 4 and u.usage.bytes == after_writes + 1234
+    assert u.usage.items == 4 and u.usage.bytes == after_writes + 1234 + conv + mem
+    recount_clean(local)
     c.conversations.pop("t")
+    assert used(c).usage.bytes == after_writes + 1234 + len(enc("hi")) + mem
     c.memory.delete(["users", "u1"], "prefs")
-    assert used(c).usage.items == 2
+    assert used(c).usage.items == 2 and used(c).usage.bytes == after_writes + 1234 + len(enc("hi"))
     c.conversations.clear("t")
-    assert used(c).usage.items == 1  # the artifact
+    assert used(c).usage.items == 1 and used(c).usage.bytes == after_writes + 1234  # the artifact
+    c.conversations.append("t", [item("message", "again", role="user")])  # refunded with its thread below
     # a fork copies and charges; deleting both threads refunds everything
     c.copy_thread("t", "t2")
     u = used(c)
@@ -178,6 +209,31 @@ def test_max_bytes_refuses_with_the_numbers_and_changes_nothing(local, c):
     with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes"):
         c.put_writes("t", cid, [("task", 0, "w", "v")])
     c.prune(["t"], keep_latest=1)
+    c.delete_thread("t")
+    assert zero(used(c).usage)
+    recount_clean(local)
+
+
+def test_max_bytes_refuses_conversation_and_memory_bytes(local, c):
+    c.conversations.append("t", [item("message", "a" * 100, role="user")], create_thread=True)
+    c.memory.put(["p"], "k", {"a": "b" * 100})
+    have = used(c).usage.bytes
+    c.retention.set_quota(max_bytes=have + 50)
+    before = digest(local, skip=("meta",))  # (meta: a background dictionary training may store it meanwhile)
+    with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes",
+                      usage=str(have), requested=str(len(enc("c" * 60)))):
+        c.conversations.append("t", [item("message", "c" * 60, role="user")])
+    assert digest(local, skip=("meta",)) == before
+    with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes",
+                      requested=str(len(enc({"a": "b" * 160})) - len(enc({"a": "b" * 100})))):
+        c.memory.put(["p"], "k", {"a": "b" * 160})  # a replace is checked for what it adds
+    with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes"):
+        c.memory.put(["p"], "k2", {"a": "b" * 60})
+    assert digest(local, skip=("meta",)) == before
+    c.conversations.append("t", [item("message", "c" * 40, role="user")])  # what fits goes in
+    c.memory.put(["p"], "k", {"a": "b"})  # shrinking is never refused
+    c.conversations.clear("t")
+    c.memory.delete(["p"], "k")
     c.delete_thread("t")
     assert zero(used(c).usage)
     recount_clean(local)
@@ -281,7 +337,7 @@ def test_retention_max_bytes_reads_the_counter(local, c):
 # ----------------------------------------------------------------- counters equal a recount
 
 ops = st.lists(st.tuples(st.sampled_from(["put", "delta", "keep", "rewrite", "writes", "prune", "delete",
-                                           "fork", "items", "pop", "memory", "forget"]),
+                                           "fork", "items", "pop", "memory", "forget", "clear"]),
                          st.integers(0, 1), st.integers(0, 5)), min_size=5, max_size=40)
 
 
@@ -311,12 +367,15 @@ def test_counters_equal_a_recount_after_random_writes_and_deletes(local, c, seq)
             c.delete_thread(tid, allow_missing=True)
         elif op == "fork" and existing and not _exists(c, f"t{(t + 1) % 2}"):
             c.copy_thread(tid, f"t{(t + 1) % 2}")
-        elif op == "items":
-            c.conversations.append(tid, [item("message", pool[k][:30], role="user")], create_thread=True)
+        elif op == "items":  # k 5: content over INLINE_MAX, stored as a node
+            content = pool[k] * 3 if k == 5 else pool[k][:30 * (k + 1)]
+            c.conversations.append(tid, [item("message", content, role="user")], create_thread=True)
+        elif op == "clear" and _exists(c, tid):
+            c.conversations.clear(tid)
         elif op == "pop" and _exists(c, tid):
             c.conversations.pop(tid)
         elif op == "memory":
-            c.memory.put(["m", tid], f"k{k}", {"v": k})
+            c.memory.put(["m", tid], f"k{k % 3}", {"v": pool[k][:20 * (k + 1)]})  # replaces change the size
         elif op == "forget":
             c.memory.delete(["m", tid], f"k{k}")
         r = recount_clean(local)
@@ -357,7 +416,7 @@ def test_a_store_without_counters_gets_them_on_open_and_verify_checks_them(tmp_p
         side.close()
     env = lmdb.open(str(tmp_path), max_dbs=len(layout.DB_NAMES) + 8)
     with env.begin(write=True) as txn:  # as a store written before the counters: no tables, no marker
-        for name in ("usage", "ckcharge", "wcharge", "quotas"):
+        for name in ("usage", "ckcharge", "wcharge", "quotas", "icharge"):
             txn.drop(env.open_db(name.encode(), txn=txn), delete=True)
         txn.delete(b"usage", db=env.open_db(b"meta", txn=txn))
     env.close()
@@ -382,6 +441,87 @@ def test_a_store_without_counters_gets_them_on_open_and_verify_checks_them(tmp_p
     env.close()
     report = verify.verify_path(str(tmp_path))
     assert not report.clean and any(d.table == "usage" and "old" in d.problem for d in report.damaged)
+
+
+def test_a_store_with_version_1_counters_gets_item_bytes_on_open(tmp_path):
+    """Version 1 of the counters charged conversation and memory items no bytes: such a store (marker b"1",
+    no icharge rows, namespace counters without item bytes) is rebuilt on open, and verify leaves it alone
+    until then (its counters are not damage, only older)."""
+    from sidecar.storage import verify
+    side = InProcess(tmp_path)
+    try:
+        with Client(side.address, namespace="v1") as c:
+            c.put_checkpoint("t", {"v": "x" * 500})
+            c.conversations.append("t", [item("message", "y" * 3000, role="user"), item("message", "hi")])
+            c.memory.put(["p"], "k", {"a": "z" * 40})
+            want = c.retention.quota().usage
+    finally:
+        side.close()
+    conv_mem = len(enc("y" * 3000)) + len(enc("hi")) + len(enc({"a": "z" * 40}))
+    env = lmdb.open(str(tmp_path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"icharge", txn=txn), delete=False)
+        db = env.open_db(b"usage", txn=txn)
+        rec = layout.usage_decoder.decode(txn.get(layout.ns_usage_key("v1"), db=db))
+        rec.nbytes -= conv_mem
+        txn.put(layout.ns_usage_key("v1"), layout.encode(rec), db=db)
+        txn.put(b"usage", b"1", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    assert verify.verify_path(str(tmp_path)).clean
+    store = Store(str(tmp_path))
+    try:
+        with store.read() as txn:
+            assert store.env.begin(db=store.db["meta"]).get(b"usage") == usage.VERSION
+            assert usage.recount(txn, store).problems == []
+            u = usage.namespace(txn, store, "v1")
+        assert (u.nbytes, u.threads, u.items, u.checkpoints) == (want.bytes, want.threads, want.items,
+                                                                 want.checkpoints)
+    finally:
+        store.close()
+    assert verify.verify_path(str(tmp_path)).clean
+
+
+def test_verify_finds_a_missing_item_charge_row(tmp_path):
+    from sidecar.storage import verify
+    side = InProcess(tmp_path)
+    try:
+        with Client(side.address, namespace="m") as c:
+            c.memory.put(["p"], "k", {"a": 1})
+    finally:
+        side.close()
+    assert verify.verify_path(str(tmp_path)).clean
+    env = lmdb.open(str(tmp_path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"icharge", txn=txn), delete=False)
+    env.close()
+    report = verify.verify_path(str(tmp_path))
+    assert any(d.table == "usage" and "memory items and their charge rows differ" in d.problem
+               for d in report.damaged)
+
+
+def test_check_integrity_recounts_the_counters_as_verify_does(local, c):
+    """AdminService.CheckIntegrity runs storage/verify.verify over the serving store, usage recount included."""
+    c.conversations.append("t", [item("message", "hi", role="user")], create_thread=True)
+    assert not [p for p in c.check_integrity().problems if p.startswith("usage")]
+    store = local.sidecar.store
+    key = layout.ns_usage_key(c.namespace)
+
+    def shift(by: int):
+        def fn(txn):
+            rec = layout.usage_decoder.decode(txn.get(key, db=store.db["usage"]))
+            rec.nbytes += by
+            txn.put(key, layout.encode(rec), db=store.db["usage"])
+        return fn
+
+    store.write(shift(5))
+    try:
+        problems = [p for p in c.check_integrity().problems if p.startswith("usage")]
+        assert len(problems) == 1 and repr(c.namespace) in problems[0] and "!= recount" in problems[0]
+    finally:
+        store.write(shift(-5))
+    assert not [p for p in c.check_integrity().problems if p.startswith("usage")]
+    c.delete_thread("t")
+    recount_clean(local)
 
 
 def test_counters_and_quotas_survive_a_restart(tmp_path):

@@ -154,7 +154,8 @@ def append(txn, store: Store, ns: str, tkey: int, items: list[ItemIn], expected_
             st.first_seq = seq
         out.append((seq, rec, False))
     save_state(txn, store, tkey, st)
-    usage.add_items(txn, store, tkey, sum(1 for _, _, dup in out if not dup))
+    usage.conversation_added(txn, store, tkey, [(seq, usage.conversation_charge(rec.inline, None if rec.metadata is None
+                                                  else bytes(rec.metadata))) for seq, rec, dup in out if not dup])
     return out, st
 
 
@@ -236,7 +237,7 @@ def pop(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[in
     if not st.count:
         st.first_seq = 0
     save_state(txn, store, tkey, st)
-    usage.add_items(txn, store, tkey, -1)
+    usage.conversation_removed(txn, store, tkey, [seq])
     return seq, rec, st
 
 
@@ -254,7 +255,7 @@ def clear(txn, store: Store, tkey: int, expected_last_seq: int | None) -> tuple[
         records.delete_prefix(txn, store.db[name], prefix)
     st.count = st.first_seq = st.last_seq = st.cum_raw = 0
     save_state(txn, store, tkey, st)
-    usage.add_items(txn, store, tkey, -n)
+    usage.conversation_removed(txn, store, tkey, None)
     return n, st, had_nodes
 
 

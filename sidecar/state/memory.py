@@ -250,6 +250,7 @@ class Memory:
         prec.live -= 1
         self._save_path(txn, ns, labels, prec)
         usage.add(txn, self.store, ns, items=-1)
+        usage.memory_removed(txn, self.store, ns, layout.mem_item_key(prec.path_id, key))
         version = rec.version + 1
         self._revision(txn, prec.path_id, key, version, kind, now, actor, provenance, rec.origin, None, None, [],
                        layout.mem_etag(rec.item_id, version))
@@ -335,6 +336,7 @@ class Memory:
                          p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields, p.schema,
                          p.schema_version)
         txn.put(layout.mem_item_key(path_id, p.key), layout.encode(rec), db=self.db["memitems"])
+        usage.memory_put(txn, self.store, ns, layout.mem_item_key(path_id, p.key), len(p.value))
         txn.put(layout.mem_upd_key(ns, now, item_id), b"", db=self.db["memupd"])
         self._index_fields(txn, ns, item_id, p.value, add=True)
         if expires:

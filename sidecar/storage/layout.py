@@ -80,6 +80,7 @@ Usage counters and quotas (sidecar/storage/usage.py, state/quotas.py; docs/secur
               b"t" tkey(u64 BE) -> UsageRec (a thread's charged bytes and checkpoints)
 ``ckcharge``  ckpts key -> ChargeRec (the bytes a checkpoint is charged, its base and the checkpoints built on it)
 ``wcharge``   writes key -> bytes charged (u64 BE) for one pending write
+``icharge``   b"c" tkey seq (a conversation item) or b"m" memitems key (a memory item) -> bytes charged (u64 BE)
 ``quotas``    ns -> QuotaRec (a namespace's own quotas)
 
 Threads get an internal key (``tkey``) when created, so the per-thread tables
@@ -115,7 +116,7 @@ DB_NAMES = ("meta", "nodes", "hashes", "threads", "ckpts", "writes", "runidx", "
             "citems", "cids", "ccalls", "cstate", "nsconf", "ctimers", "reclaim",
             "tconf", "csums", "ccomps", "cqueue", "cpyr", "nspins", "tpins", "ccalib",
             "retpol", "schemas", "nodescope",
-            "usage", "ckcharge", "wcharge", "quotas")
+            "usage", "ckcharge", "wcharge", "quotas", "icharge")
 
 SEP = b"\x00"
 _U64 = struct.Struct(">Q")
@@ -953,4 +954,4 @@ def thread_usage_key(tkey: int) -> bytes:
 
 
 RECORD_DECODERS.update({"usage": usage_decoder, "ckcharge": charge_decoder, "quotas": quota_decoder})
-RAW_TABLES = RAW_TABLES | {"wcharge"}
+RAW_TABLES = RAW_TABLES | {"wcharge", "icharge"}

@@ -416,7 +416,7 @@ class Store:
     def _build_usage(self) -> None:
         """A store written before the usage counters (storage/usage.py) gets them built, once."""
         with self.env.begin(db=self.db["meta"]) as txn:
-            if txn.get(b"usage") is not None:
+            if txn.get(b"usage") == usage.VERSION:
                 return
         started = time.monotonic()
         with self.env.begin(write=True) as txn:

@@ -6,7 +6,9 @@ What is counted (``usage`` table, layout.UsageRec):
 * **bytes** — *charged* bytes, deterministic and independent of what other namespaces store:
   a checkpoint put is charged the canonical bytes of the nodes its request built (a whole value: its whole
   tree; a delta: the new items and the path to them) plus its metadata; a pending write the canonical
-  bytes of its value. Deduplication against the rest of the store is not credited (that would depend on,
+  bytes of its value; a conversation item its content's canonical encoding plus its metadata map; a
+  memory item its value's (one ``icharge`` row per live item; a conversation item's bytes go to the
+  namespace's counter only, not its thread's); an artifact version its size. Deduplication against the rest of the store is not credited (that would depend on,
   and reveal, other tenants' content), and physical sharing is not attributable to one thread.
 * **checkpoints** — live checkpoints.
 * **threads** — thread records of the namespace.
@@ -27,13 +29,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+from agentstate.codec import array_header, map_header
+
 from ..errors import ApiError
 from . import encryption, layout
 from . import hotpath as hp
 from .layout import ChargeRec, QuotaRec, UsageRec
 
-VERSION = b"1"  # meta b"usage": the counters exist (a store without it gets them built on open)
+VERSION = b"2"  # meta b"usage": the counters' version (a store without it, or with an older one, gets them
+# rebuilt on open). 2: conversation and memory items charged their bytes (``icharge``).
 QUOTAS = ("max_bytes", "max_threads", "max_items")
+_str_encoder = msgspec.msgpack.Encoder()
 UNSET = -1  # a QuotaRec field that takes the server's default
 
 
@@ -99,7 +106,8 @@ def drop_thread(txn, store, ns: str, tkey: int) -> None:
     if t is None:
         return
     txn.delete(tk, db=store.db["usage"])
-    add(txn, store, ns, nbytes=-t.nbytes, threads=-1, items=-t.items, checkpoints=-t.checkpoints)
+    conv = _drop_item_rows(txn, store, ITEM_CONV + layout.tkey_prefix(tkey))
+    add(txn, store, ns, nbytes=-t.nbytes - conv, threads=-1, items=-t.items, checkpoints=-t.checkpoints)
     prefix = layout.tkey_prefix(tkey)
     for name in ("ckcharge", "wcharge"):
         _delete_prefix(txn, store.db[name], prefix)
@@ -112,6 +120,91 @@ def _delete_prefix(txn, db, prefix: bytes) -> None:
     while cursor.key().startswith(prefix):
         if not cursor.delete():
             break
+
+
+# ----------------------------------------------------------------- item bytes (conversations, memory)
+# A conversation item is charged the canonical encoding of its content plus its metadata map; a memory item
+# the canonical encoding of its value. One ``icharge`` row per live item holds its charge. Conversation item
+# bytes go to the namespace's counter only, not the thread's (the thread's bytes are what retention's
+# max_bytes prunes checkpoints against); a dropped thread refunds them with the rest.
+
+ITEM_CONV, ITEM_MEM = b"c", b"m"
+
+
+def conv_item_key(tkey: int, seq: int) -> bytes:
+    return ITEM_CONV + layout.u64(tkey) + layout.u64(seq)
+
+
+def mem_item_key(item_key: bytes) -> bytes:
+    return ITEM_MEM + item_key
+
+
+def conversation_added(txn, store, tkey: int, charges: list[tuple[int, int]]) -> None:
+    """Conversation items appended to thread ``tkey``: [(seq, bytes charged)] (a thread without a usage row
+    is not counted)."""
+    t = thread(txn, store, tkey)
+    if t is None or not charges:
+        return
+    db = store.db["icharge"]
+    for seq, n in charges:
+        txn.put(conv_item_key(tkey, seq), layout.u64(n), db=db)
+    add(txn, store, t.ns, tkey, items=len(charges))
+    add(txn, store, t.ns, nbytes=sum(n for _, n in charges))
+
+
+def conversation_removed(txn, store, tkey: int, seqs: list[int] | None) -> None:
+    """Conversation items of thread ``tkey`` removed: the seqs, or None for all of them (a clear)."""
+    t = thread(txn, store, tkey)
+    if t is None:
+        return
+    db = store.db["icharge"]
+    if seqs is None:
+        prefix = ITEM_CONV + layout.tkey_prefix(tkey)
+        n = len(keys_of(txn, db, prefix))
+        refund = _drop_item_rows(txn, store, prefix)
+    else:
+        n, refund = 0, 0
+        for seq in seqs:
+            raw = txn.pop(conv_item_key(tkey, seq), db=db)
+            if raw is not None:
+                n += 1
+                refund += layout.read_u64(raw)
+    if n or refund:
+        add(txn, store, t.ns, tkey, items=-n)
+        add(txn, store, t.ns, nbytes=-refund)
+
+
+def memory_put(txn, store, ns: str, item_key: bytes, nbytes: int) -> None:
+    """A memory item (memitems ``item_key``) stored or replaced, charged ``nbytes`` (the item count is the
+    caller's)."""
+    db = store.db["icharge"]
+    key = mem_item_key(item_key)
+    old = txn.get(key, db=db)
+    txn.put(key, layout.u64(nbytes), db=db)
+    add(txn, store, ns, nbytes=nbytes - (layout.read_u64(old) if old is not None else 0))
+
+
+def memory_removed(txn, store, ns: str, item_key: bytes) -> None:
+    raw = txn.pop(mem_item_key(item_key), db=store.db["icharge"])
+    if raw is not None:
+        add(txn, store, ns, nbytes=-layout.read_u64(raw))
+
+
+def _drop_item_rows(txn, store, prefix: bytes) -> int:
+    db = store.db["icharge"]
+    cursor = txn.cursor(db=db)
+    total = 0
+    if not cursor.set_range(prefix):
+        return 0
+    while cursor.key().startswith(prefix):
+        total += layout.read_u64(cursor.value())
+        if not cursor.delete():
+            break
+    return total
+
+
+def conversation_charge(content: bytes, metadata: bytes | None) -> int:
+    return len(content) + (len(metadata) if metadata is not None else 0)
 
 
 # ----------------------------------------------------------------- checkpoints
@@ -408,6 +501,23 @@ def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: i
                            requested=grew, limit=limit)
 
 
+def namespaces(txn, store, limit: int) -> tuple[list[tuple[str, UsageRec, Quota]], int]:
+    """(namespace, its usage, the quotas in effect) of the first ``limit`` namespaces with a counter, in name
+    order, and how many more there are (for the metrics)."""
+    out, more = [], 0
+    cursor = txn.cursor(db=store.db["usage"])
+    if cursor.set_range(b"n"):
+        for key, raw in cursor.iternext():
+            if not key.startswith(b"n"):
+                break
+            if len(out) >= limit:
+                more += 1
+                continue
+            ns = bytes(key[1:]).decode()
+            out.append((ns, layout.usage_decoder.decode(raw), quota_of(txn, store, ns)))
+    return out, more
+
+
 # ----------------------------------------------------------------- rebuild and recount
 
 def _physical(get, roots, seen: set[bytes]) -> int:
@@ -521,17 +631,103 @@ def rebuild_thread(txn, store, ns: str, tkey: int) -> UsageRec:
     return rec
 
 
+def _value_bytes(txn, store, node_id: bytes) -> int:
+    """The canonical encoding's length of the value rooted at ``node_id`` (what its write was charged), as
+    ``nodes.value_encoding`` builds it (not importable here: nodes imports the store, which imports this
+    module; tests/test_quotas.py checks the two agree); a value that cannot be read (damaged, or sealed without
+    its key) counts its root record's stored size."""
+    nodes_db = store.db["nodes"]
+    fetch = lambda i: txn.get(i, db=nodes_db)  # noqa: E731
+    try:
+        rec = fetch(node_id)
+        if rec is None:
+            return 0
+        tag = rec[hp.HASH_SIZE]
+        if tag == hp.TAG_LIST:
+            items = hp.stored_list_encodings(rec, fetch)
+            return len(array_header(len(items))) + sum(len(i) for i in items)
+        if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
+            entries = hp.stored_map_entries(rec, fetch)
+            return len(map_header(len(entries))) + sum(
+                len(_str_encoder.encode(k)) + len(hp.stored_encoding(fetch(i), fetch)) for k, i in entries)
+        return len(hp.stored_encoding(rec, fetch))
+    except Exception:
+        raw = fetch(node_id)
+        return 0 if raw is None else len(raw)
+
+
+def rebuild_conversation(txn, store, tkey: int) -> tuple[int, int]:
+    """Write the charge rows of a thread's conversation items from its records: (items, bytes)."""
+    db = store.db["icharge"]
+    _drop_item_rows(txn, store, ITEM_CONV + layout.tkey_prefix(tkey))
+    prefix = layout.tkey_prefix(tkey)
+    rows = []
+    cursor = txn.cursor(db=store.db["citems"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            rec = layout.item_decoder.decode(raw)
+            size = len(rec.inline) if rec.node is None else _value_bytes(txn, store, rec.node)
+            n = size + (len(bytes(rec.metadata)) if rec.metadata is not None else 0)
+            rows.append((ITEM_CONV + bytes(key), n))
+    for key, n in rows:
+        txn.put(key, layout.u64(n), db=db)
+    return len(rows), sum(n for _, n in rows)
+
+
+def _path_namespaces(txn, store) -> dict[bytes, str]:
+    """Memory path id (u64 BE) -> its namespace, from ``mempaths`` (where the item counts come from too)."""
+    out = {}
+    for key, raw in txn.cursor(db=store.db["mempaths"]):
+        out[layout.u64(layout.mempath_decoder.decode(raw).path_id)] = bytes(key).partition(layout.SEP)[0].decode()
+    return out
+
+
+def rebuild_memory(txn, store, only: str | None = None) -> dict[str, int]:
+    """Write the charge rows of the memory items (of namespace ``only``, else all) from their records:
+    namespace -> bytes."""
+    db = store.db["icharge"]
+    path_ns = _path_namespaces(txn, store)
+    stale = [k for k in keys_of(txn, db, ITEM_MEM) if only is None or path_ns.get(k[1:9], "") == only]
+    for k in stale:
+        txn.delete(k, db=db)
+    rows, out = [], {}
+    for key, raw in txn.cursor(db=store.db["memitems"]):
+        key = bytes(key)
+        ns = path_ns.get(key[:8], "")
+        if only is not None and ns != only:
+            continue
+        n = _value_bytes(txn, store, layout.memitem_decoder.decode(raw).value)
+        rows.append((ITEM_MEM + key, n))
+        out[ns] = out.get(ns, 0) + n
+    for key, n in rows:
+        txn.put(key, layout.u64(n), db=db)
+    return out
+
+
+def _item_rows(txn, store, prefix: bytes) -> dict[bytes, int]:
+    out = {}
+    cursor = txn.cursor(db=store.db["icharge"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            out[bytes(key)] = layout.read_u64(raw)
+    return out
+
+
 def rebuild(txn, store, progress=None) -> int:
     """Build every counter and charge row from what the store holds; returns the threads counted."""
-    for name in ("usage", "ckcharge", "wcharge"):
+    for name in ("usage", "ckcharge", "wcharge", "icharge"):
         txn.drop(store.db[name], delete=False)
     totals: dict[str, UsageRec] = {}
     n = 0
     for key, raw in txn.cursor(db=store.db["threads"]):
         ns = bytes(key).partition(layout.SEP)[0].decode()
-        t = rebuild_thread(txn, store, ns, layout.thread_decoder.decode(raw).tkey)
+        t = rebuild_thread(txn, store, ns, t_key(raw))
         u = totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0))
-        u.nbytes += t.nbytes
+        u.nbytes += t.nbytes + rebuild_conversation(txn, store, t_key(raw))[1]
         u.threads += 1
         u.items += t.items
         u.checkpoints += t.checkpoints
@@ -540,15 +736,21 @@ def rebuild(txn, store, progress=None) -> int:
             progress(n)
     for ns, items in _memory_items(txn, store).items():
         totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).items += items
+    for ns, nbytes in rebuild_memory(txn, store).items():
+        totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).nbytes += nbytes
     for ns, u in totals.items():
         txn.put(layout.ns_usage_key(ns), layout.encode(u), db=store.db["usage"])
     txn.put(b"usage", VERSION, db=store.db["meta"])
     return n
 
 
+def t_key(raw) -> int:
+    return layout.thread_decoder.decode(raw).tkey
+
+
 def rebuild_namespace(txn, store, ns: str) -> None:
     """Recount one namespace (after an import wrote its records directly)."""
-    u = UsageRec(1, 0, 0, _memory_items(txn, store).get(ns, 0), 0)
+    u = UsageRec(1, rebuild_memory(txn, store, ns).get(ns, 0), 0, _memory_items(txn, store).get(ns, 0), 0)
     prefix = layout.thread_prefix(ns)
     live = [layout.thread_decoder.decode(raw).tkey for key, raw in txn.cursor(db=store.db["threads"])
             if bytes(key).startswith(prefix)]
@@ -560,7 +762,7 @@ def rebuild_namespace(txn, store, ns: str) -> None:
         drop_thread(txn, store, ns, layout.read_u64(k[1:]))
     for tkey in live:
         t = rebuild_thread(txn, store, ns, tkey)
-        u.nbytes += t.nbytes
+        u.nbytes += t.nbytes + rebuild_conversation(txn, store, tkey)[1]
         u.threads += 1
         u.items += t.items
         u.checkpoints += t.checkpoints
@@ -603,8 +805,11 @@ def recount(txn, store) -> Recount:
         t = UsageRec(1, sum(r.nbytes for r in charges.values()) + sum(writes.values()) + art_bytes, 0, items,
                      len(ckpts), ns)
         out.threads[tkey] = t
+        conv = _item_rows(txn, store, ITEM_CONV + prefix)
+        if {k[1:] for k in conv} != set(keys_of(txn, store.db["citems"], prefix)):
+            out.problems.append(f"thread {tkey} ({ns}): conversation items and their charge rows differ")
         u = out.namespaces.setdefault(ns, UsageRec(1, 0, 0, 0, 0))
-        u.nbytes += t.nbytes
+        u.nbytes += t.nbytes + sum(conv.values())
         u.threads += 1
         u.items += t.items
         u.checkpoints += t.checkpoints
@@ -614,8 +819,17 @@ def recount(txn, store) -> Recount:
     for k in keys_of(txn, store.db["usage"], b"t"):
         if layout.read_u64(k[1:]) not in out.threads:
             out.problems.append(f"thread {layout.read_u64(k[1:])}: a usage row without a thread")
+    for k in keys_of(txn, store.db["icharge"], ITEM_CONV):
+        if layout.read_u64(k[1:9]) not in out.threads:
+            out.problems.append(f"thread {layout.read_u64(k[1:9])}: a conversation item charge row without a thread")
     for ns, items in _memory_items(txn, store).items():
         out.namespaces.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).items += items
+    mem = _item_rows(txn, store, ITEM_MEM)
+    if {k[1:] for k in mem} != {bytes(k) for k in txn.cursor(db=store.db["memitems"]).iternext(values=False)}:
+        out.problems.append("memory items and their charge rows differ")
+    path_ns = _path_namespaces(txn, store)
+    for k, n in mem.items():
+        out.namespaces.setdefault(path_ns.get(k[1:9], ""), UsageRec(1, 0, 0, 0, 0)).nbytes += n
     stored_ns = {bytes(k[1:]).decode(): layout.usage_decoder.decode(v)
                  for k, v in txn.cursor(db=store.db["usage"]) if bytes(k[:1]) == b"n"}
     for ns in set(stored_ns) | set(out.namespaces):

@@ -333,8 +333,8 @@ def _verify(env: lmdb.Environment, dbs: dict, progress: Progress | None, used: d
         report.missing_nodes = sorted(m.hex() for m in missing)[:100]
         report.missing_total = len(missing)
         # usage counters (storage/usage.py) against a recount; a store without them gets them built on open
-        if all(dbs.get(name) is not None for name in ("usage", "ckcharge", "wcharge", "quotas")) and txn.get(
-                b"usage", db=dbs["meta"]) is not None:
+        if all(dbs.get(name) is not None for name in ("usage", "ckcharge", "wcharge", "quotas", "icharge")) and txn.get(
+                b"usage", db=dbs["meta"]) == usage.VERSION:
             tick("usage counters", 0, 1)
             for problem in usage.recount(txn, SimpleNamespace(db=dbs)).problems[:100]:
                 report.damaged.append(Damage("usage", "", problem))
