@@ -54,6 +54,21 @@ def snapshot(c, thread_id):
 
 # ----------------------------------------------------------------- appends and reads
 
+
+def test_item_metadata_is_stored_and_read_back(c, tmp_path):
+    """An item's metadata map comes back as given, from every read, and an item without one has none
+    (the record's field used to be declared ``Raw | None``, which msgspec decodes as None only: every read
+    of an item with metadata failed INTERNAL)."""
+    t = tid()
+    c.conversations.append(t, [msg("with", "a", metadata={"source": "crm", "n": 3, "tags": ["x", "y"]}),
+                               msg("without", "b")], create_thread=True)
+    got = list(c.conversations.list(t))
+    assert [decode_map(i.metadata) for i in got] == [{"source": "crm", "n": 3, "tags": ["x", "y"]}, {}]
+    assert [item_value(i) for i in got] == ["with", "without"]
+    again = c.conversations.append(t, [msg("with", "a", metadata={"source": "crm", "n": 3, "tags": ["x", "y"]})])
+    assert again.duplicates == 1  # the retry of the first item is recognised, metadata and all
+
+
 def test_append_gives_consecutive_seqs_and_reads_return_content_byte_for_byte(c):
     t = tid()
     resp = c.conversations.append(t, [msg("hello", "a"), msg({"x": [1, 2.5, None]}, "b", role="assistant")],

@@ -380,7 +380,7 @@ class ItemRec(msgspec.Struct, array_like=True):
     run_id: str
     step_id: str
     created_us: int
-    metadata: msgspec.Raw | None  # canonical MessagePack map
+    metadata: msgspec.Raw  # canonical MessagePack map, or None (stored as nil; see __post_init__)
     tokens: tuple[int, str, bool] | None  # the client's (count, tokenizer, exact)
     raw: int  # the server's estimate (docs/conversations.md "Token counts")
     cum_raw: int  # running sum of raw over the live items up to this one (range sums without reading)
@@ -392,6 +392,12 @@ class ItemRec(msgspec.Struct, array_like=True):
     node: bytes | None = None  # content over state.conversations.INLINE_MAX: the id of its value's root node
     schema: str = ""  # the registered schema the content follows (state/schemas.py; older records: "", 0)
     schema_version: int = 0
+
+    def __post_init__(self):
+        # an item without metadata is stored with nil there; msgspec decodes ``Raw | None`` as None only (so
+        # an item with metadata could not be read), so the field is a Raw and nil becomes None here
+        if self.metadata is not None and bytes(self.metadata) == b"\xc0":
+            self.metadata = None
 
 
 class ConvState(msgspec.Struct, array_like=True):
