@@ -64,6 +64,8 @@ class AsyncClient:
         self.conversations = conversations.AsyncConversations(self)
         from . import retention  # noqa: PLC0415
         self.retention = retention.AsyncRetention(self)
+        from . import transfer  # the TransferService facet (export and import)
+        self.transfer = transfer.AsyncTransfer(self)
 
     async def close(self) -> None:
         if self._own_channel:
