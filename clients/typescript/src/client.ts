@@ -32,6 +32,9 @@ import { Memory } from "./memory.js";
 import { MemoryService } from "./gen/agentstate/v1/memory_pb.js";
 import { Schemas } from "./schemas.js";
 import { SchemaService } from "./gen/agentstate/v1/schemas_pb.js";
+import { Transfer } from "./transfer.js";
+import { TransferService } from "./gen/agentstate/v1/transfer_pb.js";
+import type { CreateRunResponse } from "./gen/agentstate/v1/runs_pb.js";
 import { channelWrite, decodeMap, encodeField, encodeMap, fromValue } from "./values.js";
 import { newId } from "./ids.js";
 import {
@@ -175,6 +178,8 @@ export class Client {
   readonly memory: Memory;
   /** SchemaService calls (schemas.ts): register, get, list, migrateThread, migrateNamespace. */
   readonly schemas: Schemas;
+  /** TransferService calls (transfer.ts): exportNamespace, importNamespace. */
+  readonly transfer: Transfer;
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
   private readonly waitForReady?: boolean;
@@ -197,6 +202,7 @@ export class Client {
     this.conversations = new Conversations(this);
     this.memory = new Memory(this.stub(MemoryService), this.namespace);
     this.schemas = new Schemas(this.stub(SchemaService), this.namespace);
+    this.transfer = new Transfer(this.stub(TransferService), this.grpcClient, this.namespace);
   }
 
   /** A typed stub of any generated service on this client's channel (client-streaming methods are left out). */
@@ -516,6 +522,34 @@ export class Client {
   /** An online backup into the sidecar's backup directory, named `name` (default: backup-<UTC time>). */
   async backupStore(name?: string, opts: CallOptions = {}): Promise<BackupStoreResponse> {
     return this.admin.backupStore({ name: name || backupName() }, opts);
+  }
+
+  // ------------------------------------------------------------ resume (schema NEW_RUN policy)
+
+  /**
+   * ThreadService.ResumeThread: the latest checkpoint of `threadId` read at `readSchemaVersion`, and when the
+   * schema's NEW_RUN policy fell back to an older checkpoint (`checkpoint.migration` NEW_RUN), the run the
+   * server created from it in the same transaction (`run`; its metadata links it to the chain that did not
+   * migrate: new_run_from, schema, schema_version, reason) and, when it was claimed (`run.claim`, default
+   * true), that run held (`held`). Retried with a request id (filled in unless given).
+   */
+  async resumeThread(
+    threadId: string,
+    readSchemaVersion: number,
+    opts: CallOptions & {
+      checkpointNs?: string;
+      includePendingWrites?: boolean;
+      requestId?: string;
+      run?: Omit<RequestFields<typeof CreateRunRequestSchema>, "namespace" | "threadId" | "checkpointNs" | "startCheckpointId" | "requestId">;
+    } = {},
+  ): Promise<{ checkpoint: Checkpoint; run?: CreateRunResponse; held?: HeldRun }> {
+    const resp = await this.threads.resumeThread({
+      namespace: this.namespace, threadId, checkpointNs: opts.checkpointNs ?? "", readSchemaVersion,
+      includePendingWrites: opts.includePendingWrites ?? false, requestId: this.rid(opts.requestId),
+      run: { claim: true, ...opts.run },
+    }, opts);
+    const run = resp.run;
+    return { checkpoint: resp.checkpoint!, run, held: run?.lease ? new HeldRun(this, run.run!, run.lease) : undefined };
   }
 }
 

@@ -39,3 +39,5 @@ export * as artifactsPb from "./gen/agentstate/v1/artifacts_pb.js";
 export * as conversationsPb from "./gen/agentstate/v1/conversations_pb.js";
 export * as memoryPb from "./gen/agentstate/v1/memory_pb.js";
 export * as schemasPb from "./gen/agentstate/v1/schemas_pb.js";
+export * from "./transfer.js";
+export * as transferPb from "./gen/agentstate/v1/transfer_pb.js";
