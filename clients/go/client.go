@@ -62,8 +62,9 @@ type Client struct {
 	Artifacts pb.ArtifactServiceClient
 	// Conversations is the ConversationService stub (conversations.go has typed helpers).
 	Conversations pb.ConversationServiceClient
-	Memory        *Memory  // MemoryService: the stub and its helpers (memory.go)
-	Schemas       *Schemas // SchemaService: the stub and its helpers (schemas.go)
+	Memory        *Memory   // MemoryService: the stub and its helpers (memory.go)
+	Schemas       *Schemas  // SchemaService: the stub and its helpers (schemas.go)
+	Transfer      *Transfer // TransferService: the stub and its helpers (transfer.go)
 	Namespace     string
 	Retry         RetryPolicy
 	autoRID       bool
@@ -126,6 +127,7 @@ func Dial(address string, opts *Options) (*Client, error) {
 		Conversations: pb.NewConversationServiceClient(conn),
 		Memory:        &Memory{MemoryServiceClient: pb.NewMemoryServiceClient(conn), namespace: ns},
 		Schemas:       &Schemas{SchemaServiceClient: pb.NewSchemaServiceClient(conn), namespace: ns},
+		Transfer:      &Transfer{TransferServiceClient: pb.NewTransferServiceClient(conn), namespace: ns},
 		Namespace:     ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 
