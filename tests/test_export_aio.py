@@ -97,3 +97,24 @@ def test_async_export_refusals_leave_no_file(pair, tmp_path):
     asyncio.run(body())
     assert existing.read_bytes() == b"mine"
     assert sorted(os.listdir(tmp_path)) == ["there.asx"]
+
+
+def test_the_async_facet_has_the_sync_calls():
+    import inspect
+
+    from agentstate import Client
+
+    with Client("unix:/nonexistent.sock") as sc:
+        sync_facet = sc.transfer
+
+        async def main():
+            async with AsyncClient("unix:/nonexistent.sock") as c:
+                return c.transfer
+
+        async_facet = asyncio.run(main())
+    public = {n for n in dir(sync_facet) if not n.startswith("_") and callable(getattr(sync_facet, n))}
+    assert public == {"export_to", "import_from"}
+    for name in public:
+        assert inspect.iscoroutinefunction(getattr(async_facet, name)), name
+        assert (inspect.signature(getattr(async_facet, name)).parameters
+                == inspect.signature(getattr(sync_facet, name)).parameters), name

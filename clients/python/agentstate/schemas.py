@@ -128,6 +128,27 @@ class SchemaCalls:
         return pages(self.stub.ListSchemas, lambda token: spb.ListSchemasRequest(
             namespace=self.client.namespace, page_size=page_size, page_token=token), "schemas", timeout)
 
+    @unary
+    def resume(self, thread_id: str, read_schema_version: int, *, checkpoint_ns: str = "", claim: bool = True,
+               timeout: float | None = None, request_id: str = "", include_pending_writes: bool = False,
+               **run_options):
+        """ThreadService.ResumeThread: the latest checkpoint of a thread read at ``read_schema_version``, and,
+        when the schema's NEW_RUN policy fell back to an older checkpoint (``migration == NEW_RUN``), the run
+        the server created from it in the same transaction, linked to the old chain (its metadata:
+        ``new_run_from`` the checkpoint that did not migrate, ``schema``, ``schema_version``, ``reason``);
+        ``(checkpoint, CreateRunResponse or None)``. ``run_options`` are ``client.runs.create``'s (input,
+        metadata, strategy, run_id, lease_timeout, on_lease_expired, max_attempts, timeout_seconds, budget,
+        branch_thread_id, create_thread). Sent like the client's other calls (its deadline; a request id
+        filled in unless given, so a retry answers the first response); ``AsyncClient``: a coroutine."""
+        from .v1 import threads_pb2 as tpb  # noqa: PLC0415
+
+        req = tpb.ResumeThreadRequest(namespace=self.client.namespace, thread_id=thread_id,
+                                      checkpoint_ns=checkpoint_ns, read_schema_version=read_schema_version,
+                                      run=_run_options(claim=claim, **run_options),
+                                      include_pending_writes=include_pending_writes, request_id=request_id)
+        resp = yield Call(self.client.threads.ResumeThread, req, timeout)
+        return resp.checkpoint, (resp.run if resp.HasField("run") else None)
+
 
 class Schemas(SchemaCalls, SyncFacet):
     """SchemaService calls (``client.schemas``)."""
@@ -148,31 +169,6 @@ class Schemas(SchemaCalls, SyncFacet):
                                           target_version=target_version, batch_size=batch_size,
                                           skip_memory=skip_memory)
         yield from self._stream(self.stub.MigrateNamespace, req, timeout)
-
-    def resume(self, thread_id: str, read_schema_version: int, *, checkpoint_ns: str = "", claim: bool = True,
-               timeout: float | None = None, request_id: str = "", include_pending_writes: bool = False,
-               **run_options):
-        """ThreadService.ResumeThread: the latest checkpoint of a thread read at ``read_schema_version``, and,
-        when the schema's NEW_RUN policy fell back to an older checkpoint (``migration == NEW_RUN``), the run
-        the server created from it in the same transaction, linked to the old chain (its metadata:
-        ``new_run_from`` the checkpoint that did not migrate, ``schema``, ``schema_version``, ``reason``);
-        ``(checkpoint, CreateRunResponse or None)``. ``run_options`` are ``client.runs.create``'s (input,
-        metadata, strategy, run_id, lease_timeout, on_lease_expired, max_attempts, timeout_seconds, budget,
-        branch_thread_id, create_thread)."""
-        import grpc  # noqa: PLC0415
-
-        from .errors import from_rpc_error  # noqa: PLC0415
-        from .v1 import threads_pb2 as tpb  # noqa: PLC0415
-
-        req = tpb.ResumeThreadRequest(namespace=self.client.namespace, thread_id=thread_id,
-                                      checkpoint_ns=checkpoint_ns, read_schema_version=read_schema_version,
-                                      run=_run_options(claim=claim, **run_options),
-                                      include_pending_writes=include_pending_writes, request_id=request_id)
-        try:
-            resp = self.client.threads.ResumeThread(req, timeout=timeout)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
-        return resp.checkpoint, (resp.run if resp.HasField("run") else None)
 
     def _stream(self, method, req, timeout):
         from .errors import from_rpc_error  # noqa: PLC0415
