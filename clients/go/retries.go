@@ -221,6 +221,10 @@ var Rules = map[string]Rule{
 
 	// NEW_RUN on the server creates a run: not repeated without a request id
 	"ThreadService.ResumeThread": ruleRequestID,
+
+	// streams: a failed export is made again, a failed import wrote nothing
+	"TransferService.ExportNamespace": ruleStream,
+	"TransferService.ImportNamespace": ruleStream,
 }
 
 // RuleOf is the rule of a full method name ("/agentstate.v1.ThreadService/GetThread"); ok is false

@@ -44,7 +44,8 @@ func serviceDescriptors() []protoreflect.ServiceDescriptor {
 	for _, f := range []protoreflect.FileDescriptor{pb.File_agentstate_v1_threads_proto, pb.File_agentstate_v1_admin_proto,
 		pb.File_agentstate_v1_runs_proto, pb.File_agentstate_v1_events_proto, pb.File_agentstate_v1_artifacts_proto,
 		pb.File_agentstate_v1_effects_proto, pb.File_agentstate_v1_conversations_proto, pb.File_agentstate_v1_memory_proto,
-		pb.File_agentstate_v1_retention_proto, pb.File_agentstate_v1_schemas_proto} {
+		pb.File_agentstate_v1_retention_proto, pb.File_agentstate_v1_schemas_proto,
+		pb.File_agentstate_v1_transfer_proto} {
 		for i := 0; i < f.Services().Len(); i++ {
 			out = append(out, f.Services().Get(i))
 		}

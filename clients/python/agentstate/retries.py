@@ -46,6 +46,7 @@ from .errors import AgentStateError
 from .v1 import admin_pb2, artifacts_pb2, conversations_pb2, effects_pb2, events_pb2, memory_pb2, runs_pb2, threads_pb2
 from .v1 import retention_pb2
 from .v1 import schemas_pb2
+from .v1 import transfer_pb2
 
 READ_ONLY = "read-only"
 IDEMPOTENT_KIND = "idempotent"
@@ -246,13 +247,17 @@ RULES: dict[str, Rule] = {
     "SchemaService.MigrateNamespace": Rule(STREAM, "not retried as a call; calling it again resumes the migration (what is migrated is skipped)"),
     "ThreadService.ResumeThread": Rule(BY_REQUEST_ID, "under NEW_RUN it creates a run: a repeat would create another "
                                        "(or fail: the thread has an active run)"),
+    # TransferService
+    "TransferService.ExportNamespace": Rule(STREAM, "reads only; not retried as a call: a failed export is made again from the start (the helpers keep no part of it)"),
+    "TransferService.ImportNamespace": Rule(STREAM, "a request stream is not replayed; a failed import wrote nothing, so it can be sent again whole"),
 }
 
 SERVICES = tuple(module.DESCRIPTOR.services_by_name[name] for module, name in (
     (threads_pb2, "ThreadService"), (admin_pb2, "AdminService"), (runs_pb2, "RunService"),
     (events_pb2, "EventService"), (artifacts_pb2, "ArtifactService"), (effects_pb2, "EffectService"),
     (conversations_pb2, "ConversationService"), (memory_pb2, "MemoryService"),
-    (retention_pb2, "RetentionService"), (schemas_pb2, "SchemaService")))
+    (retention_pb2, "RetentionService"), (schemas_pb2, "SchemaService"),
+    (transfer_pb2, "TransferService")))
 
 #: The rule of each RPC by its request message's full name (one request message per RPC).
 _BY_REQUEST: dict[str, Rule] = {m.input_type.full_name: RULES[f"{s.name}.{m.name}"]

@@ -140,6 +140,8 @@ export const RULES: Record<string, Rule> = {
   "SchemaService.MigrateThread": STREAM,
   "SchemaService.MigrateNamespace": STREAM,
   "ThreadService.ResumeThread": REQUEST_ID,
+  "TransferService.ExportNamespace": STREAM,
+  "TransferService.ImportNamespace": STREAM,
 };
 
 /** The rule of a method ("agentstate.v1.ThreadService" + "GetThread"), or undefined for other services. */

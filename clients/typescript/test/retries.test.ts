@@ -27,10 +27,11 @@ import { ConversationService } from "../src/gen/agentstate/v1/conversations_pb.j
 import { MemoryService } from "../src/gen/agentstate/v1/memory_pb.js";
 import { RetentionService } from "../src/gen/agentstate/v1/retention_pb.js";
 import { SchemaService } from "../src/gen/agentstate/v1/schemas_pb.js";
+import { TransferService } from "../src/gen/agentstate/v1/transfer_pb.js";
 import { REPO, Sidecar } from "./sidecar.js";
 
 const SERVICES = [ThreadService, AdminService, RunService, EventService, ArtifactService, EffectService,
-  ConversationService, MemoryService, RetentionService, SchemaService] as unknown as DescService[];
+  ConversationService, MemoryService, RetentionService, SchemaService, TransferService] as unknown as DescService[];
 const method = (service: DescService, name: string) => service.methods.find((m) => m.name === name)!;
 
 /** The rows of docs/clients.md "Which calls are retried": RPC -> rule. */
