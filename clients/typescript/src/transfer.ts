@@ -179,8 +179,25 @@ export class Transfer {
         (err, resp) => (err ? reject(fromServiceError(err)) : resolveCall(resp!)),
       );
       opts.signal?.addEventListener("abort", () => call.cancel(), { once: true });
-      const send = (m: ImportNamespaceRequest) =>
-        call.write(m) ? Promise.resolve() : new Promise<void>((r) => call.once("drain", () => r()));
+      // once the call has ended (the server answered early, an error, a cancel) nothing more is sent, and a
+      // send waiting for the stream to drain stops waiting, so a file being read is closed
+      let over = false;
+      const wake: (() => void)[] = [];
+      const end = () => {
+        over = true;
+        for (const w of wake.splice(0)) w();
+      };
+      call.on("status", end);
+      call.on("error", end);
+      const send = async (m: ImportNamespaceRequest) => {
+        if (over) throw new Error("the import call ended");
+        if (!call.write(m)) {
+          await new Promise<void>((r) => {
+            wake.push(r);
+            call.once("drain", () => r());
+          });
+        }
+      };
       (async () => {
         await send(create(ImportNamespaceRequestSchema, { part: { case: "header", value: header } }));
         let sent = 0;
@@ -206,7 +223,8 @@ export class Transfer {
         }
         call.end();
       })().catch((e: unknown) => {
-        failed = e;
+        if (over) return; // the call's own status is the answer
+        failed = e; // e.g. the file could not be read: cancelled, so the server writes nothing
         call.cancel();
       });
     });
