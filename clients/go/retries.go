@@ -213,11 +213,11 @@ var Rules = map[string]Rule{
 	"SchemaService.RegisterSchema": {Kind: ByKey, When: func(m proto.Message) bool {
 		return m.(*pb.RegisterSchemaRequest).GetEtag() == ""
 	}},
-	"SchemaService.GetSchema":        ruleRead,
-	"SchemaService.ListSchemas":      ruleRead,
-	"SchemaService.MigrateThread":    ruleStream,
-	"SchemaService.MigrateNamespace": ruleStream,
-	"AdminService.ReencryptNamespace":       {Kind: Idempotent},
+	"SchemaService.GetSchema":         ruleRead,
+	"SchemaService.ListSchemas":       ruleRead,
+	"SchemaService.MigrateThread":     ruleStream,
+	"SchemaService.MigrateNamespace":  ruleStream,
+	"AdminService.ReencryptNamespace": {Kind: Idempotent},
 
 	// NEW_RUN on the server creates a run: not repeated without a request id
 	"ThreadService.ResumeThread": ruleRequestID,
