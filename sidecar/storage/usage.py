@@ -190,8 +190,8 @@ def memory_removed(txn, store, ns: str, item_key: bytes) -> None:
         add(txn, store, ns, nbytes=-layout.read_u64(raw))
 
 
-def _drop_item_rows(txn, store, prefix: bytes) -> int:
-    db = store.db["icharge"]
+def _drop_charges(txn, db, prefix: bytes) -> int:
+    """Delete the charge rows (u64 values) of ``db`` under ``prefix``; returns the bytes they charged."""
     cursor = txn.cursor(db=db)
     total = 0
     if not cursor.set_range(prefix):
@@ -201,6 +201,10 @@ def _drop_item_rows(txn, store, prefix: bytes) -> int:
         if not cursor.delete():
             break
     return total
+
+
+def _drop_item_rows(txn, store, prefix: bytes) -> int:
+    return _drop_charges(txn, store.db["icharge"], prefix)
 
 
 def conversation_charge(content: bytes, metadata: bytes | None) -> int:
@@ -359,16 +363,7 @@ def delete_writes(txn, store, ns: str, tkey: int, keys: list[bytes]) -> None:
 
 
 def _drop_writes(txn, store, prefix: bytes) -> int:
-    db = store.db["wcharge"]
-    cursor = txn.cursor(db=db)
-    total = 0
-    if not cursor.set_range(prefix):
-        return 0
-    while cursor.key().startswith(prefix):
-        total += layout.read_u64(cursor.value())
-        if not cursor.delete():
-            break
-    return total
+    return _drop_charges(txn, store.db["wcharge"], prefix)
 
 
 def _copy_writes(txn, store, ns: str, dst_tkey: int, src_prefix: bytes, dst_prefix: bytes) -> int:
