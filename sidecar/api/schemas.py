@@ -292,13 +292,18 @@ async def _migrate_one(store: Store, ns: str, thread_id: str, tkey: int, name: s
             return schema_ops.migrate_batch(txn, store, ns, thread_id, tkey, name, target, after, batch, delta), delta
 
         after, delta = await store.run(job)
-        for f in ("seen", "migrated", "current", "other", "failed"):
-            setattr(total, f, getattr(total, f) + getattr(delta, f))
-        room = schema_ops.MAX_FAILURES - len(total.failures)
-        total.failures.extend(delta.failures[:max(room, 0)])
+        _add_progress(total, delta, ("seen", "migrated", "current", "other", "failed"))
         if after is None:
             return
         yield None
+
+
+def _add_progress(total: schema_ops.Progress, delta: schema_ops.Progress, counts: tuple[str, ...]) -> None:
+    """Add one batch's ``delta`` to ``total``: the ``counts`` fields, and its failures up to MAX_FAILURES."""
+    for f in counts:
+        setattr(total, f, getattr(total, f) + getattr(delta, f))
+    room = schema_ops.MAX_FAILURES - len(total.failures)
+    total.failures.extend(delta.failures[:max(room, 0)])
 
 
 async def _migrate_memory(ctx: context.Ctx, ns: str, name: str, target: int, batch: int,
@@ -313,10 +318,7 @@ async def _migrate_memory(ctx: context.Ctx, ns: str, name: str, target: int, bat
                                                    ctx.memory.clock()), delta
 
         after, delta = await store.run(job)
-        for f in ("mem_seen", "mem_migrated", "mem_current", "mem_other", "mem_failed"):
-            setattr(total, f, getattr(total, f) + getattr(delta, f))
-        room = schema_ops.MAX_FAILURES - len(total.failures)
-        total.failures.extend(delta.failures[:max(room, 0)])
+        _add_progress(total, delta, ("mem_seen", "mem_migrated", "mem_current", "mem_other", "mem_failed"))
         if after is None:
             return
         yield None
