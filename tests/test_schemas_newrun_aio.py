@@ -7,7 +7,7 @@ import asyncio
 
 import grpc
 from conftest import expect_error
-from test_schemas import _bad_chain, register_three, state_v3, values_of
+from test_schemas import _bad_chain, register_three, state_v1, state_v3, values_of
 
 from agentstate import AsyncClient, from_value
 from agentstate import schemas as s
@@ -67,3 +67,29 @@ def test_resume_fills_in_a_request_id_and_creates_nothing_otherwise(sidecar, nsc
 
     asyncio.run(strict())
     assert _runs(c, f"{tid}-f") == []
+
+
+def test_async_eager_migrations_stream_their_progress(sidecar, nsclient, tid):
+    c = nsclient
+    register_three(c, "agent")
+    for i in range(3):
+        c.put_checkpoint(tid, state_v1(i), checkpoint_id=f"c{i}", schema="agent", schema_version=1)
+    other = tid + "-b"
+    c.put_checkpoint(other, state_v1(9), checkpoint_id="c0", schema="agent", schema_version=1)
+
+    async def body():
+        async with AsyncClient(sidecar.address, namespace=c.namespace) as ac:
+            one = [p async for p in ac.schemas.migrate_thread(tid, "agent", batch_size=1)]
+            every = [p async for p in ac.schemas.migrate_namespace("agent")]
+            try:
+                [p async for p in ac.schemas.migrate_thread(tid, "no-such-schema")]
+            except Exception as e:  # noqa: BLE001 - the mapped client error is checked below
+                return one, every, e
+            return one, every, None
+
+    one, every, err = asyncio.run(body())
+    assert [p.checkpoints_migrated for p in one][-1] == 3 and len(one) >= 3
+    assert every[-1].checkpoints_migrated == 1  # the first thread was done already; the other one now
+    assert values_of(c.get_checkpoint(other, "c0")) == state_v3(9)
+    assert values_of(c.get_checkpoint(tid, "c2")) == state_v3(2)
+    assert isinstance(err, Exception) and getattr(err, "code", None) == grpc.StatusCode.NOT_FOUND, err

@@ -30,8 +30,9 @@ checkpoint they load (agentstate.langgraph), so a graph whose state changed can 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
+from .errors import from_rpc_error
 from ._facet import AsyncFacet, Call, SyncFacet, listing, pages, unary
 from .values import encode_into
 from .v1 import schemas_pb2 as spb, schemas_pb2_grpc
@@ -157,21 +158,19 @@ class Schemas(SchemaCalls, SyncFacet):
                        timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
         """Rewrite a thread's checkpoints to ``target_version`` (0: the latest); yields the progress after
         each batch, the last one final. Calling again after an interruption finishes the rest."""
-        req = spb.MigrateThreadRequest(namespace=self.client.namespace, thread_id=thread_id, schema=schema,
-                                       target_version=target_version, batch_size=batch_size)
-        yield from self._stream(self.stub.MigrateThread, req, timeout)
+        yield from self._stream(self.stub.MigrateThread,
+                                _migrate_thread_request(self.client, thread_id, schema, target_version, batch_size),
+                                timeout)
 
     def migrate_namespace(self, schema: str, *, target_version: int = 0, batch_size: int = 0,
                           skip_memory: bool = False, timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
         """:meth:`migrate_thread` for every thread of the namespace, then its memory items (unless
         ``skip_memory``)."""
-        req = spb.MigrateNamespaceRequest(namespace=self.client.namespace, schema=schema,
-                                          target_version=target_version, batch_size=batch_size,
-                                          skip_memory=skip_memory)
-        yield from self._stream(self.stub.MigrateNamespace, req, timeout)
+        yield from self._stream(self.stub.MigrateNamespace,
+                                _migrate_namespace_request(self.client, schema, target_version, batch_size,
+                                                           skip_memory), timeout)
 
     def _stream(self, method, req, timeout):
-        from .errors import from_rpc_error  # noqa: PLC0415
         import grpc  # noqa: PLC0415
 
         call = method(req, timeout=timeout)
@@ -182,6 +181,18 @@ class Schemas(SchemaCalls, SyncFacet):
             raise from_rpc_error(e) from None
         finally:
             call.cancel()
+
+
+def _migrate_thread_request(client, thread_id: str, schema: str, target_version: int,
+                            batch_size: int) -> spb.MigrateThreadRequest:
+    return spb.MigrateThreadRequest(namespace=client.namespace, thread_id=thread_id, schema=schema,
+                                    target_version=target_version, batch_size=batch_size)
+
+
+def _migrate_namespace_request(client, schema: str, target_version: int, batch_size: int,
+                               skip_memory: bool) -> spb.MigrateNamespaceRequest:
+    return spb.MigrateNamespaceRequest(namespace=client.namespace, schema=schema, target_version=target_version,
+                                       batch_size=batch_size, skip_memory=skip_memory)
 
 
 def _run_options(*, input: Any = None, metadata=None, strategy: str = "reject", run_id: str = "",  # noqa: A002
@@ -207,8 +218,35 @@ def _run_options(*, input: Any = None, metadata=None, strategy: str = "reject", 
 
 
 class AsyncSchemas(SchemaCalls, AsyncFacet):
-    """SchemaService calls of the asyncio client (``async_client.schemas``); the eager migrations are
-    sync-client calls."""
+    """SchemaService calls of the asyncio client (``async_client.schemas``); the eager migrations are async
+    iterators of the progress (``async for p in c.schemas.migrate_thread(...)``)."""
+
+    def migrate_thread(self, thread_id: str, schema: str, *, target_version: int = 0, batch_size: int = 0,
+                       timeout: float | None = None) -> AsyncIterator[spb.MigrationProgress]:
+        """:meth:`Schemas.migrate_thread`, as an async iterator."""
+        return self._stream(self.stub.MigrateThread,
+                            _migrate_thread_request(self.client, thread_id, schema, target_version, batch_size),
+                            timeout)
+
+    def migrate_namespace(self, schema: str, *, target_version: int = 0, batch_size: int = 0,
+                          skip_memory: bool = False,
+                          timeout: float | None = None) -> AsyncIterator[spb.MigrationProgress]:
+        """:meth:`Schemas.migrate_namespace`, as an async iterator."""
+        return self._stream(self.stub.MigrateNamespace,
+                            _migrate_namespace_request(self.client, schema, target_version, batch_size,
+                                                       skip_memory), timeout)
+
+    async def _stream(self, method, req, timeout):
+        import grpc  # noqa: PLC0415
+
+        call = method(req, timeout=timeout)
+        try:
+            async for resp in call:
+                yield resp.progress
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        finally:
+            call.cancel()
 
 
 # ------------------------------------------------------------------ client-side migrations
