@@ -7,12 +7,16 @@ What is counted (``usage`` table, layout.UsageRec):
   a checkpoint put is charged the canonical bytes of the nodes its request built (a whole value: its whole
   tree; a delta: the new items and the path to them) plus its metadata; a pending write the canonical
   bytes of its value; a conversation item its content's canonical encoding plus its metadata map; a
-  memory item its value's (one ``icharge`` row per live item; a conversation item's bytes go to the
+  memory item its value's, and each old version of one (its history) its value's until purged (one ``icharge``
+  row per live item and per old version; a conversation item's bytes go to the
   namespace's counter only, not its thread's); an artifact version its size. Deduplication against the rest of the store is not credited (that would depend on,
   and reveal, other tenants' content), and physical sharing is not attributable to one thread.
 * **checkpoints** — live checkpoints.
 * **threads** — thread records of the namespace.
 * **items** — conversation items, memory items and artifact versions.
+
+An import is checked against the quotas before it writes anything (ops/transfer.py ``check_quota``) and its
+record transaction again on the recount (:func:`check_total`).
 
 Refunds: deleting a pending write refunds its charge. Deleting a checkpoint refunds its charge only when no
 live checkpoint was built on it (a delta or keep of it, ``ChargeRec.deps``): otherwise its charge moves to
@@ -567,13 +571,21 @@ def check(txn, store, ns: str, *, nbytes: int = 0, threads: int = 0, items: int 
     _check(txn, store, ns, n, nbytes, threads, items)
 
 
-def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: int) -> None:
+def check_total(txn, store, ns: str, before: UsageRec, after: UsageRec, what: str = "write") -> None:
+    """QUOTA_EXCEEDED if namespace ``ns`` going from usage ``before`` to ``after`` (a write that recounts it
+    whole: an import) takes a counter that grows over its quota; the same reason and message as any write."""
+    _check(txn, store, ns, after, after.nbytes - before.nbytes, after.threads - before.threads,
+           after.items - before.items, what)
+
+
+def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: int,
+           what: str = "write") -> None:
     q = quota_of(txn, store, ns)
     for name, grew, value, limit, unit in (("max_bytes", nbytes, n.nbytes, q.max_bytes, "bytes"),
                                            ("max_threads", threads, n.threads, q.max_threads, "threads"),
                                            ("max_items", items, n.items, q.max_items, "items")):
         if grew > 0 and limit and value > limit:
-            raise ApiError("QUOTA_EXCEEDED", f"namespace {ns!r} would hold {value} {unit} (this write adds "
+            raise ApiError("QUOTA_EXCEEDED", f"namespace {ns!r} would hold {value} {unit} (this {what} adds "
                            f"{grew}); its quota {name} is {limit}", namespace=ns, quota=name, usage=value - grew,
                            requested=grew, limit=limit)
 
