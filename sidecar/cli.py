@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
                         "token) before more are refused RESOURCE_EXHAUSTED TOO_MANY_CALLS; 0: no limit "
                         "(default: %(default)s)")
     s.add_argument("--quota-max-bytes", type=_size, default=0, metavar="BYTES",
-                   help="default quota of charged bytes per namespace (checkpoints, pending writes, artifacts); "
+                   help="default quota of charged bytes per namespace (checkpoints, pending writes, artifacts, "
+                        "conversation and memory items, memory history); "
                         "over it a write is refused RESOURCE_EXHAUSTED QUOTA_EXCEEDED; SetQuota overrides it "
                         "per namespace; 0: none (docs/security.md 'Quotas')")
     s.add_argument("--quota-max-threads", type=int, default=0, metavar="N",
@@ -201,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("import", help="import an export file into a data directory (verified first)",
                        description="Import a file made by 'sidecar export' into a data directory no sidecar serves "
                                    "(created if new). The whole file is verified and every conflict checked before "
-                                   "anything is written; each thread is imported in one transaction.")
+                                   "anything is written; each thread is imported in one transaction. An import "
+                                   "that would take the namespace over a quota is refused (QUOTA_EXCEEDED) before "
+                                   "anything is written.")
     m.add_argument("--from", dest="source", required=True, metavar="FILE", help="the export file")
     m.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help="the target data directory (default: %(default)s)")
     m.add_argument("--namespace", default=None, help="import into this namespace (default: the exported one)")
@@ -216,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--allow-plaintext", action="store_true",
                    help="import a file exported from an encrypted namespace into a namespace without a key "
                         "(its values then stored unencrypted; refused otherwise)")
+    for name, kind, what in (("bytes", _size, "BYTES"), ("threads", int, "N"), ("items", int, "N")):
+        m.add_argument(f"--quota-max-{name}", type=kind, default=0, metavar=what,
+                       help=f"offline: the default max_{name} quota the serving sidecar applies (its --quota-max-"
+                            f"{name}), for a namespace without its own (SetQuota); 0: none" if name == "bytes" else
+                       f"offline: as --quota-max-bytes, for max_{name}")
     v.add_argument("--encryption-keys", metavar="PATH", default=None,
                    help="check sealed records with these keys (default: $SIDECAR_ENCRYPTION_KEYS; without keys "
                         "sealed records are counted as 'key missing')")
@@ -267,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "import":
             return maintenance.cmd_import(args.source, args.data_dir, args.namespace, args.replace, args.check,
                                           args.quiet, address=args.address, token=args.token, tls_ca=args.tls_ca,
-                                          keys_path=args.encryption_keys, allow_plaintext=args.allow_plaintext)
+                                          keys_path=args.encryption_keys, allow_plaintext=args.allow_plaintext,
+                                          quota_defaults=(args.quota_max_bytes, args.quota_max_threads,
+                                                          args.quota_max_items))
         return maintenance.cmd_verify(args.data_dir or (None if args.backup else DEFAULT_DATA_DIR), args.backup,
                                       args.json, args.quiet, args.encryption_keys)
     logs.configure(args.log_level, args.log_format)

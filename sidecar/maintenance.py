@@ -234,6 +234,8 @@ def _import_online(source, address, ns, replace, check_only, progress, token, tl
                                        allow_plaintext=allow_plaintext, progress=progress)
     except Exception as e:  # noqa: BLE001 - the client's errors (typed by status), OSError
         print(f"sidecar import: {e}; nothing was imported", file=sys.stderr)  # (a typed error names its reason)
+        if getattr(e, "reason", None) == "QUOTA_EXCEEDED":
+            print(quota_refusal(e), file=sys.stderr)
         return 2
     if check_only:
         _say(f"export file {source} is intact and imports into namespace {r.namespace!r} of the sidecar at "
@@ -257,9 +259,19 @@ def _sealed_note(sealed: bool, source_encrypted: bool) -> str:
     return ""
 
 
+def quota_refusal(e) -> str:
+    """The summary line of an import refused by a namespace quota (QUOTA_EXCEEDED): which quota, and the
+    numbers."""
+    m = e.metadata
+    return (f"import refused: namespace {m.get('namespace')!r} is over its quota {m.get('quota')} with this file "
+            f"(holds {m.get('usage')}, the import adds {m.get('requested')}, limit {m.get('limit')}); nothing was "
+            f"imported (raise the quota with RetentionService.SetQuota, or free room, and import again)")
+
+
 def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool, check_only: bool,
                quiet: bool, *, address: str | None = None, token: str | None = None, tls_ca: str | None = None,
-               keys_path: str | None = None, allow_plaintext: bool = False) -> int:
+               keys_path: str | None = None, allow_plaintext: bool = False,
+               quota_defaults: tuple[int, int, int] = (0, 0, 0)) -> int:
     import fcntl  # noqa: PLC0415
     from .errors import ApiError  # noqa: PLC0415
     from .ops import transfer  # noqa: PLC0415
@@ -291,6 +303,7 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
                 raise ValueError(f"{data_dir} is in use by a sidecar: stop it to import offline, or import "
                                  f"through it (--address)") from None
             store = Store(data_dir, keys=keys)
+            store.quota_defaults = quota_defaults  # (a namespace's own quotas are in the store)
             try:
                 s = transfer.import_file(store, p, replace=replace, progress=progress,
                                          allow_plaintext=allow_plaintext)
@@ -303,6 +316,8 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
         return 2
     except ApiError as e:
         print(f"sidecar import: {e.reason}: {e}; nothing was imported", file=sys.stderr)
+        if e.reason == "QUOTA_EXCEEDED":
+            print(quota_refusal(e), file=sys.stderr)
         return 2
     except (OSError, ValueError, RuntimeError) as e:
         print(f"sidecar import: {e}", file=sys.stderr)

@@ -37,9 +37,11 @@ def test_usage_and_quota_gauges_per_namespace(tmp_path_factory):
             assert quotas(scraper, "alpha") == (0, 0, 50)  # the server's defaults
             assert quotas(scraper, "beta") == (10_000_000, 7, 50)  # its own, the unset field the default
             before = gauges(scraper, "alpha")
-            a.memory.delete(["p"], "k")
+            a.memory.delete(["p"], "k")  # the item goes; its value stays charged as history
             after = gauges(scraper, "alpha")
-            assert after[2] == before[2] - 1 and after[0] < before[0]
+            assert after[2] == before[2] - 1 and after[0] == before[0]
+            a.memory.delete(["p"], "k", purge=True)  # purged: refunded
+            assert gauges(scraper, "alpha")[0] < before[0]
             a.delete_thread("t")
             assert gauges(scraper, "alpha") == (0, 0, 0, 0)
             assert value(scraper.scrape(), "sidecar_namespace_usage_omitted") == 0

@@ -65,8 +65,15 @@ def recount_clean(local) -> usage.Recount:
         for key, raw in txn.cursor(db=store.db["citems"]):
             rec = layout.item_decoder.decode(raw)
             want[b"c" + bytes(key)] = len(rec.inline) if rec.node is None else value_len(txn, store, rec.node)
+        live = {}
         for key, raw in txn.cursor(db=store.db["memitems"]):
-            want[b"m" + bytes(key)] = value_len(txn, store, layout.memitem_decoder.decode(raw).value)
+            rec = layout.memitem_decoder.decode(raw)
+            want[b"m" + bytes(key)] = value_len(txn, store, rec.value)
+            live[(bytes(key[:8]), bytes(key[8:]).decode())] = rec.version
+        for key, raw in txn.cursor(db=store.db["memhist"]):  # an old version: a PUT not the live one
+            rev = layout.memrev_decoder.decode(raw)
+            if rev.value is not None and live.get((bytes(key[:8]), rev.key)) != layout.read_u64(bytes(key[-8:])):
+                want[b"h" + bytes(key)] = value_len(txn, store, rev.value)
         rows = {bytes(k): layout.read_u64(v) for k, v in txn.cursor(db=store.db["icharge"])}
     assert r.problems == []
     assert rows == want
@@ -107,15 +114,19 @@ def test_each_write_path_charges_and_each_delete_refunds(local, c):
     assert used(c, "t").thread_usage.bytes == after_writes  # a thread's bytes: its checkpoints, writes, artifacts
     c.memory.put(["users", "u1"], "prefs", {"tone": "dry"})
     assert used(c).usage.bytes == after_writes + conv + len(enc({"tone": "dry"}))
-    c.memory.put(["users", "u1"], "prefs", {"tone": "d" * 100})  # a replace is charged the difference
-    mem = len(enc({"tone": "d" * 100}))
+    # a replace is charged its new value in full: the old one stays charged as history (an old version)
+    c.memory.put(["users", "u1"], "prefs", {"tone": "d" * 100})
+    mem, hist = len(enc({"tone": "d" * 100})), len(enc({"tone": "dry"}))
     c.artifacts.upload("t", "report.txt", b"a" * 1234)
     u = used(c)
-    assert u.usage.items == 4 and u.usage.bytes == after_writes + 1234 + conv + mem
+    assert u.usage.items == 4 and u.usage.bytes == after_writes + 1234 + conv + mem + hist
     recount_clean(local)
     c.conversations.pop("t")
-    assert used(c).usage.bytes == after_writes + 1234 + len(enc("hi")) + mem
-    c.memory.delete(["users", "u1"], "prefs")
+    assert used(c).usage.bytes == after_writes + 1234 + len(enc("hi")) + mem + hist
+    c.memory.delete(["users", "u1"], "prefs")  # the item goes, its value stays in its history: still charged
+    assert used(c).usage.items == 2 and used(c).usage.bytes == after_writes + 1234 + len(enc("hi")) + mem + hist
+    recount_clean(local)
+    c.memory.delete(["users", "u1"], "prefs", purge=True)  # purging the history refunds it
     assert used(c).usage.items == 2 and used(c).usage.bytes == after_writes + 1234 + len(enc("hi"))
     c.conversations.clear("t")
     assert used(c).usage.items == 1 and used(c).usage.bytes == after_writes + 1234  # the artifact
@@ -225,15 +236,24 @@ def test_max_bytes_refuses_conversation_and_memory_bytes(local, c):
         c.conversations.append("t", [item("message", "c" * 60, role="user")])
     assert digest(local, skip=("meta",)) == before
     with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes",
-                      requested=str(len(enc({"a": "b" * 160})) - len(enc({"a": "b" * 100})))):
-        c.memory.put(["p"], "k", {"a": "b" * 160})  # a replace is checked for what it adds
+                      requested=str(len(enc({"a": "b" * 60})))):
+        c.memory.put(["p"], "k", {"a": "b" * 60})  # a replace adds its whole value (the old one: history)
     with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes"):
         c.memory.put(["p"], "k2", {"a": "b" * 60})
     assert digest(local, skip=("meta",)) == before
-    c.conversations.append("t", [item("message", "c" * 40, role="user")])  # what fits goes in
-    c.memory.put(["p"], "k", {"a": "b"})  # shrinking is never refused
+    c.conversations.append("t", [item("message", "c" * 30, role="user")])  # what fits goes in
+    c.memory.put(["p"], "k", {"a": "b"})
     c.conversations.clear("t")
     c.memory.delete(["p"], "k")
+    assert used(c).usage.bytes == len(enc({"a": "b" * 100})) + len(enc({"a": "b"}))  # its history, charged
+    c.retention.set_quota(max_bytes=used(c).usage.bytes + len(enc({"a": "b" * 60})) + 5)
+    c.memory.put(["p"], "k3", {"a": "b" * 60})
+    with expect_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "QUOTA_EXCEEDED", quota="max_bytes"):
+        c.memory.put(["p"], "k4", {"a": "b" * 60})  # the history still counts against the quota
+    c.memory.delete(["p"], "k", purge=True)  # purging it makes room
+    c.memory.put(["p"], "k4", {"a": "b" * 60})
+    for k in ("k3", "k4"):
+        c.memory.delete(["p"], k, purge=True)
     c.delete_thread("t")
     assert zero(used(c).usage)
     recount_clean(local)
@@ -337,7 +357,7 @@ def test_retention_max_bytes_reads_the_counter(local, c):
 # ----------------------------------------------------------------- counters equal a recount
 
 ops = st.lists(st.tuples(st.sampled_from(["put", "delta", "keep", "rewrite", "writes", "prune", "delete",
-                                           "fork", "items", "pop", "memory", "forget", "clear"]),
+                                           "fork", "items", "pop", "memory", "forget", "purge", "clear"]),
                          st.integers(0, 1), st.integers(0, 5)), min_size=5, max_size=40)
 
 
@@ -376,8 +396,10 @@ def test_counters_equal_a_recount_after_random_writes_and_deletes(local, c, seq)
             c.conversations.pop(tid)
         elif op == "memory":
             c.memory.put(["m", tid], f"k{k % 3}", {"v": pool[k][:20 * (k + 1)]})  # replaces change the size
-        elif op == "forget":
+        elif op == "forget":  # the item goes, its versions stay charged as history
             c.memory.delete(["m", tid], f"k{k}")
+        elif op == "purge":  # the item and its history go: refunded
+            c.memory.delete(["m", tid], f"k{k % 3}", purge=True)
         r = recount_clean(local)
         got = used(c).usage
         want = r.namespaces.get(c.namespace, layout.UsageRec(1, 0, 0, 0, 0))
@@ -387,8 +409,8 @@ def test_counters_equal_a_recount_after_random_writes_and_deletes(local, c, seq)
         c.delete_thread(f"t{t}", allow_missing=True)
     for t in range(2):
         for k in range(6):
-            c.memory.delete(["m", f"t{t}"], f"k{k}")
-    assert zero(used(c).usage)  # everything deleted: everything refunded
+            c.memory.delete(["m", f"t{t}"], f"k{k}", purge=True)
+    assert zero(used(c).usage)  # everything deleted (history purged): everything refunded
 
 
 def _exists(c, tid: str) -> bool:
@@ -581,3 +603,98 @@ def test_retention_sweeps_idle_deletes_and_reclaims_refund(tmp_path):
         for m, fn in saved:
             m.now_us = fn
         side.close()
+
+
+# ----------------------------------------------------------------- memory history
+
+def _history_store(tmp_path, ns: str):
+    """A store whose namespace ``ns`` holds a memory item with two old versions and a deleted item's history;
+    returns (usage, the old versions' bytes)."""
+    side = InProcess(tmp_path)
+    try:
+        with Client(side.address, namespace=ns) as c:
+            c.memory.put(["p"], "k", {"a": "x" * 50})
+            c.memory.put(["p"], "k", {"a": "y" * 70})
+            c.memory.put(["p"], "k", {"a": "z" * 10})
+            c.memory.put(["p"], "gone", {"b": "w" * 30})
+            c.memory.delete(["p"], "gone")
+            u = c.retention.quota().usage
+    finally:
+        side.close()
+    hist = len(enc({"a": "x" * 50})) + len(enc({"a": "y" * 70})) + len(enc({"b": "w" * 30}))
+    assert u.bytes == hist + len(enc({"a": "z" * 10})) and u.items == 1
+    return u, hist
+
+
+def test_a_store_with_version_2_counters_gets_its_history_charged_on_open(tmp_path):
+    """Version 2 of the counters did not charge memory history: such a store (marker b"2", no b"h" rows,
+    namespace counters without history bytes) is rebuilt on open and comes out exact; verify leaves it alone
+    until then."""
+    from sidecar.storage import verify
+    want, hist = _history_store(tmp_path, "h2")
+    env = lmdb.open(str(tmp_path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:
+        db = env.open_db(b"icharge", txn=txn)
+        rows = [bytes(k) for k in txn.cursor(db=db).iternext(values=False) if bytes(k[:1]) == b"h"]
+        assert len(rows) == 3
+        for k in rows:
+            txn.delete(k, db=db)
+        udb = env.open_db(b"usage", txn=txn)
+        rec = layout.usage_decoder.decode(txn.get(layout.ns_usage_key("h2"), db=udb))
+        rec.nbytes -= hist
+        txn.put(layout.ns_usage_key("h2"), layout.encode(rec), db=udb)
+        txn.put(b"usage", b"2", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    assert verify.verify_path(str(tmp_path)).clean  # older counters: not damage
+    store = Store(str(tmp_path))
+    try:
+        assert store.env.begin(db=store.db["meta"]).get(b"usage") == usage.VERSION
+        with store.read() as txn:
+            assert usage.recount(txn, store).problems == []
+            u = usage.namespace(txn, store, "h2")
+        assert (u.nbytes, u.items) == (want.bytes, want.items)
+    finally:
+        store.close()
+    assert verify.verify_path(str(tmp_path)).clean
+
+
+def test_verify_finds_history_charges_missing_or_uncounted(tmp_path):
+    from sidecar.storage import verify
+    _, hist = _history_store(tmp_path, "hv")
+    assert verify.verify_path(str(tmp_path)).clean
+    env = lmdb.open(str(tmp_path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:  # the counter without the history's bytes (as before the change)
+        udb = env.open_db(b"usage", txn=txn)
+        rec = layout.usage_decoder.decode(txn.get(layout.ns_usage_key("hv"), db=udb))
+        rec.nbytes -= hist
+        txn.put(layout.ns_usage_key("hv"), layout.encode(rec), db=udb)
+    env.close()
+    report = verify.verify_path(str(tmp_path))
+    problems = [d.problem for d in report.damaged if d.table == "usage"]
+    assert len(problems) == 1 and "'hv'" in problems[0] and f"counter bytes={rec.nbytes} " in problems[0] \
+        and f"recount bytes={rec.nbytes + hist} " in problems[0], problems
+    env = lmdb.open(str(tmp_path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:  # and one old version's charge row gone with it
+        db = env.open_db(b"icharge", txn=txn)
+        k, v = next((bytes(k), bytes(v)) for k, v in txn.cursor(db=db) if bytes(k[:1]) == b"h")
+        txn.delete(k, db=db)
+        udb = env.open_db(b"usage", txn=txn)
+        rec.nbytes += hist - layout.read_u64(v)  # the counter agrees with the rows left
+        txn.put(layout.ns_usage_key("hv"), layout.encode(rec), db=udb)
+    env.close()
+    problems = [d.problem for d in verify.verify_path(str(tmp_path)).damaged if d.table == "usage"]
+    assert any("memory history and its charge rows differ (1 old versions without a row" in p for p in problems)
+
+
+def test_purging_history_refunds_exactly_and_deleting_does_not(local, c):
+    c.memory.put(["p"], "k", {"a": "x" * 40})
+    c.memory.put(["p"], "k", {"a": "x" * 40})  # the same value again: a second version, charged again
+    assert used(c).usage.bytes == 2 * len(enc({"a": "x" * 40}))
+    c.memory.delete(["p"], "k")
+    assert used(c).usage.bytes == 2 * len(enc({"a": "x" * 40})) and used(c).usage.items == 0
+    c.memory.put(["p"], "k", {"a": "q"})  # re-created after a delete: its old versions stay history
+    assert used(c).usage.bytes == 2 * len(enc({"a": "x" * 40})) + len(enc({"a": "q"}))
+    recount_clean(local)
+    c.memory.delete(["p"], "k", purge=True)
+    assert zero(used(c).usage)
+    recount_clean(local)

@@ -29,6 +29,7 @@ import time
 from typing import Callable
 
 import msgspec
+from agentstate.codec import array_header, map_header
 
 from .. import __version__, limits
 from ..errors import ApiError
@@ -42,6 +43,7 @@ from . import threads as thread_ops
 Progress = Callable[[str, int, int], None]
 H = hp.HASH_SIZE
 _U32 = struct.Struct(">I")
+_str_encoder = msgspec.msgpack.Encoder()
 
 # (record kind, table, key parts after the thread key, record struct (None: an index row), decoder)
 # key parts: S string ended by NUL, s string to the end, Q u64, I u32, W a write index (u32, offset 2**31), B u8
@@ -684,6 +686,135 @@ def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
                                f"dimension", field="space", space=rec["name"])
 
 
+# ----------------------------------------------------------------- quotas
+
+def _value_bytes(p: _Plan, v: dict) -> int:
+    """The canonical encoding's length of a file value (what usage charges a memory item or a conversation
+    node: usage._value_bytes of the value once stored)."""
+    shape = v["shape"]
+    if shape == "list":
+        return len(array_header(len(v["items"]))) + sum(len(p.blobs[h]) for h in v["items"])
+    if shape == "map":
+        return len(map_header(len(v["entries"]))) + sum(len(_str_encoder.encode(k)) + len(p.blobs[h])
+                                                        for k, h in v["entries"])
+    return len(p.blobs[v["h"]])
+
+
+def file_usage(p: _Plan, with_bytes: bool = True) -> layout.UsageRec:
+    """What the file's records will be charged once imported (storage/usage.py: what
+    ``usage.rebuild_namespace`` counts of them): its threads; its conversation items, artifact versions and
+    memory items; and, with ``with_bytes``, per thread the canonical bytes of the distinct nodes its
+    checkpoints and pending writes reach plus their metadata, its artifacts' sizes and conversation items, and
+    the memory items' values and old versions. CPU only (no store): the value nodes are built as the import
+    builds them."""
+    u = layout.UsageRec(1, 0, len(p.threads), 0, 0)
+    items = p.items or _Items(p.blobs)
+    for _, recs in p.threads:
+        seen_roots: set[bytes] = set()
+        seen: set[bytes] = set()
+        for rec in recs:
+            kind = rec["t"]
+            if kind == "artifact":
+                u.items += 1
+            elif kind == "conversation_state":
+                u.items += layout.convstate_decoder.decode(record_bytes(layout.ConvState, layout.convstate_decoder,
+                                                                        rec)).count
+            if not with_bytes:
+                continue
+            if kind == "checkpoint":
+                u.nbytes += len(bytes(layout.manifest_decoder.decode(_manifest(rec, lambda v: _NODE)).metadata))
+            elif kind == "artifact":
+                u.nbytes += layout.artifact_decoder.decode(record_bytes(
+                    layout.ArtifactRec, layout.artifact_decoder, rec, **_node_fields(kind, rec, lambda v: _NODE))).size
+            elif kind == "conversation_item":
+                item = layout.item_decoder.decode(record_bytes(layout.ItemRec, layout.item_decoder, rec,
+                                                               **_node_fields(kind, rec, lambda v: _NODE)))
+                u.nbytes += (len(item.inline) if item.node is None else _value_bytes(p, rec["node"])) + (
+                    len(bytes(item.metadata)) if item.metadata is not None else 0)
+            if kind in ("checkpoint", "write"):
+                for _, v in _values_in(kind, rec):
+                    root = p.roots[v["root"]]
+                    if root in seen_roots:
+                        continue
+                    seen_roots.add(root)
+                    built: list = []
+                    _rebuild(v, p.blobs, built, items)
+                    for h, node in built:
+                        if h not in seen:
+                            seen.add(h)
+                            u.nbytes += len(node)
+    live = {(tuple(r["labels"]), r["key"]): r["version"] for r in p.memory if r["t"] == "memory_item"}
+    u.items += len(live)
+    if with_bytes:
+        for rec in p.memory:
+            if rec["t"] == "memory_item":
+                u.nbytes += _value_bytes(p, rec["value"])
+            elif rec["t"] == "memory_revision" and rec.get("value") is not None and live.get(
+                    (tuple(rec["labels"]), rec["key"])) != rec["version"]:
+                u.nbytes += _value_bytes(p, rec["value"])  # an old version: charged as history
+    return u
+
+
+def replaced_usage(txn, store, p: _Plan, replace: bool) -> layout.UsageRec:
+    """What the import refunds of what the target holds: the threads and memory items (with their history)
+    a ``replace`` replaces."""
+    u = layout.UsageRec(1, 0, 0, 0, 0)
+    if not replace:
+        return u
+    ns, db = p.ns, store.db
+    for trec, _ in p.threads:
+        old = records.thread_any(txn, store, ns, trec["id"])
+        t = None if old is None else usage.thread(txn, store, old.tkey)
+        if t is None:
+            continue
+        conv = usage.keys_of(txn, db["icharge"], usage.ITEM_CONV + layout.tkey_prefix(old.tkey))
+        u.nbytes += t.nbytes + sum(layout.read_u64(txn.get(k, db=db["icharge"])) for k in conv)
+        u.threads += 1
+        u.items += t.items
+    done = set()
+    for rec in p.memory:
+        if rec["t"] not in ("memory_item", "memory_revision"):
+            continue
+        labels, key = tuple(rec["labels"]), rec["key"]
+        if (labels, key) in done:
+            continue
+        done.add((labels, key))
+        praw = txn_get(txn, db["mempaths"], layout.mem_path_key(ns, labels))
+        if praw is None:
+            continue
+        pid = layout.mempath_decoder.decode(praw).path_id
+        if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None:
+            u.items += 1
+        rows = [usage.mem_item_key(layout.mem_item_key(pid, key))] + usage.keys_of(
+            txn, db["icharge"], usage.hist_charge_key(layout.mem_hist_prefix(pid, key)))
+        u.nbytes += sum(layout.read_u64(raw) for raw in (txn.get(k, db=db["icharge"]) for k in rows) if raw is not None)
+    return u
+
+
+def quota_in_effect(store, ns: str) -> usage.Quota:
+    with store.read() as txn:
+        return usage.quota_of(txn, store, ns)
+
+
+def check_quota(store, p: _Plan, replace: bool, added: layout.UsageRec | None = None) -> None:
+    """QUOTA_EXCEEDED (RESOURCE_EXHAUSTED, as any write) when the import would take its namespace over a quota
+    (storage/usage.py), checked before anything is written; ``added``: :func:`file_usage` of the plan, else
+    computed here (its bytes only when a max_bytes quota is in effect). The import's record transaction checks
+    the recounted namespace again."""
+    q = quota_in_effect(store, p.ns)
+    if not (q.max_bytes or q.max_threads or q.max_items):
+        return
+    if added is None:
+        added = file_usage(p, with_bytes=bool(q.max_bytes))
+    with store.read() as txn:
+        before = usage.namespace(txn, store, p.ns)
+        gone = replaced_usage(txn, store, p, replace)
+        after = layout.UsageRec(1, before.nbytes - gone.nbytes + added.nbytes if q.max_bytes else before.nbytes,
+                                before.threads - gone.threads + added.threads, before.items - gone.items + added.items,
+                                0)
+        usage.check_total(txn, store, p.ns, before, after, "import")
+
+
 def _has_history(txn, db, path_id: int, key: str) -> bool:
     prefix = layout.mem_hist_prefix(path_id, key)
     cursor = txn.cursor(db=db["memhist"])
@@ -728,6 +859,7 @@ class _Importer:
         """Every record of the file, in the transaction ``txn`` (conflicts checked in it first):
         (checkpoints, threads replaced, memory items, memory revisions, settings kept)."""
         conflicts_in(txn, self.store, self.p, replace)
+        before = usage.namespace(txn, self.store, self.p.ns)
         checkpoints = replaced = 0
         for i, (trec, recs) in enumerate(self.p.threads):
             n, rep = self.thread(txn, trec, recs, replace)
@@ -739,6 +871,8 @@ class _Importer:
         if self.p.memory:
             items, revs, kept = self.namespace(txn, replace)
         usage.rebuild_namespace(txn, self.store, self.p.ns)  # the records above were written directly
+        # over a quota: QUOTA_EXCEEDED, and this transaction (every record of the file) is dropped
+        usage.check_total(txn, self.store, self.p.ns, before, usage.namespace(txn, self.store, self.p.ns), "import")
         keep = self.store.gc_keep
         if keep is not None:
             keep.update(self.node_ids.values())
@@ -1005,6 +1139,7 @@ def import_file(store, path: str | _Plan, *, ns: str | None = None, replace: boo
     p = path if isinstance(path, _Plan) else verify_file(path, ns, progress)
     sealed = sealing(store, p, allow_plaintext)
     check_conflicts(store, p, replace)
+    check_quota(store, p, replace)  # before any value is written
     imp = _Importer(store, p)
     with store.hold_sweeps():
         done = 0
@@ -1026,6 +1161,11 @@ async def import_served(store, p: _Plan, *, replace: bool = False, check_only: b
     started = time.monotonic()
     sealed = sealing(store, p, allow_plaintext)
     check_conflicts(store, p, replace)
+    q = quota_in_effect(store, p.ns)
+    if q.max_bytes or q.max_threads or q.max_items:  # before any value is written (the file's part off the loop)
+        added = (await run_off_loop(file_usage, p, bool(q.max_bytes)) if run_off_loop is not None
+                 else file_usage(p, bool(q.max_bytes)))
+        check_quota(store, p, replace, added)
     if check_only:  # what the import would write
         kinds = [rec["t"] for _, recs in p.threads for rec in recs] + [rec["t"] for rec in p.memory]
         return _summary(p, (kinds.count("checkpoint"), 0, kinds.count("memory_item"), kinds.count("memory_revision"),

@@ -250,7 +250,8 @@ class Memory:
         prec.live -= 1
         self._save_path(txn, ns, labels, prec)
         usage.add(txn, self.store, ns, items=-1)
-        usage.memory_removed(txn, self.store, ns, layout.mem_item_key(prec.path_id, key))
+        usage.memory_to_history(txn, self.store, ns, layout.mem_item_key(prec.path_id, key),
+                                layout.mem_hist_key(prec.path_id, key, rec.version))  # its value: now history
         version = rec.version + 1
         self._revision(txn, prec.path_id, key, version, kind, now, actor, provenance, rec.origin, None, None, [],
                        layout.mem_etag(rec.item_id, version))
@@ -336,6 +337,9 @@ class Memory:
                          p.actor, p.provenance, p.ttl_ms, expires, space if fields else "", fields, p.schema,
                          p.schema_version)
         txn.put(layout.mem_item_key(path_id, p.key), layout.encode(rec), db=self.db["memitems"])
+        if old is not None:  # the replaced value stays charged as an old version (history) until purged
+            usage.memory_to_history(txn, self.store, ns, layout.mem_item_key(path_id, p.key),
+                                    layout.mem_hist_key(path_id, p.key, old.version))
         usage.memory_put(txn, self.store, ns, layout.mem_item_key(path_id, p.key), len(p.value))
         txn.put(layout.mem_upd_key(ns, now, item_id), b"", db=self.db["memupd"])
         self._index_fields(txn, ns, item_id, p.value, add=True)
@@ -403,12 +407,12 @@ class Memory:
                            current_etag=etag_of(old) if old is not None else "")
         if old is not None:
             self._remove(txn, ns, d.path, prec, old, d.key, REV_DELETE, now, d.actor, d.provenance)
-        purged = self._purge(txn, prec.path_id, d.key) if d.purge and prec is not None else 0
+        purged = self._purge(txn, ns, prec.path_id, d.key) if d.purge and prec is not None else 0
         if old is None and not purged and not d.allow_missing:
             raise not_found(d.path, d.key)
         return old is not None, purged
 
-    def _purge(self, txn, path_id: int, key: str) -> int:
+    def _purge(self, txn, ns: str, path_id: int, key: str) -> int:
         prefix = layout.mem_hist_prefix(path_id, key)
         cursor = txn.cursor(db=self.db["memhist"])
         doomed = []
@@ -420,6 +424,7 @@ class Memory:
                     doomed.append(bytes(k))
         for k in doomed:
             txn.delete(k, db=self.db["memhist"])
+        usage.history_purged(txn, self.store, ns, doomed)
         return len(doomed)
 
     # ---------------------------------------------------------- reads

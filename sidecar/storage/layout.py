@@ -80,7 +80,8 @@ Usage counters and quotas (sidecar/storage/usage.py, state/quotas.py; docs/secur
               b"t" tkey(u64 BE) -> UsageRec (a thread's charged bytes and checkpoints)
 ``ckcharge``  ckpts key -> ChargeRec (the bytes a checkpoint is charged, its base and the checkpoints built on it)
 ``wcharge``   writes key -> bytes charged (u64 BE) for one pending write
-``icharge``   b"c" tkey seq (a conversation item) or b"m" memitems key (a memory item) -> bytes charged (u64 BE)
+``icharge``   b"c" tkey seq (a conversation item), b"m" memitems key (a memory item) or b"h" memhist key (an old
+              version of a memory item: its history) -> bytes charged (u64 BE)
 ``quotas``    ns -> QuotaRec (a namespace's own quotas)
 
 Threads get an internal key (``tkey``) when created, so the per-thread tables

@@ -7,12 +7,16 @@ What is counted (``usage`` table, layout.UsageRec):
   a checkpoint put is charged the canonical bytes of the nodes its request built (a whole value: its whole
   tree; a delta: the new items and the path to them) plus its metadata; a pending write the canonical
   bytes of its value; a conversation item its content's canonical encoding plus its metadata map; a
-  memory item its value's (one ``icharge`` row per live item; a conversation item's bytes go to the
+  memory item its value's, and each old version of one (its history) its value's until purged (one ``icharge``
+  row per live item and per old version; a conversation item's bytes go to the
   namespace's counter only, not its thread's); an artifact version its size. Deduplication against the rest of the store is not credited (that would depend on,
   and reveal, other tenants' content), and physical sharing is not attributable to one thread.
 * **checkpoints** — live checkpoints.
 * **threads** — thread records of the namespace.
 * **items** — conversation items, memory items and artifact versions.
+
+An import is checked against the quotas before it writes anything (ops/transfer.py ``check_quota``) and its
+record transaction again on the recount (:func:`check_total`).
 
 Refunds: deleting a pending write refunds its charge. Deleting a checkpoint refunds its charge only when no
 live checkpoint was built on it (a delta or keep of it, ``ChargeRec.deps``): otherwise its charge moves to
@@ -37,8 +41,9 @@ from . import encryption, layout
 from . import hotpath as hp
 from .layout import ChargeRec, QuotaRec, UsageRec
 
-VERSION = b"2"  # meta b"usage": the counters' version (a store without it, or with an older one, gets them
-# rebuilt on open). 2: conversation and memory items charged their bytes (``icharge``).
+VERSION = b"3"  # meta b"usage": the counters' version (a store without it, or with an older one, gets them
+# rebuilt on open). 2: conversation and memory items charged their bytes (``icharge``). 3: memory items' old
+# versions (history) charged their bytes too.
 QUOTAS = ("max_bytes", "max_threads", "max_items")
 _str_encoder = msgspec.msgpack.Encoder()
 UNSET = -1  # a QuotaRec field that takes the server's default
@@ -184,10 +189,91 @@ def memory_put(txn, store, ns: str, item_key: bytes, nbytes: int) -> None:
     add(txn, store, ns, nbytes=nbytes - (layout.read_u64(old) if old is not None else 0))
 
 
-def memory_removed(txn, store, ns: str, item_key: bytes) -> None:
-    raw = txn.pop(mem_item_key(item_key), db=store.db["icharge"])
-    if raw is not None:
+# ----------------------------------------------------------------- memory history bytes
+# An old version of a memory item (a PUT revision in ``memhist`` that is not the live item's current one) stays
+# charged its value's canonical encoding until it is purged: one ``icharge`` row b"h" + its memhist key. A
+# replace or delete moves the item's charge to its last PUT revision (nothing refunded: the value is still
+# stored for the history RPC); a purge refunds the revisions it drops.
+
+ITEM_HIST = b"h"
+
+
+def hist_charge_key(hist_key: bytes) -> bytes:
+    return ITEM_HIST + hist_key
+
+
+def memory_to_history(txn, store, ns: str, item_key: bytes, hist_key: bytes) -> None:
+    """The memory item at memitems ``item_key`` is replaced or removed: its charge moves to its revision at
+    memhist ``hist_key`` (refunded instead when that revision holds no value: not expected)."""
+    db = store.db["icharge"]
+    raw = txn.pop(mem_item_key(item_key), db=db)
+    if raw is None:
+        return
+    rev = txn.get(hist_key, db=store.db["memhist"])
+    if rev is not None and layout.memrev_decoder.decode(rev).value is not None:
+        txn.put(hist_charge_key(hist_key), raw, db=db)
+    else:
         add(txn, store, ns, nbytes=-layout.read_u64(raw))
+
+
+def history_purged(txn, store, ns: str, hist_keys: list[bytes]) -> None:
+    """Memory revisions (memhist keys) deleted: the old versions among them are refunded."""
+    db = store.db["icharge"]
+    refund = 0
+    for k in hist_keys:
+        raw = txn.pop(hist_charge_key(k), db=db)
+        if raw is not None:
+            refund += layout.read_u64(raw)
+    if refund:
+        add(txn, store, ns, nbytes=-refund)
+
+
+def _old_versions(txn, store, path_ns: dict[bytes, str], only: str | None):
+    """(memhist key, namespace, value node id) of every PUT revision that is not its live item's current
+    version (of namespace ``only``, else all)."""
+    items_db = store.db["memitems"]
+    for key, raw in txn.cursor(db=store.db["memhist"]):
+        key = bytes(key)
+        ns = path_ns.get(key[:8], "")
+        if only is not None and ns != only:
+            continue
+        rev = layout.memrev_decoder.decode(raw)
+        if rev.value is None:
+            continue
+        item = txn.get(key[:8] + rev.key.encode(), db=items_db)
+        if item is not None and layout.memitem_decoder.decode(item).version == layout.read_u64(key[-8:]):
+            continue
+        yield key, ns, rev.value
+
+
+def rebuild_history(txn, store, only: str | None = None) -> dict[str, int]:
+    """Write the charge rows of the memory items' old versions (of namespace ``only``, else all) from the
+    revisions: namespace -> bytes."""
+    db = store.db["icharge"]
+    path_ns = _path_namespaces(txn, store)
+    for k in [k for k in keys_of(txn, db, ITEM_HIST) if only is None or path_ns.get(k[1:9], "") == only]:
+        txn.delete(k, db=db)
+    rows, out = [], {}
+    for key, ns, value in list(_old_versions(txn, store, path_ns, only)):
+        n = _value_bytes(txn, store, value)
+        rows.append((hist_charge_key(key), n))
+        out[ns] = out.get(ns, 0) + n
+    for key, n in rows:
+        txn.put(key, layout.u64(n), db=db)
+    return out
+
+
+def recount_history(txn, store, out: "Recount") -> None:
+    """recount's part for the memory history: every old version has its charge row (and no row is left
+    over); the rows' bytes go to their namespaces' recount."""
+    path_ns = _path_namespaces(txn, store)
+    rows = _item_rows(txn, store, ITEM_HIST)
+    want = {hist_charge_key(k) for k, _, _ in _old_versions(txn, store, path_ns, None)}
+    if set(rows) != want:
+        out.problems.append(f"memory history and its charge rows differ ({len(want - set(rows))} old versions "
+                            f"without a row, {len(set(rows) - want)} rows without an old version)")
+    for k, n in rows.items():
+        out.namespaces.setdefault(path_ns.get(k[1:9], ""), UsageRec(1, 0, 0, 0, 0)).nbytes += n
 
 
 def _drop_charges(txn, db, prefix: bytes) -> int:
@@ -485,13 +571,21 @@ def check(txn, store, ns: str, *, nbytes: int = 0, threads: int = 0, items: int 
     _check(txn, store, ns, n, nbytes, threads, items)
 
 
-def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: int) -> None:
+def check_total(txn, store, ns: str, before: UsageRec, after: UsageRec, what: str = "write") -> None:
+    """QUOTA_EXCEEDED if namespace ``ns`` going from usage ``before`` to ``after`` (a write that recounts it
+    whole: an import) takes a counter that grows over its quota; the same reason and message as any write."""
+    _check(txn, store, ns, after, after.nbytes - before.nbytes, after.threads - before.threads,
+           after.items - before.items, what)
+
+
+def _check(txn, store, ns: str, n: UsageRec, nbytes: int, threads: int, items: int,
+           what: str = "write") -> None:
     q = quota_of(txn, store, ns)
     for name, grew, value, limit, unit in (("max_bytes", nbytes, n.nbytes, q.max_bytes, "bytes"),
                                            ("max_threads", threads, n.threads, q.max_threads, "threads"),
                                            ("max_items", items, n.items, q.max_items, "items")):
         if grew > 0 and limit and value > limit:
-            raise ApiError("QUOTA_EXCEEDED", f"namespace {ns!r} would hold {value} {unit} (this write adds "
+            raise ApiError("QUOTA_EXCEEDED", f"namespace {ns!r} would hold {value} {unit} (this {what} adds "
                            f"{grew}); its quota {name} is {limit}", namespace=ns, quota=name, usage=value - grew,
                            requested=grew, limit=limit)
 
@@ -733,6 +827,8 @@ def rebuild(txn, store, progress=None) -> int:
         totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).items += items
     for ns, nbytes in rebuild_memory(txn, store).items():
         totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).nbytes += nbytes
+    for ns, nbytes in rebuild_history(txn, store).items():
+        totals.setdefault(ns, UsageRec(1, 0, 0, 0, 0)).nbytes += nbytes
     for ns, u in totals.items():
         txn.put(layout.ns_usage_key(ns), layout.encode(u), db=store.db["usage"])
     txn.put(b"usage", VERSION, db=store.db["meta"])
@@ -745,7 +841,8 @@ def t_key(raw) -> int:
 
 def rebuild_namespace(txn, store, ns: str) -> None:
     """Recount one namespace (after an import wrote its records directly)."""
-    u = UsageRec(1, rebuild_memory(txn, store, ns).get(ns, 0), 0, _memory_items(txn, store).get(ns, 0), 0)
+    u = UsageRec(1, rebuild_memory(txn, store, ns).get(ns, 0) + rebuild_history(txn, store, ns).get(ns, 0), 0,
+                 _memory_items(txn, store).get(ns, 0), 0)
     prefix = layout.thread_prefix(ns)
     live = [layout.thread_decoder.decode(raw).tkey for key, raw in txn.cursor(db=store.db["threads"])
             if bytes(key).startswith(prefix)]
@@ -825,6 +922,7 @@ def recount(txn, store) -> Recount:
     path_ns = _path_namespaces(txn, store)
     for k, n in mem.items():
         out.namespaces.setdefault(path_ns.get(k[1:9], ""), UsageRec(1, 0, 0, 0, 0)).nbytes += n
+    recount_history(txn, store, out)
     stored_ns = {bytes(k[1:]).decode(): layout.usage_decoder.decode(v)
                  for k, v in txn.cursor(db=store.db["usage"]) if bytes(k[:1]) == b"n"}
     for ns in set(stored_ns) | set(out.namespaces):
