@@ -278,3 +278,32 @@ def test_batch_memory_migration_failure_fails_the_batch_and_names_the_op(nsclien
     assert c.memory.get(["users"], "u6") is None
     with expect_error(grpc.StatusCode.NOT_FOUND, "SCHEMA_NOT_FOUND", "ops[0].get.read_schema_version"):
         c.memory.batch([_op_get("u4", 4)])
+
+
+# ---------------------------------------------------------------- the async client
+
+def test_async_client_diff_and_history_name_the_version(sidecar, nsclient, tid):
+    import asyncio
+
+    from agentstate import AsyncClient
+
+    c = nsclient
+    register_three(c, "agent")
+    c.put_checkpoint(tid, _more(state_v1(1), NEW_V1), checkpoint_id="c4", schema="agent", schema_version=1)
+    c.put_checkpoint(tid, _more(state_v3(1), NEW_V3), checkpoint_id="c5", parent_id="c4", schema="agent",
+                     schema_version=3)
+    c.schemas.register("profile", PROFILE)
+    c.memory.put(["users"], "u1", {"nick": "ada", "age": "36"}, schema="profile", schema_version=1)
+
+    async def body():
+        async with AsyncClient(sidecar.address, namespace=c.namespace) as ac:
+            resp = await ac.diff(tid, "c4", "c5", read_schema_version=3, response=True)
+            plain = await ac.diff(tid, "c4", "c5")
+            revs = [r async for r in ac.memory.history(["users"], "u1", include_values=True,
+                                                       read_schema_version=3)]
+            return resp, plain, revs
+
+    resp, plain, revs = asyncio.run(body())
+    assert list(resp.changes) == [] and resp.migration == s.MIGRATED and len(plain) > 0
+    assert [(from_value(r.value), r.migration) for r in revs] == [({"about": {"handle": "ada", "age": 36}},
+                                                                    s.MIGRATED)]
