@@ -187,9 +187,10 @@ def test_memory_history_policies(nsclient):
     for policy in ("fail", "new_run"):
         c.schemas.register("profile", PROFILE, failure_policy=policy)
         with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="profile", stored_version="1", read_version="3",
-                          path="age"):
+                          path="age", revision="1") as info:
             _history(c, 3)
-        with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", stored_version="3", read_version="2"):
+        assert "revision 1" in str(info.value)
+        with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", stored_version="3", read_version="2", revision="2"):
             _history(c, 2)
     with expect_error(grpc.StatusCode.NOT_FOUND, "SCHEMA_NOT_FOUND", "read_schema_version"):
         _history(c, 4)

@@ -561,8 +561,7 @@ async def history(m: Memory, req: pb.GetMemoryItemHistoryRequest) -> pb.GetMemor
                 if req.include_values:
                     value = m.value_of(txn, rev.value)
                     if req.read_schema_version:  # the revision's value migrated as a read item's would be
-                        outcome = schemas.value_on_read(txn, m.store, ns, rev.schema, rev.schema_version,
-                                                        req.read_schema_version, value)
+                        outcome = _revision_on_read(m, txn, ns, version, rev, req.read_schema_version, value)
                         if outcome.channels is not None:
                             value = outcome.channels  # the migrated map's canonical encoding
                         r.migration, r.migration_error = outcome.status, outcome.error
@@ -571,6 +570,16 @@ async def history(m: Memory, req: pb.GetMemoryItemHistoryRequest) -> pb.GetMemor
     if more is not None:
         out.next_page_token = wire.make_token(fp, (more,))
     return out
+
+
+def _revision_on_read(m: Memory, txn, ns: str, version: int, rev, read: int, value: bytes):
+    """state/schemas.value_on_read of one revision's value; a migration error names the revision."""
+    try:
+        return schemas.value_on_read(txn, m.store, ns, rev.schema, rev.schema_version, read, value)
+    except ApiError as e:
+        if e.reason not in ("SCHEMA_MIGRATION_FAILED", "SCHEMA_VERSION_UNREADABLE"):
+            raise
+        raise ApiError(e.reason, f"revision {version}: {e.message}", **{**e.metadata, "revision": version}) from None
 
 
 async def sweep(m: Memory, req: pb.SweepExpiredMemoryItemsRequest | None, on_garbage=None) -> int:
