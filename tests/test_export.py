@@ -102,7 +102,8 @@ def seed(c, small: bool = False) -> dict:
     # memory: history, vectors, a deleted item
     m = c.memory
     m.put(("users", "ann"), "prefs", {"lang": "en", "n": 1})
-    m.put(("users", "ann"), "prefs", {"lang": "fr", "n": 2}, vectors={"emb": [1.0, 0.0, 0.5]})
+    m.put(("users", "ann"), "prefs", {"lang": "fr", "n": 2}, vectors={"emb": [1.0, 0.0, 0.5]}, schema="prefs",
+          schema_version=2)  # a revision's schema travels with the history
     m.put(("users", "bob"), "prefs", {"lang": "de"})
     m.put(("users", "bob"), "gone", {"x": 1})
     m.delete(("users", "bob"), "gone")
@@ -498,7 +499,7 @@ def test_golden_version_1_file_stays_readable(tmp_path):
                 r.setdefault("node", None)  # the golden file predates large contents as nodes
             if r["t"] == "checkpoint":
                 r.setdefault("schema", "")  # ... and schema names (docs/lifecycle.md "Schema versions")
-            if r["t"] == "memory_item":
+            if r["t"] in ("memory_item", "memory_revision"):  # ... and revisions' schemas
                 r.setdefault("schema", "")
                 r.setdefault("schema_version", 0)
             if r["t"] == "conversation_item":  # ... and conversation items' schemas

@@ -559,7 +559,11 @@ async def diff(store: Store, req: pb.DiffCheckpointsRequest) -> pb.DiffCheckpoin
     to_id = validate.ident(req.to_checkpoint_id, "to_checkpoint_id")
     out = pb.DiffCheckpointsResponse()
     with store.read() as txn:
-        changes = checkpoints.diff(txn, store, ns, thread_id, cns, from_id, to_id)
+        changes, migration = checkpoint_ops.diff_read(txn, store, ns, thread_id, cns, from_id, to_id,
+                                                     req.read_schema_version)
+    if migration is not None:
+        out.migration, out.migration_error = migration.status, migration.error
+        out.from_schema_version, out.to_schema_version = migration.from_version, migration.to_version
     for c in changes:
         ch = out.changes.add(channel=c.channel, from_root=c.from_root, to_root=c.to_root, kind=CHANGE_KINDS[c.kind])
         if c.lists:

@@ -408,12 +408,7 @@ def _get(m: Memory, txn, ns: str, req: pb.GetMemoryItemRequest, path, key, now: 
         if not req.allow_missing:
             raise mem.not_found(path, key)
         return out
-    outcome = None
-    if req.read_schema_version and found.value is not None:
-        outcome = schemas.value_on_read(txn, m.store, ns, found.rec.schema, found.rec.schema_version,
-                                        req.read_schema_version, found.value)
-        if outcome.channels is not None:
-            found.value = outcome.channels  # the migrated map's canonical encoding
+    outcome = _migrate_found(m, txn, ns, found, req.read_schema_version) if req.read_schema_version else None
     fill_item(out.item, ns, found)
     if outcome is not None:
         out.item.migration, out.item.migration_error = outcome.status, outcome.error
@@ -559,13 +554,32 @@ async def history(m: Memory, req: pb.GetMemoryItemHistoryRequest) -> pb.GetMemor
             if rev.ttl_ms is not None:
                 _set_duration(r.ttl, rev.ttl_ms)
             r.vector_fields.extend(rev.vector_fields)
+            r.schema, r.schema_version = rev.schema, rev.schema_version
+            r.stored_schema_version = rev.schema_version
             if rev.value is not None:
                 r.value_root = bytes(txn.get(rev.value)[:32])
                 if req.include_values:
-                    wire.set_value(r.value, m.value_of(txn, rev.value))
+                    value = m.value_of(txn, rev.value)
+                    if req.read_schema_version:  # the revision's value migrated as a read item's would be
+                        outcome = _revision_on_read(m, txn, ns, version, rev, req.read_schema_version, value)
+                        if outcome.channels is not None:
+                            value = outcome.channels  # the migrated map's canonical encoding
+                        r.migration, r.migration_error = outcome.status, outcome.error
+                        r.schema_version = outcome.version
+                    wire.set_value(r.value, value)
     if more is not None:
         out.next_page_token = wire.make_token(fp, (more,))
     return out
+
+
+def _revision_on_read(m: Memory, txn, ns: str, version: int, rev, read: int, value: bytes):
+    """state/schemas.value_on_read of one revision's value; a migration error names the revision."""
+    try:
+        return schemas.value_on_read(txn, m.store, ns, rev.schema, rev.schema_version, read, value)
+    except ApiError as e:
+        if e.reason not in ("SCHEMA_MIGRATION_FAILED", "SCHEMA_VERSION_UNREADABLE"):
+            raise
+        raise ApiError(e.reason, f"revision {version}: {e.message}", **{**e.metadata, "revision": version}) from None
 
 
 async def sweep(m: Memory, req: pb.SweepExpiredMemoryItemsRequest | None, on_garbage=None) -> int:

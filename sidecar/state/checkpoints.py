@@ -540,8 +540,9 @@ class Change:
     common_prefix: int = 0
 
 
-def diff(txn, store: Store, ns: str, thread_id: str, cns: str, from_id: str, to_id: str) -> list[Change]:
-    """The channels that differ between checkpoints ``from_id`` and ``to_id`` of one (thread, cns)."""
+def diff_pair(txn, store: Store, ns: str, thread_id: str, cns: str, from_id: str, to_id: str
+              ) -> tuple[int, Manifest, Manifest]:
+    """(thread key, from manifest, to manifest) of a diff; NOT_FOUND naming the field when one is missing."""
     rec = records.thread(txn, store, ns, thread_id)
     if rec is None:
         raise thread_not_found(ns, thread_id)
@@ -551,22 +552,63 @@ def diff(txn, store: Store, ns: str, thread_id: str, cns: str, from_id: str, to_
     b = records.manifest(txn, store, rec.tkey, cns, to_id)
     if b is None:
         raise checkpoint_not_found(thread_id, cns, to_id, "to_checkpoint_id")
+    return rec.tkey, a, b
+
+
+def diff(txn, store: Store, ns: str, thread_id: str, cns: str, from_id: str, to_id: str) -> list[Change]:
+    """The channels that differ between checkpoints ``from_id`` and ``to_id`` of one (thread, cns)."""
+    _, a, b = diff_pair(txn, store, ns, thread_id, cns, from_id, to_id)
     fetch = nodes.fetcher(txn, store)
-    old = {name: (h, i) for name, h, i in records.root_hashes(a, fetch)[0]}
-    new = {name: (h, i) for name, h, i in records.root_hashes(b, fetch)[0]}
+    return diff_sides(stored_side(a, fetch), stored_side(b, fetch), fetch, False)
+
+
+def stored_side(m: Manifest, fetch) -> dict:
+    """{channel: (root hash, ("stored", root node id))} of a manifest's stored values."""
+    return {name: (h, ("stored", i)) for name, h, i in records.root_hashes(m, fetch)[0]}
+
+
+def migrated_side(channels, fetch) -> dict:
+    """The same of a checkpoint's channels migrated on read (state/schemas.Outcome.channels: ("stored", node
+    id) or ("parts", (shape, payload, root hash)))."""
+    out = {}
+    for name, (kind, ref) in channels:
+        if kind == "stored":
+            out[name] = (nodes.record(fetch, ref)[:hp.HASH_SIZE], ("stored", ref))
+        else:
+            out[name] = (ref[2], ("parts", ref))
+    return out
+
+
+def _list_items(value, fetch, by_hash: bool) -> list[bytes] | None:
+    """The items of a side's channel value as ids to compare (node ids, or item hashes when ``by_hash``);
+    None when the value is not a list."""
+    kind, ref = value
+    if kind == "parts":
+        shape, payload, _ = ref
+        return [hp.value_node(enc, []) for enc in payload] if shape == hp.KIND_LIST else None
+    record = nodes.record(fetch, ref)
+    if record[hp.HASH_SIZE] != hp.TAG_LIST:
+        return None
+    ids = hp.stored_list_ids(record, fetch)
+    return [nodes.record(fetch, i)[:hp.HASH_SIZE] for i in ids] if by_hash else ids
+
+
+def diff_sides(old: dict, new: dict, fetch, by_hash: bool) -> list[Change]:
+    """The changes between two sides (:func:`stored_side`, :func:`migrated_side`); ``by_hash``: compare list
+    items by their hashes (needed when a side was migrated on read: its items have no node ids)."""
     out = []
     for name in sorted(set(old) | set(new)):
         ra, rb = old.get(name), new.get(name)
-        if ra == rb:
+        if ra is not None and rb is not None and ra[0] == rb[0]:
             continue
         ch = Change(name, "added" if ra is None else "removed" if rb is None else "modified",
                     ra[0] if ra else b"", rb[0] if rb else b"")
         out.append(ch)
         if ra is None or rb is None:
             continue
-        na, nb = nodes.record(fetch, ra[1]), nodes.record(fetch, rb[1])
-        if na[hp.HASH_SIZE] == hp.TAG_LIST and nb[hp.HASH_SIZE] == hp.TAG_LIST:
-            ia, ib = hp.stored_list_ids(na, fetch), hp.stored_list_ids(nb, fetch)
+        ia = _list_items(ra[1], fetch, by_hash)
+        ib = _list_items(rb[1], fetch, by_hash) if ia is not None else None
+        if ia is not None and ib is not None:
             common = 0
             for x, y in zip(ia, ib):
                 if x != y:

@@ -203,9 +203,9 @@ class Memory:
 
     def _revision(self, txn, path_id: int, key: str, version: int, kind: int, now: int, actor: str,
                   provenance: Provenance, origin: int, ttl_ms: int | None, value: bytes | None,
-                  fields: list[str], etag: str) -> None:
+                  fields: list[str], etag: str, schema: str = "", schema_version: int = 0) -> None:
         rev = MemRevRec(layout.FORMAT_VERSION, key, kind, now, actor, provenance, origin, ttl_ms, value,
-                        fields, etag)
+                        fields, etag, schema, schema_version)
         txn.put(layout.mem_hist_key(path_id, key, version), layout.encode(rev), db=self.db["memhist"])
 
     def _unindex(self, txn, ns: str, rec: MemItemRec) -> None:
@@ -346,7 +346,7 @@ class Memory:
         if expires:
             txn.put(layout.mem_exp_key(expires, item_id), b"", db=self.db["memexp"])
         self._revision(txn, path_id, p.key, version, REV_PUT, now, p.actor, p.provenance, p.origin, p.ttl_ms,
-                       value_id, fields, etag_of(rec))
+                       value_id, fields, etag_of(rec), p.schema, p.schema_version)
         if fields or (old is not None and old.vector_fields):
             vecs = []
             for f in fields:

@@ -357,6 +357,8 @@ class MemRevRec(msgspec.Struct, array_like=True):
     value: bytes | None  # node id of the value (PUT)
     vector_fields: list[str]
     etag: str
+    schema: str = ""  # the put's (schema, version), as MemItemRec's (revisions written before read as "", 0)
+    schema_version: int = 0
 
 
 class MemVecRec(msgspec.Struct, array_like=True):

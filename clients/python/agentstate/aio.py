@@ -216,10 +216,14 @@ class AsyncClient:
         return (await self._call(self.threads.DeleteCheckpointsForRuns, req, timeout)).deleted_checkpoints
 
     async def diff(self, thread_id: str, from_checkpoint_id: str, to_checkpoint_id: str, *,
-                   checkpoint_ns: str = "", timeout: float | None = None) -> list[pb.ChannelChange]:
+                   checkpoint_ns: str = "", timeout: float | None = None, read_schema_version: int = 0,
+                   response: bool = False):
+        """As Client.diff."""
         req = pb.DiffCheckpointsRequest(namespace=self.namespace, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                        from_checkpoint_id=from_checkpoint_id, to_checkpoint_id=to_checkpoint_id)
-        return list((await self._call(self.threads.DiffCheckpoints, req, timeout)).changes)
+                                        from_checkpoint_id=from_checkpoint_id, to_checkpoint_id=to_checkpoint_id,
+                                        read_schema_version=read_schema_version)
+        resp = await self._call(self.threads.DiffCheckpoints, req, timeout)
+        return resp if response else list(resp.changes)
 
     async def get_channel_history(self, thread_id: str, channels: Iterable[str], checkpoint_id: str = "", *,
                                   checkpoint_ns: str = "", max_depth: int = 0,

@@ -250,10 +250,15 @@ class Client:
         return self._call(self.threads.DeleteCheckpointsForRuns, req, timeout).deleted_checkpoints
 
     def diff(self, thread_id: str, from_checkpoint_id: str, to_checkpoint_id: str, *, checkpoint_ns: str = "",
-             timeout: float | None = None) -> list[pb.ChannelChange]:
+             timeout: float | None = None, read_schema_version: int = 0, response: bool = False):
+        """The channels that differ (ChannelChange list). ``read_schema_version``: both checkpoints compared as
+        migrated to that version of their schema; ``response``: the whole DiffCheckpointsResponse instead
+        (its ``migration`` and versions say how the values compared were read)."""
         req = pb.DiffCheckpointsRequest(namespace=self.namespace, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                                        from_checkpoint_id=from_checkpoint_id, to_checkpoint_id=to_checkpoint_id)
-        return list(self._call(self.threads.DiffCheckpoints, req, timeout).changes)
+                                        from_checkpoint_id=from_checkpoint_id, to_checkpoint_id=to_checkpoint_id,
+                                        read_schema_version=read_schema_version)
+        resp = self._call(self.threads.DiffCheckpoints, req, timeout)
+        return resp if response else list(resp.changes)
 
     def get_channel_history(self, thread_id: str, channels: Iterable[str], checkpoint_id: str = "", *,
                             checkpoint_ns: str = "", max_depth: int = 0,

@@ -170,11 +170,12 @@ class MemoryCalls:
 
     @listing
     def history(self, path: Sequence[str], key: str, *, include_values: bool = False, page_size: int = 0,
-                timeout: float | None = None):
-        """The item's revisions, newest first (MemoryItemRevision)."""
+                timeout: float | None = None, read_schema_version: int = 0):
+        """The item's revisions, newest first (MemoryItemRevision; ``read_schema_version`` with
+        ``include_values``: each put's value migrated to that version of its schema)."""
         return pages(self.stub.GetMemoryItemHistory, lambda token: mpb.GetMemoryItemHistoryRequest(
             namespace=self.client.namespace, path=list(path), key=key, include_values=include_values,
-            page_size=page_size, page_token=token), "revisions", timeout)
+            page_size=page_size, page_token=token, read_schema_version=read_schema_version), "revisions", timeout)
 
     @unary
     def sweep(self, *, all_namespaces: bool = False, timeout: float | None = None) -> int:

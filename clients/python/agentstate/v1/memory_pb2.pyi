@@ -486,7 +486,7 @@ class MemoryQuery(_message.Message):
     def __init__(self, path_prefix: _Optional[_Iterable[str]] = ..., filter: _Optional[_Union[MemoryFilter, _Mapping]] = ..., vector: _Optional[_Union[VectorQuery, _Mapping]] = ..., order: _Optional[_Union[MemoryOrder, str]] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class MemoryItemRevision(_message.Message):
-    __slots__ = ("version", "kind", "time", "actor", "provenance", "origin", "value", "value_root", "etag", "ttl", "vector_fields")
+    __slots__ = ("version", "kind", "time", "actor", "provenance", "origin", "value", "value_root", "etag", "ttl", "vector_fields", "schema", "schema_version", "stored_schema_version", "migration", "migration_error")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -498,6 +498,11 @@ class MemoryItemRevision(_message.Message):
     ETAG_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
     version: int
     kind: RevisionKind
     time: _timestamp_pb2.Timestamp
@@ -509,23 +514,30 @@ class MemoryItemRevision(_message.Message):
     etag: str
     ttl: _duration_pb2.Duration
     vector_fields: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, version: _Optional[int] = ..., kind: _Optional[_Union[RevisionKind, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., provenance: _Optional[_Union[MemoryProvenance, _Mapping]] = ..., origin: _Optional[_Union[MemoryOrigin, str]] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., value_root: _Optional[bytes] = ..., etag: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., vector_fields: _Optional[_Iterable[str]] = ...) -> None: ...
+    schema: str
+    schema_version: int
+    stored_schema_version: int
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    def __init__(self, version: _Optional[int] = ..., kind: _Optional[_Union[RevisionKind, str]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., provenance: _Optional[_Union[MemoryProvenance, _Mapping]] = ..., origin: _Optional[_Union[MemoryOrigin, str]] = ..., value: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., value_root: _Optional[bytes] = ..., etag: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., vector_fields: _Optional[_Iterable[str]] = ..., schema: _Optional[str] = ..., schema_version: _Optional[int] = ..., stored_schema_version: _Optional[int] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ...) -> None: ...
 
 class GetMemoryItemHistoryRequest(_message.Message):
-    __slots__ = ("namespace", "path", "key", "include_values", "page_size", "page_token")
+    __slots__ = ("namespace", "path", "key", "include_values", "page_size", "page_token", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VALUES_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     path: _containers.RepeatedScalarFieldContainer[str]
     key: str
     include_values: bool
     page_size: int
     page_token: str
-    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., include_values: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., include_values: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class GetMemoryItemHistoryResponse(_message.Message):
     __slots__ = ("revisions", "next_page_token")

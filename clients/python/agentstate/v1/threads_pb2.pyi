@@ -560,18 +560,20 @@ class DeleteCheckpointsForRunsResponse(_message.Message):
     def __init__(self, deleted_checkpoints: _Optional[int] = ...) -> None: ...
 
 class DiffCheckpointsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "from_checkpoint_id", "to_checkpoint_id")
+    __slots__ = ("namespace", "thread_id", "checkpoint_ns", "from_checkpoint_id", "to_checkpoint_id", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     FROM_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     TO_CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     checkpoint_ns: str
     from_checkpoint_id: str
     to_checkpoint_id: str
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., from_checkpoint_id: _Optional[str] = ..., to_checkpoint_id: _Optional[str] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., from_checkpoint_id: _Optional[str] = ..., to_checkpoint_id: _Optional[str] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class ChannelChange(_message.Message):
     __slots__ = ("channel", "kind", "from_root", "to_root", "lists", "from_length", "to_length", "common_prefix", "appended")
@@ -596,10 +598,18 @@ class ChannelChange(_message.Message):
     def __init__(self, channel: _Optional[str] = ..., kind: _Optional[_Union[ChangeKind, str]] = ..., from_root: _Optional[bytes] = ..., to_root: _Optional[bytes] = ..., lists: _Optional[bool] = ..., from_length: _Optional[int] = ..., to_length: _Optional[int] = ..., common_prefix: _Optional[int] = ..., appended: _Optional[bool] = ...) -> None: ...
 
 class DiffCheckpointsResponse(_message.Message):
-    __slots__ = ("changes",)
+    __slots__ = ("changes", "migration", "migration_error", "from_schema_version", "to_schema_version")
     CHANGES_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    FROM_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TO_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     changes: _containers.RepeatedCompositeFieldContainer[ChannelChange]
-    def __init__(self, changes: _Optional[_Iterable[_Union[ChannelChange, _Mapping]]] = ...) -> None: ...
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    from_schema_version: int
+    to_schema_version: int
+    def __init__(self, changes: _Optional[_Iterable[_Union[ChannelChange, _Mapping]]] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ..., from_schema_version: _Optional[int] = ..., to_schema_version: _Optional[int] = ...) -> None: ...
 
 class GetChannelHistoryRequest(_message.Message):
     __slots__ = ("namespace", "thread_id", "checkpoint_ns", "checkpoint_id", "channels", "max_depth", "known_roots", "read_schema_version")

@@ -2642,13 +2642,24 @@ type MemoryItemRevision struct {
 	Origin     MemoryOrigin           `protobuf:"varint,6,opt,name=origin,proto3,enum=agentstate.v1.MemoryOrigin" json:"origin,omitempty"`
 	// value (PUT only) is the value the put stored, when include_values was
 	// asked; value_root is its content hash either way.
-	Value         *Value               `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
-	ValueRoot     []byte               `protobuf:"bytes,8,opt,name=value_root,json=valueRoot,proto3" json:"value_root,omitempty"`
-	Etag          string               `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
-	Ttl           *durationpb.Duration `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	VectorFields  []string             `protobuf:"bytes,11,rep,name=vector_fields,json=vectorFields,proto3" json:"vector_fields,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Value        *Value               `protobuf:"bytes,7,opt,name=value,proto3" json:"value,omitempty"`
+	ValueRoot    []byte               `protobuf:"bytes,8,opt,name=value_root,json=valueRoot,proto3" json:"value_root,omitempty"`
+	Etag         string               `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	Ttl          *durationpb.Duration `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	VectorFields []string             `protobuf:"bytes,11,rep,name=vector_fields,json=vectorFields,proto3" json:"vector_fields,omitempty"`
+	// schema and schema_version name the registered schema the put's value
+	// follows (PUT only; revisions written before revisions carried them:
+	// "", 0). With read_schema_version and include_values, schema_version is
+	// the version of the value returned and stored_schema_version the stored
+	// one; migration and migration_error as in MemoryItem (per revision).
+	// value_root stays the stored value's hash.
+	Schema              string          `protobuf:"bytes,12,opt,name=schema,proto3" json:"schema,omitempty"`
+	SchemaVersion       uint32          `protobuf:"varint,13,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	StoredSchemaVersion uint32          `protobuf:"varint,14,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`
+	Migration           MigrationStatus `protobuf:"varint,15,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError      string          `protobuf:"bytes,16,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *MemoryItemRevision) Reset() {
@@ -2758,6 +2769,41 @@ func (x *MemoryItemRevision) GetVectorFields() []string {
 	return nil
 }
 
+func (x *MemoryItemRevision) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *MemoryItemRevision) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *MemoryItemRevision) GetStoredSchemaVersion() uint32 {
+	if x != nil {
+		return x.StoredSchemaVersion
+	}
+	return 0
+}
+
+func (x *MemoryItemRevision) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *MemoryItemRevision) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
+	}
+	return ""
+}
+
 type GetMemoryItemHistoryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -2765,10 +2811,16 @@ type GetMemoryItemHistoryRequest struct {
 	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	IncludeValues bool                   `protobuf:"varint,4,opt,name=include_values,json=includeValues,proto3" json:"include_values,omitempty"`
 	// page_size is at most 1000; 0 means 100.
-	PageSize      uint32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PageSize  uint32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// read_schema_version is the schema version the reader understands: with
+	// include_values, the value of each PUT revision stored under a
+	// registered schema at an older version comes back migrated, as
+	// GetMemoryItemRequest.read_schema_version (the policy per revision,
+	// NEW_RUN behaving as FAIL). 0 means as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,7,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetMemoryItemHistoryRequest) Reset() {
@@ -2841,6 +2893,13 @@ func (x *GetMemoryItemHistoryRequest) GetPageToken() string {
 		return x.PageToken
 	}
 	return ""
+}
+
+func (x *GetMemoryItemHistoryRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 type GetMemoryItemHistoryResponse struct {
@@ -3561,7 +3620,7 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\x06filter\x18\x02 \x01(\v2\x1b.agentstate.v1.MemoryFilterR\x06filter\x122\n" +
 	"\x06vector\x18\x03 \x01(\v2\x1a.agentstate.v1.VectorQueryR\x06vector\x120\n" +
 	"\x05order\x18\x04 \x01(\x0e2\x1a.agentstate.v1.MemoryOrderR\x05order\x12\x14\n" +
-	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xcc\x03\n" +
+	"\x05limit\x18\x05 \x01(\rR\x05limit\"\xa6\x05\n" +
 	"\x12MemoryItemRevision\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12/\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1b.agentstate.v1.RevisionKindR\x04kind\x12.\n" +
@@ -3577,7 +3636,12 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\x04etag\x18\t \x01(\tR\x04etag\x12+\n" +
 	"\x03ttl\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12#\n" +
-	"\rvector_fields\x18\v \x03(\tR\fvectorFields\"\xc4\x01\n" +
+	"\rvector_fields\x18\v \x03(\tR\fvectorFields\x12\x16\n" +
+	"\x06schema\x18\f \x01(\tR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\r \x01(\rR\rschemaVersion\x122\n" +
+	"\x15stored_schema_version\x18\x0e \x01(\rR\x13storedSchemaVersion\x12<\n" +
+	"\tmigration\x18\x0f \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x10 \x01(\tR\x0emigrationError\"\xf4\x01\n" +
 	"\x1bGetMemoryItemHistoryRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04path\x18\x02 \x03(\tR\x04path\x12\x10\n" +
@@ -3585,7 +3649,8 @@ const file_agentstate_v1_memory_proto_rawDesc = "" +
 	"\x0einclude_values\x18\x04 \x01(\bR\rincludeValues\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"\x87\x01\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\x12.\n" +
+	"\x13read_schema_version\x18\a \x01(\rR\x11readSchemaVersion\"\x87\x01\n" +
 	"\x1cGetMemoryItemHistoryResponse\x12?\n" +
 	"\trevisions\x18\x01 \x03(\v2!.agentstate.v1.MemoryItemRevisionR\trevisions\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\">\n" +
@@ -3804,44 +3869,45 @@ var file_agentstate_v1_memory_proto_depIdxs = []int32{
 	0,  // 47: agentstate.v1.MemoryItemRevision.origin:type_name -> agentstate.v1.MemoryOrigin
 	43, // 48: agentstate.v1.MemoryItemRevision.value:type_name -> agentstate.v1.Value
 	45, // 49: agentstate.v1.MemoryItemRevision.ttl:type_name -> google.protobuf.Duration
-	32, // 50: agentstate.v1.GetMemoryItemHistoryResponse.revisions:type_name -> agentstate.v1.MemoryItemRevision
-	12, // 51: agentstate.v1.MemoryOp.put:type_name -> agentstate.v1.PutMemoryItemRequest
-	14, // 52: agentstate.v1.MemoryOp.get:type_name -> agentstate.v1.GetMemoryItemRequest
-	16, // 53: agentstate.v1.MemoryOp.delete:type_name -> agentstate.v1.DeleteMemoryItemRequest
-	28, // 54: agentstate.v1.MemoryOp.search:type_name -> agentstate.v1.SearchMemoryItemsRequest
-	19, // 55: agentstate.v1.MemoryOp.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesRequest
-	13, // 56: agentstate.v1.MemoryOpResult.put:type_name -> agentstate.v1.PutMemoryItemResponse
-	15, // 57: agentstate.v1.MemoryOpResult.get:type_name -> agentstate.v1.GetMemoryItemResponse
-	17, // 58: agentstate.v1.MemoryOpResult.delete:type_name -> agentstate.v1.DeleteMemoryItemResponse
-	30, // 59: agentstate.v1.MemoryOpResult.search:type_name -> agentstate.v1.SearchMemoryItemsResponse
-	21, // 60: agentstate.v1.MemoryOpResult.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesResponse
-	37, // 61: agentstate.v1.BatchMemoryRequest.ops:type_name -> agentstate.v1.MemoryOp
-	8,  // 62: agentstate.v1.BatchMemoryRequest.semantics:type_name -> agentstate.v1.BatchSemantics
-	47, // 63: agentstate.v1.BatchMemoryRequest.durability:type_name -> agentstate.v1.Durability
-	38, // 64: agentstate.v1.BatchMemoryResponse.results:type_name -> agentstate.v1.MemoryOpResult
-	10, // 65: agentstate.v1.MemoryItem.VectorsEntry.value:type_name -> agentstate.v1.Vector
-	10, // 66: agentstate.v1.PutMemoryItemRequest.VectorsEntry.value:type_name -> agentstate.v1.Vector
-	12, // 67: agentstate.v1.MemoryService.PutMemoryItem:input_type -> agentstate.v1.PutMemoryItemRequest
-	14, // 68: agentstate.v1.MemoryService.GetMemoryItem:input_type -> agentstate.v1.GetMemoryItemRequest
-	16, // 69: agentstate.v1.MemoryService.DeleteMemoryItem:input_type -> agentstate.v1.DeleteMemoryItemRequest
-	39, // 70: agentstate.v1.MemoryService.BatchMemory:input_type -> agentstate.v1.BatchMemoryRequest
-	19, // 71: agentstate.v1.MemoryService.ListMemoryNamespaces:input_type -> agentstate.v1.ListMemoryNamespacesRequest
-	28, // 72: agentstate.v1.MemoryService.SearchMemoryItems:input_type -> agentstate.v1.SearchMemoryItemsRequest
-	33, // 73: agentstate.v1.MemoryService.GetMemoryItemHistory:input_type -> agentstate.v1.GetMemoryItemHistoryRequest
-	35, // 74: agentstate.v1.MemoryService.SweepExpiredMemoryItems:input_type -> agentstate.v1.SweepExpiredMemoryItemsRequest
-	13, // 75: agentstate.v1.MemoryService.PutMemoryItem:output_type -> agentstate.v1.PutMemoryItemResponse
-	15, // 76: agentstate.v1.MemoryService.GetMemoryItem:output_type -> agentstate.v1.GetMemoryItemResponse
-	17, // 77: agentstate.v1.MemoryService.DeleteMemoryItem:output_type -> agentstate.v1.DeleteMemoryItemResponse
-	40, // 78: agentstate.v1.MemoryService.BatchMemory:output_type -> agentstate.v1.BatchMemoryResponse
-	21, // 79: agentstate.v1.MemoryService.ListMemoryNamespaces:output_type -> agentstate.v1.ListMemoryNamespacesResponse
-	30, // 80: agentstate.v1.MemoryService.SearchMemoryItems:output_type -> agentstate.v1.SearchMemoryItemsResponse
-	34, // 81: agentstate.v1.MemoryService.GetMemoryItemHistory:output_type -> agentstate.v1.GetMemoryItemHistoryResponse
-	36, // 82: agentstate.v1.MemoryService.SweepExpiredMemoryItems:output_type -> agentstate.v1.SweepExpiredMemoryItemsResponse
-	75, // [75:83] is the sub-list for method output_type
-	67, // [67:75] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	46, // 50: agentstate.v1.MemoryItemRevision.migration:type_name -> agentstate.v1.MigrationStatus
+	32, // 51: agentstate.v1.GetMemoryItemHistoryResponse.revisions:type_name -> agentstate.v1.MemoryItemRevision
+	12, // 52: agentstate.v1.MemoryOp.put:type_name -> agentstate.v1.PutMemoryItemRequest
+	14, // 53: agentstate.v1.MemoryOp.get:type_name -> agentstate.v1.GetMemoryItemRequest
+	16, // 54: agentstate.v1.MemoryOp.delete:type_name -> agentstate.v1.DeleteMemoryItemRequest
+	28, // 55: agentstate.v1.MemoryOp.search:type_name -> agentstate.v1.SearchMemoryItemsRequest
+	19, // 56: agentstate.v1.MemoryOp.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesRequest
+	13, // 57: agentstate.v1.MemoryOpResult.put:type_name -> agentstate.v1.PutMemoryItemResponse
+	15, // 58: agentstate.v1.MemoryOpResult.get:type_name -> agentstate.v1.GetMemoryItemResponse
+	17, // 59: agentstate.v1.MemoryOpResult.delete:type_name -> agentstate.v1.DeleteMemoryItemResponse
+	30, // 60: agentstate.v1.MemoryOpResult.search:type_name -> agentstate.v1.SearchMemoryItemsResponse
+	21, // 61: agentstate.v1.MemoryOpResult.list_namespaces:type_name -> agentstate.v1.ListMemoryNamespacesResponse
+	37, // 62: agentstate.v1.BatchMemoryRequest.ops:type_name -> agentstate.v1.MemoryOp
+	8,  // 63: agentstate.v1.BatchMemoryRequest.semantics:type_name -> agentstate.v1.BatchSemantics
+	47, // 64: agentstate.v1.BatchMemoryRequest.durability:type_name -> agentstate.v1.Durability
+	38, // 65: agentstate.v1.BatchMemoryResponse.results:type_name -> agentstate.v1.MemoryOpResult
+	10, // 66: agentstate.v1.MemoryItem.VectorsEntry.value:type_name -> agentstate.v1.Vector
+	10, // 67: agentstate.v1.PutMemoryItemRequest.VectorsEntry.value:type_name -> agentstate.v1.Vector
+	12, // 68: agentstate.v1.MemoryService.PutMemoryItem:input_type -> agentstate.v1.PutMemoryItemRequest
+	14, // 69: agentstate.v1.MemoryService.GetMemoryItem:input_type -> agentstate.v1.GetMemoryItemRequest
+	16, // 70: agentstate.v1.MemoryService.DeleteMemoryItem:input_type -> agentstate.v1.DeleteMemoryItemRequest
+	39, // 71: agentstate.v1.MemoryService.BatchMemory:input_type -> agentstate.v1.BatchMemoryRequest
+	19, // 72: agentstate.v1.MemoryService.ListMemoryNamespaces:input_type -> agentstate.v1.ListMemoryNamespacesRequest
+	28, // 73: agentstate.v1.MemoryService.SearchMemoryItems:input_type -> agentstate.v1.SearchMemoryItemsRequest
+	33, // 74: agentstate.v1.MemoryService.GetMemoryItemHistory:input_type -> agentstate.v1.GetMemoryItemHistoryRequest
+	35, // 75: agentstate.v1.MemoryService.SweepExpiredMemoryItems:input_type -> agentstate.v1.SweepExpiredMemoryItemsRequest
+	13, // 76: agentstate.v1.MemoryService.PutMemoryItem:output_type -> agentstate.v1.PutMemoryItemResponse
+	15, // 77: agentstate.v1.MemoryService.GetMemoryItem:output_type -> agentstate.v1.GetMemoryItemResponse
+	17, // 78: agentstate.v1.MemoryService.DeleteMemoryItem:output_type -> agentstate.v1.DeleteMemoryItemResponse
+	40, // 79: agentstate.v1.MemoryService.BatchMemory:output_type -> agentstate.v1.BatchMemoryResponse
+	21, // 80: agentstate.v1.MemoryService.ListMemoryNamespaces:output_type -> agentstate.v1.ListMemoryNamespacesResponse
+	30, // 81: agentstate.v1.MemoryService.SearchMemoryItems:output_type -> agentstate.v1.SearchMemoryItemsResponse
+	34, // 82: agentstate.v1.MemoryService.GetMemoryItemHistory:output_type -> agentstate.v1.GetMemoryItemHistoryResponse
+	36, // 83: agentstate.v1.MemoryService.SweepExpiredMemoryItems:output_type -> agentstate.v1.SweepExpiredMemoryItemsResponse
+	76, // [76:84] is the sub-list for method output_type
+	68, // [68:76] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_memory_proto_init() }

@@ -2726,8 +2726,17 @@ type DiffCheckpointsRequest struct {
 	CheckpointNs     string                 `protobuf:"bytes,3,opt,name=checkpoint_ns,json=checkpointNs,proto3" json:"checkpoint_ns,omitempty"`
 	FromCheckpointId string                 `protobuf:"bytes,4,opt,name=from_checkpoint_id,json=fromCheckpointId,proto3" json:"from_checkpoint_id,omitempty"`
 	ToCheckpointId   string                 `protobuf:"bytes,5,opt,name=to_checkpoint_id,json=toCheckpointId,proto3" json:"to_checkpoint_id,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// read_schema_version is the schema version the reader understands
+	// (schemas.proto): each checkpoint is first read as a GetCheckpoint of it
+	// with this read_schema_version reads it, and the diff compares those
+	// values: channels are matched by their migrated names, from_root and
+	// to_root are the migrated values' roots (the ones GetCheckpoint returns),
+	// list figures count migrated items. The failure policy applies per
+	// checkpoint (NEW_RUN behaving as FAIL); when one does not migrate under
+	// DEGRADE, both are compared as stored (migration DEGRADED). 0: as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,6,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DiffCheckpointsRequest) Reset() {
@@ -2793,6 +2802,13 @@ func (x *DiffCheckpointsRequest) GetToCheckpointId() string {
 		return x.ToCheckpointId
 	}
 	return ""
+}
+
+func (x *DiffCheckpointsRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 // ChannelChange is one channel that differs between two checkpoints.
@@ -2908,10 +2924,23 @@ func (x *ChannelChange) GetAppended() bool {
 }
 
 type DiffCheckpointsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Changes       []*ChannelChange       `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Changes []*ChannelChange       `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	// With read_schema_version: how the values compared relate to their stored
+	// versions. MIGRATED when either checkpoint was migrated, else CURRENT
+	// when one was at that version, UNREGISTERED when a schema is not
+	// registered, UNSPECIFIED when neither names a schema; DEGRADED when one
+	// did not migrate under a DEGRADE policy (the diff is then of the stored
+	// values, the reason in migration_error).
+	Migration      MigrationStatus `protobuf:"varint,2,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError string          `protobuf:"bytes,3,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	// from_schema_version and to_schema_version are the versions of the
+	// values compared (with read_schema_version; the stored ones when not
+	// migrated).
+	FromSchemaVersion uint32 `protobuf:"varint,4,opt,name=from_schema_version,json=fromSchemaVersion,proto3" json:"from_schema_version,omitempty"`
+	ToSchemaVersion   uint32 `protobuf:"varint,5,opt,name=to_schema_version,json=toSchemaVersion,proto3" json:"to_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DiffCheckpointsResponse) Reset() {
@@ -2949,6 +2978,34 @@ func (x *DiffCheckpointsResponse) GetChanges() []*ChannelChange {
 		return x.Changes
 	}
 	return nil
+}
+
+func (x *DiffCheckpointsResponse) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *DiffCheckpointsResponse) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
+	}
+	return ""
+}
+
+func (x *DiffCheckpointsResponse) GetFromSchemaVersion() uint32 {
+	if x != nil {
+		return x.FromSchemaVersion
+	}
+	return 0
+}
+
+func (x *DiffCheckpointsResponse) GetToSchemaVersion() uint32 {
+	if x != nil {
+		return x.ToSchemaVersion
+	}
+	return 0
 }
 
 type GetChannelHistoryRequest struct {
@@ -4276,13 +4333,14 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"S\n" +
 	" DeleteCheckpointsForRunsResponse\x12/\n" +
-	"\x13deleted_checkpoints\x18\x01 \x01(\x04R\x12deletedCheckpoints\"\xd0\x01\n" +
+	"\x13deleted_checkpoints\x18\x01 \x01(\x04R\x12deletedCheckpoints\"\x80\x02\n" +
 	"\x16DiffCheckpointsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x03 \x01(\tR\fcheckpointNs\x12,\n" +
 	"\x12from_checkpoint_id\x18\x04 \x01(\tR\x10fromCheckpointId\x12(\n" +
-	"\x10to_checkpoint_id\x18\x05 \x01(\tR\x0etoCheckpointId\"\xa3\x02\n" +
+	"\x10to_checkpoint_id\x18\x05 \x01(\tR\x0etoCheckpointId\x12.\n" +
+	"\x13read_schema_version\x18\x06 \x01(\rR\x11readSchemaVersion\"\xa3\x02\n" +
 	"\rChannelChange\x12\x18\n" +
 	"\achannel\x18\x01 \x01(\tR\achannel\x12-\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x19.agentstate.v1.ChangeKindR\x04kind\x12\x1b\n" +
@@ -4293,9 +4351,13 @@ const file_agentstate_v1_threads_proto_rawDesc = "" +
 	"fromLength\x12\x1b\n" +
 	"\tto_length\x18\a \x01(\x04R\btoLength\x12#\n" +
 	"\rcommon_prefix\x18\b \x01(\x04R\fcommonPrefix\x12\x1a\n" +
-	"\bappended\x18\t \x01(\bR\bappended\"Q\n" +
+	"\bappended\x18\t \x01(\bR\bappended\"\x94\x02\n" +
 	"\x17DiffCheckpointsResponse\x126\n" +
-	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\"\xa1\x03\n" +
+	"\achanges\x18\x01 \x03(\v2\x1c.agentstate.v1.ChannelChangeR\achanges\x12<\n" +
+	"\tmigration\x18\x02 \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x03 \x01(\tR\x0emigrationError\x12.\n" +
+	"\x13from_schema_version\x18\x04 \x01(\rR\x11fromSchemaVersion\x12*\n" +
+	"\x11to_schema_version\x18\x05 \x01(\rR\x0ftoSchemaVersion\"\xa1\x03\n" +
 	"\x18GetChannelHistoryRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -4565,78 +4627,79 @@ var file_agentstate_v1_threads_proto_depIdxs = []int32{
 	64, // 45: agentstate.v1.PruneCheckpointsRequest.older_than:type_name -> google.protobuf.Timestamp
 	3,  // 46: agentstate.v1.ChannelChange.kind:type_name -> agentstate.v1.ChangeKind
 	34, // 47: agentstate.v1.DiffCheckpointsResponse.changes:type_name -> agentstate.v1.ChannelChange
-	62, // 48: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
-	18, // 49: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
-	19, // 50: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
-	67, // 51: agentstate.v1.ChannelHistory.migration:type_name -> agentstate.v1.MigrationStatus
-	37, // 52: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
-	21, // 53: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 54: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	39, // 55: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
-	0,  // 56: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
-	22, // 57: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 58: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	41, // 59: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
-	21, // 60: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
-	23, // 61: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
-	43, // 62: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
-	63, // 63: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
-	22, // 64: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
-	24, // 65: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
-	45, // 66: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
-	46, // 67: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
-	74, // 68: agentstate.v1.ResumeThreadRequest.run:type_name -> agentstate.v1.CreateRunRequest
-	20, // 69: agentstate.v1.ResumeThreadResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
-	75, // 70: agentstate.v1.ResumeThreadResponse.run:type_name -> agentstate.v1.CreateRunResponse
-	65, // 71: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
-	65, // 72: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	65, // 73: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	65, // 74: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
-	65, // 75: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	65, // 76: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
-	19, // 77: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
-	65, // 78: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
-	17, // 79: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
-	65, // 80: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
-	5,  // 81: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
-	7,  // 82: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
-	9,  // 83: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
-	11, // 84: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
-	13, // 85: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
-	15, // 86: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
-	21, // 87: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
-	23, // 88: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
-	25, // 89: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
-	27, // 90: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
-	29, // 91: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
-	31, // 92: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
-	33, // 93: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
-	36, // 94: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
-	40, // 95: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
-	44, // 96: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
-	48, // 97: agentstate.v1.ThreadService.ResumeThread:input_type -> agentstate.v1.ResumeThreadRequest
-	6,  // 98: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
-	8,  // 99: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
-	10, // 100: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
-	12, // 101: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
-	14, // 102: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
-	16, // 103: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
-	22, // 104: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
-	24, // 105: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
-	26, // 106: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
-	28, // 107: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
-	30, // 108: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
-	32, // 109: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
-	35, // 110: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
-	38, // 111: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
-	42, // 112: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
-	47, // 113: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
-	49, // 114: agentstate.v1.ThreadService.ResumeThread:output_type -> agentstate.v1.ResumeThreadResponse
-	98, // [98:115] is the sub-list for method output_type
-	81, // [81:98] is the sub-list for method input_type
-	81, // [81:81] is the sub-list for extension type_name
-	81, // [81:81] is the sub-list for extension extendee
-	0,  // [0:81] is the sub-list for field type_name
+	67, // 48: agentstate.v1.DiffCheckpointsResponse.migration:type_name -> agentstate.v1.MigrationStatus
+	62, // 49: agentstate.v1.GetChannelHistoryRequest.known_roots:type_name -> agentstate.v1.GetChannelHistoryRequest.KnownRootsEntry
+	18, // 50: agentstate.v1.ChannelHistory.writes:type_name -> agentstate.v1.PendingWrite
+	19, // 51: agentstate.v1.ChannelHistory.seed:type_name -> agentstate.v1.ChannelValue
+	67, // 52: agentstate.v1.ChannelHistory.migration:type_name -> agentstate.v1.MigrationStatus
+	37, // 53: agentstate.v1.GetChannelHistoryResponse.channels:type_name -> agentstate.v1.ChannelHistory
+	21, // 54: agentstate.v1.BatchedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 55: agentstate.v1.BatchedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	39, // 56: agentstate.v1.BatchWriteRequest.writes:type_name -> agentstate.v1.BatchedWrite
+	0,  // 57: agentstate.v1.BatchWriteRequest.durability:type_name -> agentstate.v1.Durability
+	22, // 58: agentstate.v1.BatchedWriteResult.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 59: agentstate.v1.BatchedWriteResult.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	41, // 60: agentstate.v1.BatchWriteResponse.results:type_name -> agentstate.v1.BatchedWriteResult
+	21, // 61: agentstate.v1.StreamedWrite.put_checkpoint:type_name -> agentstate.v1.PutCheckpointRequest
+	23, // 62: agentstate.v1.StreamedWrite.put_writes:type_name -> agentstate.v1.PutWritesRequest
+	43, // 63: agentstate.v1.StreamWritesRequest.writes:type_name -> agentstate.v1.StreamedWrite
+	63, // 64: agentstate.v1.WriteError.metadata:type_name -> agentstate.v1.WriteError.MetadataEntry
+	22, // 65: agentstate.v1.WriteAck.put_checkpoint:type_name -> agentstate.v1.PutCheckpointResponse
+	24, // 66: agentstate.v1.WriteAck.put_writes:type_name -> agentstate.v1.PutWritesResponse
+	45, // 67: agentstate.v1.WriteAck.error:type_name -> agentstate.v1.WriteError
+	46, // 68: agentstate.v1.StreamWritesResponse.acks:type_name -> agentstate.v1.WriteAck
+	74, // 69: agentstate.v1.ResumeThreadRequest.run:type_name -> agentstate.v1.CreateRunRequest
+	20, // 70: agentstate.v1.ResumeThreadResponse.checkpoint:type_name -> agentstate.v1.Checkpoint
+	75, // 71: agentstate.v1.ResumeThreadResponse.run:type_name -> agentstate.v1.CreateRunResponse
+	65, // 72: agentstate.v1.Thread.MetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 73: agentstate.v1.CreateThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 74: agentstate.v1.ListThreadsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	65, // 75: agentstate.v1.UpdateThreadRequest.SetMetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 76: agentstate.v1.CopyThreadRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	65, // 77: agentstate.v1.Checkpoint.MetadataEntry.value:type_name -> agentstate.v1.Value
+	19, // 78: agentstate.v1.Checkpoint.ChannelsEntry.value:type_name -> agentstate.v1.ChannelValue
+	65, // 79: agentstate.v1.PutCheckpointRequest.MetadataEntry.value:type_name -> agentstate.v1.Value
+	17, // 80: agentstate.v1.PutCheckpointRequest.ChannelsEntry.value:type_name -> agentstate.v1.ChannelWrite
+	65, // 81: agentstate.v1.ListCheckpointsRequest.MetadataFilterEntry.value:type_name -> agentstate.v1.Value
+	5,  // 82: agentstate.v1.ThreadService.CreateThread:input_type -> agentstate.v1.CreateThreadRequest
+	7,  // 83: agentstate.v1.ThreadService.GetThread:input_type -> agentstate.v1.GetThreadRequest
+	9,  // 84: agentstate.v1.ThreadService.ListThreads:input_type -> agentstate.v1.ListThreadsRequest
+	11, // 85: agentstate.v1.ThreadService.UpdateThread:input_type -> agentstate.v1.UpdateThreadRequest
+	13, // 86: agentstate.v1.ThreadService.DeleteThread:input_type -> agentstate.v1.DeleteThreadRequest
+	15, // 87: agentstate.v1.ThreadService.CopyThread:input_type -> agentstate.v1.CopyThreadRequest
+	21, // 88: agentstate.v1.ThreadService.PutCheckpoint:input_type -> agentstate.v1.PutCheckpointRequest
+	23, // 89: agentstate.v1.ThreadService.PutWrites:input_type -> agentstate.v1.PutWritesRequest
+	25, // 90: agentstate.v1.ThreadService.GetCheckpoint:input_type -> agentstate.v1.GetCheckpointRequest
+	27, // 91: agentstate.v1.ThreadService.ListCheckpoints:input_type -> agentstate.v1.ListCheckpointsRequest
+	29, // 92: agentstate.v1.ThreadService.PruneCheckpoints:input_type -> agentstate.v1.PruneCheckpointsRequest
+	31, // 93: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:input_type -> agentstate.v1.DeleteCheckpointsForRunsRequest
+	33, // 94: agentstate.v1.ThreadService.DiffCheckpoints:input_type -> agentstate.v1.DiffCheckpointsRequest
+	36, // 95: agentstate.v1.ThreadService.GetChannelHistory:input_type -> agentstate.v1.GetChannelHistoryRequest
+	40, // 96: agentstate.v1.ThreadService.BatchWrite:input_type -> agentstate.v1.BatchWriteRequest
+	44, // 97: agentstate.v1.ThreadService.StreamWrites:input_type -> agentstate.v1.StreamWritesRequest
+	48, // 98: agentstate.v1.ThreadService.ResumeThread:input_type -> agentstate.v1.ResumeThreadRequest
+	6,  // 99: agentstate.v1.ThreadService.CreateThread:output_type -> agentstate.v1.CreateThreadResponse
+	8,  // 100: agentstate.v1.ThreadService.GetThread:output_type -> agentstate.v1.GetThreadResponse
+	10, // 101: agentstate.v1.ThreadService.ListThreads:output_type -> agentstate.v1.ListThreadsResponse
+	12, // 102: agentstate.v1.ThreadService.UpdateThread:output_type -> agentstate.v1.UpdateThreadResponse
+	14, // 103: agentstate.v1.ThreadService.DeleteThread:output_type -> agentstate.v1.DeleteThreadResponse
+	16, // 104: agentstate.v1.ThreadService.CopyThread:output_type -> agentstate.v1.CopyThreadResponse
+	22, // 105: agentstate.v1.ThreadService.PutCheckpoint:output_type -> agentstate.v1.PutCheckpointResponse
+	24, // 106: agentstate.v1.ThreadService.PutWrites:output_type -> agentstate.v1.PutWritesResponse
+	26, // 107: agentstate.v1.ThreadService.GetCheckpoint:output_type -> agentstate.v1.GetCheckpointResponse
+	28, // 108: agentstate.v1.ThreadService.ListCheckpoints:output_type -> agentstate.v1.ListCheckpointsResponse
+	30, // 109: agentstate.v1.ThreadService.PruneCheckpoints:output_type -> agentstate.v1.PruneCheckpointsResponse
+	32, // 110: agentstate.v1.ThreadService.DeleteCheckpointsForRuns:output_type -> agentstate.v1.DeleteCheckpointsForRunsResponse
+	35, // 111: agentstate.v1.ThreadService.DiffCheckpoints:output_type -> agentstate.v1.DiffCheckpointsResponse
+	38, // 112: agentstate.v1.ThreadService.GetChannelHistory:output_type -> agentstate.v1.GetChannelHistoryResponse
+	42, // 113: agentstate.v1.ThreadService.BatchWrite:output_type -> agentstate.v1.BatchWriteResponse
+	47, // 114: agentstate.v1.ThreadService.StreamWrites:output_type -> agentstate.v1.StreamWritesResponse
+	49, // 115: agentstate.v1.ThreadService.ResumeThread:output_type -> agentstate.v1.ResumeThreadResponse
+	99, // [99:116] is the sub-list for method output_type
+	82, // [82:99] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_threads_proto_init() }
