@@ -581,3 +581,106 @@ def test_retention_sweeps_idle_deletes_and_reclaims_refund(tmp_path):
         for m, fn in saved:
             m.now_us = fn
         side.close()
+
+
+# ----------------------------------------------------------------- counters version 2 (one charge row each)
+
+def _as_version_2(path) -> None:
+    """Rewrite a store as counters version 2 kept it: each checkpoint's charge in a ``ckcharge`` row (a ChargeRec
+    of whole ckpts keys) and each pending write's in a ``wcharge`` row (u64), the manifests and write records
+    without the charge field, the marker b"2"."""
+    env = lmdb.open(str(path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:
+        db = {n: env.open_db(n.encode(), txn=txn) for n in ("ckpts", "writes", "ckcharge", "wcharge", "meta")}
+        for key, raw in list(txn.cursor(db=db["ckpts"])):
+            m = layout.manifest_decoder.decode(raw)
+            if m.charge is not None:
+                txn.put(key, layout.encode(usage._unpack(bytes(key), m)), db=db["ckcharge"])
+            txn.put(key, layout.encode(list(msgspec.structs.astuple(m))[:-1]), db=db["ckpts"])
+        for key, raw in list(txn.cursor(db=db["writes"])):
+            w = layout.write_decoder.decode(raw)
+            assert w.charge >= 0
+            txn.put(key, layout.u64(w.charge), db=db["wcharge"])
+            txn.put(key, layout.encode([2, w.channel, w.value, w.task_path, w.run_id]), db=db["writes"])
+        txn.put(b"usage", b"2", db=db["meta"])
+    env.close()
+
+
+def _tables(path, names=("ckpts", "writes", "usage", "ckcharge", "wcharge")) -> dict:
+    env = lmdb.open(str(path), max_dbs=len(layout.DB_NAMES) + 8, readonly=True, lock=False)
+    with env.begin() as txn:
+        out = {n: {bytes(k): bytes(v) for k, v in txn.cursor(db=env.open_db(n.encode(), txn=txn))} for n in names}
+    env.close()
+    return out
+
+
+def test_a_store_with_version_2_charge_rows_is_moved_on_open_and_refunds_exactly(tmp_path):
+    """A store of counters version 2 (a ``ckcharge`` row per checkpoint, a ``wcharge`` row per pending write) has
+    its rows moved into the manifests and write records on open, byte for byte what this version writes, and
+    every later refund (a prune that moves charges to the checkpoints built on the pruned ones, a fork's base
+    deleted, writes with their checkpoint, a whole thread) is the same as on the store never converted."""
+    import shutil
+    from sidecar.storage import verify
+    side = InProcess(tmp_path / "a")
+    try:
+        with Client(side.address, namespace="v2") as c:
+            cid = c.put_checkpoint("t", {"v": "x" * 2000, "m": ["a", "b"]}).checkpoint.checkpoint_id
+            ids = [cid]
+            for i in range(4):  # a chain of deltas, each built on the one before
+                ids.append(c.put_checkpoint("t", {"m": Append([f"c{i}" * 50])}, base_id=ids[-1],
+                                            parent_id=ids[-1]).checkpoint.checkpoint_id)
+            # a fork: two more checkpoints built on the second one (its charge has three dependents)
+            for j in range(2):
+                c.put_checkpoint("t", {"m": Append([f"f{j}" * 40])}, base_id=ids[1], parent_id=ids[1])
+            sub = c.put_checkpoint("t", {"m": ["s"]}, checkpoint_ns="sub").checkpoint.checkpoint_id
+            c.put_checkpoint("t", {"m": Append(["n"])}, base_id=sub, parent_id=ids[0], checkpoint_ns="sub")
+            for i, k in enumerate(ids):
+                c.put_writes("t", k, [("task", 0, "w", "y" * (100 + i)), ("task", 1, "w2", {"z": i})])
+            c.copy_thread("t", "t2")
+            c.put_checkpoint("u", {"v": "q" * 700})
+    finally:
+        side.close()
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    want = _tables(tmp_path / "a")
+    _as_version_2(tmp_path / "b")
+    old = _tables(tmp_path / "b")
+    assert len(old["ckcharge"]) == len(want["ckpts"]) and len(old["wcharge"]) == len(want["writes"])
+    assert old["usage"] == want["usage"]
+    assert verify.verify_path(str(tmp_path / "b")).clean  # older counters, not damage
+    store = Store(str(tmp_path / "b"))
+    try:
+        with store.read() as txn:
+            assert txn.get(b"usage", db=store.db["meta"]) == usage.VERSION
+            assert usage.recount(txn, store).problems == []
+    finally:
+        store.close()
+    assert _tables(tmp_path / "b") == want  # the rows moved: the records and counters of this version exactly
+    assert verify.verify_path(str(tmp_path / "b")).clean
+    seen = {}
+    for name in ("a", "b"):
+        side = InProcess(tmp_path / name)
+        steps = []
+        try:
+            with Client(side.address, namespace="v2") as c:
+                steps.append(used(c, "t").thread_usage.bytes)
+                assert c.prune(["t"], keep_latest=5, checkpoint_ns="") == 2  # ids[0], ids[1]: charges move
+                steps.append((used(c, "t").thread_usage.bytes, used(c).usage.bytes))
+                assert c.prune(["t"], keep_latest=1, checkpoint_ns="") == 4
+                steps.append((used(c, "t").thread_usage.bytes, used(c).usage.bytes))
+                store = side.sidecar.store
+                with store.read() as txn:
+                    assert usage.recount(txn, store).problems == []
+                c.delete_thread("t")
+                steps.append(used(c).usage.bytes)
+                c.prune(["t2"], keep_latest=2)
+                steps.append(used(c).usage.bytes)
+                c.delete_thread("t2")
+                c.delete_thread("u")
+                assert zero(used(c).usage)
+                with store.read() as txn:
+                    assert usage.recount(txn, store).problems == []
+        finally:
+            side.close()
+        seen[name] = steps
+    assert seen["a"] == seen["b"]
+    assert seen["a"][0] > seen["a"][1][0] > seen["a"][2][0] > 0  # (each prune refunded something)
