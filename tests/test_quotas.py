@@ -5,6 +5,7 @@ nothing, deletes go through over quota, old stores get their counters built, and
 from __future__ import annotations
 
 import hashlib
+import shutil
 import os
 import uuid
 
@@ -619,7 +620,6 @@ def test_a_store_with_version_2_charge_rows_is_moved_on_open_and_refunds_exactly
     its rows moved into the manifests and write records on open, byte for byte what this version writes, and
     every later refund (a prune that moves charges to the checkpoints built on the pruned ones, a fork's base
     deleted, writes with their checkpoint, a whole thread) is the same as on the store never converted."""
-    import shutil
     from sidecar.storage import verify
     side = InProcess(tmp_path / "a")
     try:
@@ -684,3 +684,43 @@ def test_a_store_with_version_2_charge_rows_is_moved_on_open_and_refunds_exactly
         seen[name] = steps
     assert seen["a"] == seen["b"]
     assert seen["a"][0] > seen["a"][1][0] > seen["a"][2][0] > 0  # (each prune refunded something)
+
+
+def test_verify_finds_a_checkpoint_or_write_without_its_charge_and_leftover_version_2_rows(tmp_path):
+    from sidecar.storage import verify
+    side = InProcess(tmp_path)
+    try:
+        with Client(side.address, namespace="d") as c:
+            cid = c.put_checkpoint("t", {"v": "x" * 300}).checkpoint.checkpoint_id
+            c.put_checkpoint("t", {"v": "y"}, base_id=cid, parent_id=cid)
+            c.put_writes("t", cid, [("task", 0, "w", "z" * 40)])
+    finally:
+        side.close()
+    assert verify.verify_path(str(tmp_path)).clean
+
+    def damage(fn) -> list[str]:
+        shutil.copytree(tmp_path, tmp_path.parent / "damaged", dirs_exist_ok=True)
+        env = lmdb.open(str(tmp_path.parent / "damaged"), max_dbs=len(layout.DB_NAMES) + 8)
+        with env.begin(write=True) as txn:
+            fn(txn, lambda n: env.open_db(n.encode(), txn=txn))
+        env.close()
+        out = [d.problem for d in verify.verify_path(str(tmp_path.parent / "damaged")).damaged if d.table == "usage"]
+        shutil.rmtree(tmp_path.parent / "damaged")
+        return out
+
+    def strip_checkpoint(txn, db):
+        key, raw = next(iter(txn.cursor(db=db("ckpts"))))
+        txn.put(key, layout.encode(msgspec.structs.replace(layout.manifest_decoder.decode(raw), charge=None)),
+                db=db("ckpts"))
+
+    def strip_write(txn, db):
+        key, raw = next(iter(txn.cursor(db=db("writes"))))
+        txn.put(key, layout.encode(msgspec.structs.replace(layout.write_decoder.decode(raw), charge=-1)),
+                db=db("writes"))
+
+    def leftover(txn, db):
+        txn.put(b"k", layout.u64(1), db=db("wcharge"))
+
+    assert any("checkpoints without a charge" in p for p in damage(strip_checkpoint))
+    assert any("pending writes without a charge" in p for p in damage(strip_write))
+    assert any("wcharge: rows of counters version 2 left" in p for p in damage(leftover))
