@@ -6,8 +6,8 @@ One LMDB environment holds these named sub-databases (docs/storage.md):
 ``nodes``     node id (u64 BE, increasing) -> record: hash + stored node (see _hotpath_py)
 ``hashes``    blake3 hash (32 bytes) -> node id
 ``threads``   ns NUL thread_id -> ThreadRec
-``ckpts``     tkey(u64 BE) cns NUL checkpoint_id -> Manifest
-``writes``    tkey cns NUL checkpoint_id NUL task_id NUL idx(u32 BE, offset 2**31) -> WriteRec
+``ckpts``     tkey(u64 BE) cns NUL checkpoint_id -> Manifest (its quota charge included: CkCharge)
+``writes``    tkey cns NUL checkpoint_id NUL task_id NUL idx(u32 BE, offset 2**31) -> WriteRec (its charge included)
 ``runidx``    hash16(ns, run_id) tkey cns NUL checkpoint_id -> ns NUL run_id
 ``requests``  ns NUL request_id -> RequestRec (idempotent retries)
 ``reqtime``   created_us(u64 BE) ns NUL request_id -> b"" (expiry order)
