@@ -5,6 +5,7 @@ nothing, deletes go through over quota, old stores get their counters built, and
 from __future__ import annotations
 
 import hashlib
+import shutil
 import os
 import uuid
 
@@ -698,3 +699,145 @@ def test_purging_history_refunds_exactly_and_deleting_does_not(local, c):
     c.memory.delete(["p"], "k", purge=True)
     assert zero(used(c).usage)
     recount_clean(local)
+
+
+# ----------------------------------------------------------------- counters version 2 (one charge row each)
+
+def _as_version_2(path) -> None:
+    """Rewrite a store as counters version 2 kept it: each checkpoint's charge in a ``ckcharge`` row (a ChargeRec
+    of whole ckpts keys) and each pending write's in a ``wcharge`` row (u64), the manifests and write records
+    without the charge field, the marker b"2"."""
+    env = lmdb.open(str(path), max_dbs=len(layout.DB_NAMES) + 8)
+    with env.begin(write=True) as txn:
+        db = {n: env.open_db(n.encode(), txn=txn) for n in ("ckpts", "writes", "ckcharge", "wcharge", "meta")}
+        for key, raw in list(txn.cursor(db=db["ckpts"])):
+            m = layout.manifest_decoder.decode(raw)
+            if m.charge is not None:
+                txn.put(key, layout.encode(usage._unpack(bytes(key), m)), db=db["ckcharge"])
+            txn.put(key, layout.encode(list(msgspec.structs.astuple(m))[:-1]), db=db["ckpts"])
+        for key, raw in list(txn.cursor(db=db["writes"])):
+            w = layout.write_decoder.decode(raw)
+            assert w.charge >= 0
+            txn.put(key, layout.u64(w.charge), db=db["wcharge"])
+            txn.put(key, layout.encode([2, w.channel, w.value, w.task_path, w.run_id]), db=db["writes"])
+        txn.put(b"usage", b"2", db=db["meta"])
+    env.close()
+
+
+def _tables(path, names=("ckpts", "writes", "usage", "ckcharge", "wcharge")) -> dict:
+    env = lmdb.open(str(path), max_dbs=len(layout.DB_NAMES) + 8, readonly=True, lock=False)
+    with env.begin() as txn:
+        out = {n: {bytes(k): bytes(v) for k, v in txn.cursor(db=env.open_db(n.encode(), txn=txn))} for n in names}
+    env.close()
+    return out
+
+
+def test_a_store_with_version_2_charge_rows_is_moved_on_open_and_refunds_exactly(tmp_path):
+    """A store of counters version 2 (a ``ckcharge`` row per checkpoint, a ``wcharge`` row per pending write) has
+    its rows moved into the manifests and write records on open, byte for byte what this version writes, and
+    every later refund (a prune that moves charges to the checkpoints built on the pruned ones, a fork's base
+    deleted, writes with their checkpoint, a whole thread) is the same as on the store never converted."""
+    from sidecar.storage import verify
+    side = InProcess(tmp_path / "a")
+    try:
+        with Client(side.address, namespace="v2") as c:
+            cid = c.put_checkpoint("t", {"v": "x" * 2000, "m": ["a", "b"]}).checkpoint.checkpoint_id
+            ids = [cid]
+            for i in range(4):  # a chain of deltas, each built on the one before
+                ids.append(c.put_checkpoint("t", {"m": Append([f"c{i}" * 50])}, base_id=ids[-1],
+                                            parent_id=ids[-1]).checkpoint.checkpoint_id)
+            # a fork: two more checkpoints built on the second one (its charge has three dependents)
+            for j in range(2):
+                c.put_checkpoint("t", {"m": Append([f"f{j}" * 40])}, base_id=ids[1], parent_id=ids[1])
+            sub = c.put_checkpoint("t", {"m": ["s"]}, checkpoint_ns="sub").checkpoint.checkpoint_id
+            c.put_checkpoint("t", {"m": Append(["n"])}, base_id=sub, parent_id=ids[0], checkpoint_ns="sub")
+            for i, k in enumerate(ids):
+                c.put_writes("t", k, [("task", 0, "w", "y" * (100 + i)), ("task", 1, "w2", {"z": i})])
+            c.copy_thread("t", "t2")
+            c.put_checkpoint("u", {"v": "q" * 700})
+    finally:
+        side.close()
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    want = _tables(tmp_path / "a")
+    _as_version_2(tmp_path / "b")
+    old = _tables(tmp_path / "b")
+    assert len(old["ckcharge"]) == len(want["ckpts"]) and len(old["wcharge"]) == len(want["writes"])
+    assert old["usage"] == want["usage"]
+    assert verify.verify_path(str(tmp_path / "b")).clean  # older counters, not damage
+    store = Store(str(tmp_path / "b"))
+    try:
+        with store.read() as txn:
+            assert txn.get(b"usage", db=store.db["meta"]) == usage.VERSION
+            assert usage.recount(txn, store).problems == []
+    finally:
+        store.close()
+    assert _tables(tmp_path / "b") == want  # the rows moved: the records and counters of this version exactly
+    assert verify.verify_path(str(tmp_path / "b")).clean
+    seen = {}
+    for name in ("a", "b"):
+        side = InProcess(tmp_path / name)
+        steps = []
+        try:
+            with Client(side.address, namespace="v2") as c:
+                steps.append(used(c, "t").thread_usage.bytes)
+                assert c.prune(["t"], keep_latest=5, checkpoint_ns="") == 2  # ids[0], ids[1]: charges move
+                steps.append((used(c, "t").thread_usage.bytes, used(c).usage.bytes))
+                assert c.prune(["t"], keep_latest=1, checkpoint_ns="") == 4
+                steps.append((used(c, "t").thread_usage.bytes, used(c).usage.bytes))
+                store = side.sidecar.store
+                with store.read() as txn:
+                    assert usage.recount(txn, store).problems == []
+                c.delete_thread("t")
+                steps.append(used(c).usage.bytes)
+                c.prune(["t2"], keep_latest=2)
+                steps.append(used(c).usage.bytes)
+                c.delete_thread("t2")
+                c.delete_thread("u")
+                assert zero(used(c).usage)
+                with store.read() as txn:
+                    assert usage.recount(txn, store).problems == []
+        finally:
+            side.close()
+        seen[name] = steps
+    assert seen["a"] == seen["b"]
+    assert seen["a"][0] > seen["a"][1][0] > seen["a"][2][0] > 0  # (each prune refunded something)
+
+
+def test_verify_finds_a_checkpoint_or_write_without_its_charge_and_leftover_version_2_rows(tmp_path):
+    from sidecar.storage import verify
+    side = InProcess(tmp_path)
+    try:
+        with Client(side.address, namespace="d") as c:
+            cid = c.put_checkpoint("t", {"v": "x" * 300}).checkpoint.checkpoint_id
+            c.put_checkpoint("t", {"v": "y"}, base_id=cid, parent_id=cid)
+            c.put_writes("t", cid, [("task", 0, "w", "z" * 40)])
+    finally:
+        side.close()
+    assert verify.verify_path(str(tmp_path)).clean
+
+    def damage(fn) -> list[str]:
+        shutil.copytree(tmp_path, tmp_path.parent / "damaged", dirs_exist_ok=True)
+        env = lmdb.open(str(tmp_path.parent / "damaged"), max_dbs=len(layout.DB_NAMES) + 8)
+        with env.begin(write=True) as txn:
+            fn(txn, lambda n: env.open_db(n.encode(), txn=txn))
+        env.close()
+        out = [d.problem for d in verify.verify_path(str(tmp_path.parent / "damaged")).damaged if d.table == "usage"]
+        shutil.rmtree(tmp_path.parent / "damaged")
+        return out
+
+    def strip_checkpoint(txn, db):
+        key, raw = next(iter(txn.cursor(db=db("ckpts"))))
+        txn.put(key, layout.encode(msgspec.structs.replace(layout.manifest_decoder.decode(raw), charge=None)),
+                db=db("ckpts"))
+
+    def strip_write(txn, db):
+        key, raw = next(iter(txn.cursor(db=db("writes"))))
+        txn.put(key, layout.encode(msgspec.structs.replace(layout.write_decoder.decode(raw), charge=-1)),
+                db=db("writes"))
+
+    def leftover(txn, db):
+        txn.put(b"k", layout.u64(1), db=db("wcharge"))
+
+    assert any("checkpoints without a charge" in p for p in damage(strip_checkpoint))
+    assert any("pending writes without a charge" in p for p in damage(strip_write))
+    assert any("wcharge: rows of counters version 2 left" in p for p in damage(leftover))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..state import schemas
-from ..storage import layout, nodes, records
+from ..storage import layout, nodes, records, usage
 from ..storage.store import Store
 
 MAX_FAILURES = 100
@@ -115,6 +115,7 @@ def _rewrite_writes(txn, store: Store, ns: str, writes: list) -> None:
     for key, w, moved in writes:
         if moved is None:
             txn.delete(key, db=db)
+            usage.refund_writes(txn, store, ns, layout.read_u64(key[:8]), max(w.charge, 0))
             continue
         channel, enc = moved
         built: list = []

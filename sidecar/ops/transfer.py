@@ -74,9 +74,9 @@ _BY_KIND = {spec[0]: spec for spec in THREAD_TABLES}
 #: index rows whose value is a sequence number (u64)
 _SEQ_INDEXES = ("event_id", "conversation_item_id", "conversation_call")
 #: record formats written on import (a record's newest format)
-_FMT = {layout.WriteRec: 2}
-#: fields never written: internal numbers of one store
-_INTERNAL = ("fmt", "tkey")
+_FMT = {layout.WriteRec: 3}
+#: fields never written: internal numbers of one store (a record's quota charge is counted again on import)
+_INTERNAL = ("fmt", "tkey", "charge")
 THREAD_KINDS = frozenset(_BY_KIND) | {"run", "effect", "schedule"}
 NAMESPACE_KINDS = frozenset({"memory_space", "memory_path", "memory_item", "memory_revision", "namespace_config",
                              "namespace_pin"}) | {"schema"}  # the schema registry (state/schemas.py)

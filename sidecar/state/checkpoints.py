@@ -260,12 +260,11 @@ def apply_put(tx: runstate.Tx, store: Store, plan: PutPlan, run_id: str, lease_i
     put = txn.put
     if old is not None and old.run_id is not None:
         txn.delete(layout.run_key(plan.ns, old.run_id, tkey, plan.cns, plan.checkpoint_id), db=store.db["runidx"])
-    put(key, layout.encode(m), db=ckpts)
+    usage.put_checkpoint(txn, store, plan.ns, tkey, key, m, plan.charge,  # stores m with its charge
+                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"")
     if m.run_id is not None:
         put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id),
             layout.run_entry(plan.ns, m.run_id), db=store.db["runidx"])
-    usage.put_checkpoint(txn, store, plan.ns, tkey, key, plan.charge,
-                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"")
     return Applied(m.created_us, True, tkey), run
 
 
@@ -312,9 +311,8 @@ def apply_writes(tx: runstate.Tx, store: Store, plan: WritesPlan) -> tuple[int, 
         ids = nodes.write(txn, store, plan.nodes, {}, [h for _, _, h, _ in todo], plan.ns)
         size = _built_size(plan.nodes)
         for key, channel, h, task_path in todo:
-            wrec = layout.WriteRec(2, channel, ids[h], task_path, plan.run_id or None)
-            txn.put(key, layout.encode(wrec), db=db)
-            usage.put_write(txn, store, plan.ns, rec.tkey, key, size(h))
+            wrec = layout.WriteRec(3, channel, ids[h], task_path, plan.run_id or None)
+            usage.put_write(txn, store, plan.ns, rec.tkey, key, wrec, size(h))  # stores it with its charge
         keep = store.gc_keep
         if keep is not None:
             keep.update(ids.values())

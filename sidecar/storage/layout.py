@@ -6,8 +6,8 @@ One LMDB environment holds these named sub-databases (docs/storage.md):
 ``nodes``     node id (u64 BE, increasing) -> record: hash + stored node (see _hotpath_py)
 ``hashes``    blake3 hash (32 bytes) -> node id
 ``threads``   ns NUL thread_id -> ThreadRec
-``ckpts``     tkey(u64 BE) cns NUL checkpoint_id -> Manifest
-``writes``    tkey cns NUL checkpoint_id NUL task_id NUL idx(u32 BE, offset 2**31) -> WriteRec
+``ckpts``     tkey(u64 BE) cns NUL checkpoint_id -> Manifest (its quota charge included: CkCharge)
+``writes``    tkey cns NUL checkpoint_id NUL task_id NUL idx(u32 BE, offset 2**31) -> WriteRec (its charge included)
 ``runidx``    hash16(ns, run_id) tkey cns NUL checkpoint_id -> ns NUL run_id
 ``requests``  ns NUL request_id -> RequestRec (idempotent retries)
 ``reqtime``   created_us(u64 BE) ns NUL request_id -> b"" (expiry order)
@@ -78,8 +78,10 @@ Usage counters and quotas (sidecar/storage/usage.py, state/quotas.py; docs/secur
 
 ``usage``     b"n" ns -> UsageRec (a namespace's charged bytes, threads, items, checkpoints);
               b"t" tkey(u64 BE) -> UsageRec (a thread's charged bytes and checkpoints)
-``ckcharge``  ckpts key -> ChargeRec (the bytes a checkpoint is charged, its base and the checkpoints built on it)
-``wcharge``   writes key -> bytes charged (u64 BE) for one pending write
+``ckcharge``  (legacy, empty) ckpts key -> ChargeRec: where counters version 2 kept a checkpoint's charge; moved into
+              its Manifest's ``charge`` on open (storage/usage.py :func:`migrate`)
+``wcharge``   (legacy, empty) writes key -> bytes charged (u64 BE): version 2's pending-write charges, moved into the
+              WriteRec's ``charge`` on open
 ``icharge``   b"c" tkey seq (a conversation item), b"m" memitems key (a memory item) or b"h" memhist key (an old
               version of a memory item: its history) -> bytes charged (u64 BE)
 ``quotas``    ns -> QuotaRec (a namespace's own quotas)
@@ -141,6 +143,17 @@ class ThreadRec(msgspec.Struct, array_like=True):
     closed: bool = False
 
 
+class CkCharge(msgspec.Struct, array_like=True):
+    """What a checkpoint is charged (storage/usage.py), kept in its manifest: ``nbytes``; ``base`` the checkpoint
+    its put was a delta or keep of (None: none; True: the manifest's parent; else its packed id, pack_id);
+    ``deps`` the packed ids of the live checkpoints built on it. Base and deps are in the same thread and
+    checkpoint namespace, so a copy of a thread's rows keeps its links."""
+
+    nbytes: int
+    base: Any = None
+    deps: list = []
+
+
 class Manifest(msgspec.Struct, array_like=True):
     fmt: int
     parent: Any  # parent checkpoint id packed by pack_id (str, or 16 UUID bytes)
@@ -151,6 +164,7 @@ class Manifest(msgspec.Struct, array_like=True):
     schema_version: int
     run_id: str | None  # metadata["run_id"] when it is a string (indexed in runidx)
     schema: str = ""  # the registered schema the values follow (manifests written before it read as "")
+    charge: CkCharge | None = None  # its quota charge (None: not counted, or a store of counters version 2)
 
     @property
     def parent_id(self) -> str:
@@ -158,11 +172,12 @@ class Manifest(msgspec.Struct, array_like=True):
 
 
 class WriteRec(msgspec.Struct, array_like=True):
-    fmt: int  # 1: four fields; 2: run_id added
+    fmt: int  # 1: four fields; 2: run_id added; 3: charge added
     channel: str
     value: bytes  # node id of the value
     task_path: str
     run_id: str | None = None  # the run whose put wrote it (format 2)
+    charge: int = -1  # the bytes its put was charged (storage/usage.py; -1: none recorded, format 3)
 
 
 class RequestRec(msgspec.Struct, array_like=True):

@@ -232,12 +232,12 @@ def delete_checkpoint_at(txn, store: Store, ns: str, key: bytes, m: Manifest | N
         if raw is None:
             return
         m = layout.manifest_decoder.decode(raw)
+    usage.delete_checkpoint(txn, store, ns, key)  # (its charges are in the records below: first)
     txn.delete(key, db=db)
     if m.run_id is not None:
         tkey, cns, cid = layout.split_ckpt_key(key)
         txn.delete(layout.run_key(ns, m.run_id, tkey, cns, cid), db=store.db["runidx"])
     delete_prefix(txn, store.db["writes"], key + layout.SEP)
-    usage.delete_checkpoint(txn, store, ns, key)
 
 
 def delete_checkpoints(txn, store: Store, ns: str, tkey: int) -> int:
@@ -245,8 +245,9 @@ def delete_checkpoints(txn, store: Store, ns: str, tkey: int) -> int:
     keys = checkpoint_keys(txn, store, layout.tkey_prefix(tkey))
     for key in keys:
         delete_checkpoint_at(txn, store, ns, key)
-    if delete_prefix(txn, store.db["writes"], layout.tkey_prefix(tkey)):  # writes without a checkpoint of their own
-        usage.delete_writes(txn, store, ns, tkey, usage.keys_of(txn, store.db["wcharge"], layout.tkey_prefix(tkey)))
+    left = usage.writes_charge(txn, store, layout.tkey_prefix(tkey))  # writes without a checkpoint of their own
+    if delete_prefix(txn, store.db["writes"], layout.tkey_prefix(tkey)):
+        usage.refund_writes(txn, store, ns, tkey, left)
     return len(keys)
 
 
@@ -262,25 +263,32 @@ def delete_run_checkpoints(txn, store: Store, ns: str, tkey: int, run_id: str) -
     db = store.db["writes"]
     tprefix = layout.tkey_prefix(tkey)
     doomed = []
+    charged = 0
     cursor = txn.cursor(db=db)
     if cursor.set_range(tprefix):
         for key, value in cursor.iternext():
             if not key.startswith(tprefix):
                 break
-            if layout.write_decoder.decode(value).run_id == run_id:
+            w = layout.write_decoder.decode(value)
+            if w.run_id == run_id:
                 doomed.append(bytes(key))
+                charged += max(w.charge, 0)
     for key in doomed:
         txn.delete(key, db=db)
-    usage.delete_writes(txn, store, ns, tkey, doomed)
+    usage.refund_writes(txn, store, ns, tkey, charged)
     return len(ckeys)
 
 
 def put_manifest(txn, store: Store, ns: str, tkey: int, cns: str, checkpoint_id: str, m: Manifest) -> None:
     """Store a new checkpoint made of stored nodes (its run-index entry with it; the GC keeps its nodes)."""
     key = layout.ckpt_key(tkey, cns, checkpoint_id)
-    if txn.get(key, db=store.db["ckcharge"]) is None:  # a new checkpoint (a rewrite keeps its charge)
-        usage.put_checkpoint(txn, store, ns, tkey, key, len(bytes(m.metadata)) + usage.stored_bytes(txn, store, m))
-    txn.put(key, layout.encode(m), db=store.db["ckpts"])
+    raw = txn.get(key, db=store.db["ckpts"])
+    old = None if raw is None else layout.manifest_decoder.decode(raw).charge
+    if old is None:  # a new checkpoint (a rewrite keeps its charge)
+        usage.put_checkpoint(txn, store, ns, tkey, key, m, len(bytes(m.metadata)) + usage.stored_bytes(txn, store, m))
+    else:
+        m.charge = old
+        txn.put(key, layout.encode(m), db=store.db["ckpts"])
     if m.run_id is not None:
         txn.put(layout.run_key(ns, m.run_id, tkey, cns, checkpoint_id), layout.run_entry(ns, m.run_id),
                 db=store.db["runidx"])
@@ -302,12 +310,11 @@ def copy_checkpoint(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int, cn
     raw = txn.get(layout.ckpt_key(src_tkey, cns, checkpoint_id), db=ckpts)
     if raw is None:
         return False
-    dst_key = layout.ckpt_key(dst_tkey, cns, checkpoint_id)
+    src_key, dst_key = layout.ckpt_key(src_tkey, cns, checkpoint_id), layout.ckpt_key(dst_tkey, cns, checkpoint_id)
     if not overwrite and txn.get(dst_key, db=ckpts) is not None:
         return False
-    raw = bytes(raw)
-    txn.put(dst_key, raw, db=ckpts)
     m = layout.manifest_decoder.decode(raw)
+    usage.copy_checkpoint(txn, store, ns, src_key, dst_key, m)  # stores it, charged there
     if m.run_id is not None:
         txn.put(layout.run_key(ns, m.run_id, dst_tkey, cns, checkpoint_id), layout.run_entry(ns, m.run_id),
                 db=store.db["runidx"])
@@ -323,10 +330,9 @@ def copy_checkpoint(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int, cn
                          bytes(value)))
     keep = store.gc_keep
     for key, value in rows:
-        txn.put(key, value, db=writes)
+        usage.put_write_raw(txn, store, ns, dst_tkey, key, value)
         if keep is not None:
             keep.add(layout.write_decoder.decode(value).value)
-    usage.copy_checkpoint(txn, store, ns, layout.ckpt_key(src_tkey, cns, checkpoint_id), dst_key)
     return True
 
 
@@ -358,7 +364,7 @@ def copy_checkpoints(txn, store: Store, ns: str, src_tkey: int, dst_tkey: int) -
                 _keep_manifest(store, m)
             elif keep is not None:
                 keep.add(layout.write_decoder.decode(value).value)
-    usage.copy_thread(txn, store, ns, src_tkey, dst_tkey)
+    usage.copy_thread(txn, store, ns, dst_tkey)
     return n
 
 

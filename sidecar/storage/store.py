@@ -414,12 +414,19 @@ class Store:
         return scope
 
     def _build_usage(self) -> None:
-        """A store written before the usage counters (storage/usage.py) gets them built, once."""
+        """A store written before the usage counters (storage/usage.py) gets them built, once; one of counters
+        version 2 gets its charge rows moved into the records they charge."""
         with self.env.begin(db=self.db["meta"]) as txn:
-            if txn.get(b"usage") == usage.VERSION:
-                return
+            version = txn.get(b"usage")
+        if version == usage.VERSION:
+            return
         started = time.monotonic()
         with self.env.begin(write=True) as txn:
+            if version == usage.MIGRATABLE:
+                ck, w = usage.migrate(txn, self)
+                log.info("usage charges of %d checkpoints and %d pending writes moved into their records in "
+                         "%.2f s", ck, w, time.monotonic() - started)
+                return
             n = usage.rebuild(txn, self)
         log.info("usage counters built for %d threads in %.2f s", n, time.monotonic() - started)
 

@@ -15,6 +15,10 @@ What is counted (``usage`` table, layout.UsageRec):
 * **threads** — thread records of the namespace.
 * **items** — conversation items, memory items and artifact versions.
 
+Where the charges are kept: a checkpoint's (its bytes, its base, the checkpoints built on it:
+layout.CkCharge) in its own manifest, a pending write's in its record (WriteRec.charge), an item's (and an
+old version of a memory item's) in one ``icharge`` row. A deletion refunds what the record it deletes holds.
+
 An import is checked against the quotas before it writes anything (ops/transfer.py ``check_quota``) and its
 record transaction again on the recount (:func:`check_total`).
 
@@ -41,9 +45,12 @@ from . import encryption, layout
 from . import hotpath as hp
 from .layout import ChargeRec, QuotaRec, UsageRec
 
-VERSION = b"3"  # meta b"usage": the counters' version (a store without it, or with an older one, gets them
-# rebuilt on open). 2: conversation and memory items charged their bytes (``icharge``). 3: memory items' old
-# versions (history) charged their bytes too.
+VERSION = b"3"  # meta b"usage": the counters' version (a store without it, or with version 1, gets them
+# rebuilt on open). 2: conversation and memory items charged their bytes (``icharge``). 3: a checkpoint's charge
+# kept in its manifest, a pending write's in its record, no longer one ``ckcharge`` / ``wcharge`` row each, and
+# memory items' old versions (history) charged their bytes too (a version 2 store has its rows moved on open,
+# exactly, and its history charged: :func:`migrate`).
+MIGRATABLE = b"2"
 QUOTAS = ("max_bytes", "max_threads", "max_items")
 _str_encoder = msgspec.msgpack.Encoder()
 UNSET = -1  # a QuotaRec field that takes the server's default
@@ -104,8 +111,9 @@ def new_thread(txn, store, ns: str, tkey: int) -> None:
 
 
 def drop_thread(txn, store, ns: str, tkey: int) -> None:
-    """The thread's record went: its whole usage is refunded and its charge rows dropped (its contents may
-    be deleted later, by a reclaim: those deletes then count nothing)."""
+    """The thread's record went: its whole usage is refunded and its item charge rows dropped (its contents
+    may be deleted later, by a reclaim: those deletes then count nothing; the charges their records hold are
+    no longer read)."""
     tk = layout.thread_usage_key(tkey)
     t = _row(txn, store, tk)
     if t is None:
@@ -113,18 +121,6 @@ def drop_thread(txn, store, ns: str, tkey: int) -> None:
     txn.delete(tk, db=store.db["usage"])
     conv = _drop_item_rows(txn, store, ITEM_CONV + layout.tkey_prefix(tkey))
     add(txn, store, ns, nbytes=-t.nbytes - conv, threads=-1, items=-t.items, checkpoints=-t.checkpoints)
-    prefix = layout.tkey_prefix(tkey)
-    for name in ("ckcharge", "wcharge"):
-        _delete_prefix(txn, store.db[name], prefix)
-
-
-def _delete_prefix(txn, db, prefix: bytes) -> None:
-    cursor = txn.cursor(db=db)
-    if not cursor.set_range(prefix):
-        return
-    while cursor.key().startswith(prefix):
-        if not cursor.delete():
-            break
 
 
 # ----------------------------------------------------------------- item bytes (conversations, memory)
@@ -298,20 +294,70 @@ def conversation_charge(content: bytes, metadata: bytes | None) -> int:
 
 
 # ----------------------------------------------------------------- checkpoints
+# A checkpoint's charge (layout.CkCharge: its bytes, its base, the checkpoints built on it) is kept in its own
+# manifest record, its base and deps as checkpoint ids of the same thread and checkpoint namespace (a base
+# that is the manifest's parent as True). Inside this module charges are ChargeRec with whole ckpts keys.
+
+def _prefix_of(key: bytes) -> bytes:
+    """The (thread, checkpoint namespace) part of a ckpts key, NUL included."""
+    return key[:key.index(layout.SEP, 8) + 1]
+
+
+def _unpack(key: bytes, m: layout.Manifest) -> ChargeRec | None:
+    c = m.charge
+    if c is None:
+        return None
+    prefix = _prefix_of(key)
+    if c.base is None:
+        base = b""
+    else:
+        base = prefix + layout.unpack_id(m.parent if c.base is True else c.base).encode()
+    return ChargeRec(1, c.nbytes, base, [prefix + layout.unpack_id(d).encode() for d in c.deps])
+
+
+def _pack(key: bytes, rec: ChargeRec, m: layout.Manifest) -> layout.CkCharge:
+    n = len(_prefix_of(key))
+    base = None
+    if rec.base:
+        base = layout.pack_id(rec.base[n:].decode())
+        if base == m.parent:
+            base = True
+    return layout.CkCharge(rec.nbytes, base, [layout.pack_id(d[n:].decode()) for d in rec.deps])
+
+
+def _load(txn, store, key: bytes) -> tuple[layout.Manifest, ChargeRec | None] | None:
+    """(the manifest at ckpts ``key``, its charge) or None when there is no checkpoint there."""
+    raw = txn.get(key, db=store.db["ckpts"])
+    if raw is None:
+        return None
+    m = layout.manifest_decoder.decode(raw)
+    return m, _unpack(key, m)
+
 
 def _charge(txn, store, key: bytes) -> ChargeRec | None:
-    raw = txn.get(key, db=store.db["ckcharge"])
-    return None if raw is None else layout.charge_decoder.decode(raw)
+    got = _load(txn, store, key)
+    return None if got is None else got[1]
 
 
-def _save(txn, store, key: bytes, rec: ChargeRec) -> None:
-    txn.put(key, layout.encode(rec), db=store.db["ckcharge"])
+def _save(txn, store, key: bytes, rec: ChargeRec, m: layout.Manifest | None = None) -> None:
+    """Write ``rec`` as the charge of the checkpoint at ``key`` (its manifest ``m`` if known)."""
+    if m is None:
+        got = _load(txn, store, key)
+        if got is None:
+            return
+        m = got[0]
+    m.charge = _pack(key, rec, m)
+    txn.put(key, layout.encode(m), db=store.db["ckpts"])
 
 
-def put_checkpoint(txn, store, ns: str, tkey: int, key: bytes, nbytes: int, base: bytes = b"") -> None:
-    """A checkpoint stored at ckpts ``key``, charged ``nbytes``, built on checkpoint ``base`` (a delta or
-    keep of it; b"": whole values). A rewrite of a live checkpoint releases the old one's charge first."""
+def put_checkpoint(txn, store, ns: str, tkey: int, key: bytes, m: layout.Manifest, nbytes: int,
+                   base: bytes = b"") -> None:
+    """Store manifest ``m`` at ckpts ``key``, charged ``nbytes``, built on checkpoint ``base`` (a delta or keep
+    of it; b"": whole values). A rewrite of a live checkpoint releases the old one's charge first. A thread
+    without a usage row is not counted (the manifest is stored without a charge)."""
     if thread(txn, store, tkey) is None:
+        m.charge = None
+        txn.put(key, layout.encode(m), db=store.db["ckpts"])
         return
     old = _charge(txn, store, key)
     new_ckpt = 1
@@ -320,59 +366,63 @@ def put_checkpoint(txn, store, ns: str, tkey: int, key: bytes, nbytes: int, base
         add(txn, store, ns, tkey, nbytes=-refund)
         new_ckpt = 0
     if base and base != key:
-        b = _charge(txn, store, base)
-        if b is None:
+        got = _load(txn, store, base)
+        if got is None or got[1] is None:
             base = b""
         else:
-            b.deps.append(key)
-            _save(txn, store, base, b)
+            got[1].deps.append(key)
+            _save(txn, store, base, got[1], got[0])
     else:
         base = b""
-    _save(txn, store, key, ChargeRec(1, nbytes, base, []))
+    m.charge = _pack(key, ChargeRec(1, nbytes, base, []), m)
+    txn.put(key, layout.encode(m), db=store.db["ckpts"])
     add(txn, store, ns, tkey, nbytes=nbytes, checkpoints=new_ckpt)
 
 
 def _release(txn, store, key: bytes, rec: ChargeRec) -> int:
-    """Remove ``key``'s charge row; returns the bytes refunded (0 when its charge moved to a checkpoint built
-    on it, which then takes its place in the chain)."""
-    txn.delete(key, db=store.db["ckcharge"])
-    b = _charge(txn, store, rec.base) if rec.base else None
+    """Take ``key``'s charge out of the chain (its own manifest is the caller's: deleted or rewritten); returns
+    the bytes refunded (0 when its charge moved to a checkpoint built on it, which then takes its place in the
+    chain)."""
+    got = _load(txn, store, rec.base) if rec.base else None
+    bm, b = (got if got is not None else (None, None))
     if b is not None and key in b.deps:
         b.deps.remove(key)
     refunded = rec.nbytes
     heir = None
     while rec.deps:
         heir_key = rec.deps[0]
-        heir = _charge(txn, store, heir_key)
-        if heir is not None:
+        hgot = _load(txn, store, heir_key)
+        if hgot is not None and hgot[1] is not None:
+            hm, heir = hgot
             break
-        rec.deps.pop(0)  # (a row gone without its base knowing: not expected)
+        rec.deps.pop(0)  # (a checkpoint gone without its base knowing: not expected)
     if heir is not None:
         heir.nbytes += rec.nbytes
         heir.base = rec.base if b is not None else b""
         for d in rec.deps[1:]:
-            drec = _charge(txn, store, d)
-            if drec is not None:
-                drec.base = heir_key
-                _save(txn, store, d, drec)
+            dgot = _load(txn, store, d)
+            if dgot is not None and dgot[1] is not None:
+                dgot[1].base = heir_key
+                _save(txn, store, d, dgot[1], dgot[0])
                 heir.deps.append(d)
-        _save(txn, store, heir_key, heir)
+        _save(txn, store, heir_key, heir, hm)
         if b is not None:
             b.deps.append(heir_key)
         refunded = 0
     if b is not None:
-        _save(txn, store, rec.base, b)
+        _save(txn, store, rec.base, b, bm)
     return refunded
 
 
 def delete_checkpoint(txn, store, ns: str, key: bytes) -> None:
-    """(Before or after) checkpoint ``key`` and its pending writes are deleted."""
+    """Checkpoint ``key`` and its pending writes are about to be deleted (their records still stored): refund
+    them."""
     tkey = layout.read_u64(key[:8])
     if thread(txn, store, tkey) is None:
         return
     rec = _charge(txn, store, key)
     refund = 0 if rec is None else _release(txn, store, key, rec)
-    refund += _drop_writes(txn, store, key + layout.SEP)
+    refund += writes_charge(txn, store, key + layout.SEP)
     add(txn, store, ns, tkey, nbytes=-refund, checkpoints=-1 if rec is not None else 0)
 
 
@@ -390,109 +440,99 @@ def chain_bytes(txn, store, key: bytes) -> int:
     return total
 
 
-def copy_checkpoint(txn, store, ns: str, src_key: bytes, dst_key: bytes) -> None:
-    """Checkpoint ``src_key`` was copied (with its pending writes) to ``dst_key`` of another thread: charged
-    its chain's bytes there, as whole values."""
+def copy_checkpoint(txn, store, ns: str, src_key: bytes, dst_key: bytes, m: layout.Manifest) -> None:
+    """Store ``m``, checkpoint ``src_key``'s manifest, at ``dst_key`` of another thread (its pending writes are
+    the caller's, :func:`put_write_raw`): charged its chain's bytes there, as whole values."""
     dst_tkey = layout.read_u64(dst_key[:8])
-    put_checkpoint(txn, store, ns, dst_tkey, dst_key, chain_bytes(txn, store, src_key))
-    _copy_writes(txn, store, ns, dst_tkey, src_key + layout.SEP, dst_key + layout.SEP)
+    put_checkpoint(txn, store, ns, dst_tkey, dst_key, m, chain_bytes(txn, store, src_key))
 
 
-def copy_thread(txn, store, ns: str, src_tkey: int, dst_tkey: int) -> None:
-    """Every checkpoint and pending write of thread ``src_tkey`` was copied to the new thread ``dst_tkey``:
-    its charge rows are copied (links within the thread kept) and charged there."""
+def copy_thread(txn, store, ns: str, dst_tkey: int) -> None:
+    """Every checkpoint and pending write of a thread was copied, records as they were, to the new thread
+    ``dst_tkey`` (the charges and their links within the thread came with them): charge them there."""
     if thread(txn, store, dst_tkey) is None:
         return
-    src, dst = layout.tkey_prefix(src_tkey), layout.tkey_prefix(dst_tkey)
-    total = n = 0
-    rows = []
-    cursor = txn.cursor(db=store.db["ckcharge"])
-    if cursor.set_range(src):
-        for key, raw in cursor.iternext():
-            if not key.startswith(src):
-                break
-            rec = layout.charge_decoder.decode(raw)
-            rec.base = dst + rec.base[8:] if rec.base else b""
-            rec.deps = [dst + d[8:] for d in rec.deps]
-            rows.append((dst + bytes(key[8:]), rec))
-            total += rec.nbytes
-            n += 1
-    for key, rec in rows:
-        _save(txn, store, key, rec)
-    total += _copy_writes(txn, store, ns, 0, src, dst)
-    add(txn, store, ns, dst_tkey, nbytes=total, checkpoints=n)
+    charges, writes = thread_charges(txn, store, dst_tkey)
+    add(txn, store, ns, dst_tkey, nbytes=sum(r.nbytes for r in charges.values()) + sum(writes.values()),
+        checkpoints=len(charges))
 
 
 # ----------------------------------------------------------------- pending writes
+# A pending write's charge is in its own record (WriteRec.charge).
 
-def put_write(txn, store, ns: str, tkey: int, key: bytes, nbytes: int) -> None:
-    """A pending write stored (or replaced) at writes ``key``, charged ``nbytes``."""
-    if thread(txn, store, tkey) is None:
-        return
-    db = store.db["wcharge"]
+def _write_charge(raw) -> int:
+    return max(layout.write_decoder.decode(raw).charge, 0)
+
+
+def put_write(txn, store, ns: str, tkey: int, key: bytes, rec: layout.WriteRec, nbytes: int) -> None:
+    """Store pending write ``rec`` at writes ``key`` (a new one, or a replace), charged ``nbytes``."""
+    db = store.db["writes"]
     old = txn.get(key, db=db)
-    txn.put(key, layout.u64(nbytes), db=db)
-    add(txn, store, ns, tkey, nbytes=nbytes - (layout.read_u64(old) if old is not None else 0))
+    old_n = 0 if old is None else _write_charge(old)
+    rec.fmt, rec.charge = 3, nbytes
+    txn.put(key, layout.encode(rec), db=db)
+    if thread(txn, store, tkey) is not None:
+        add(txn, store, ns, tkey, nbytes=nbytes - old_n)
 
 
-def delete_writes(txn, store, ns: str, tkey: int, keys: list[bytes]) -> None:
-    if thread(txn, store, tkey) is None:
-        return
-    db = store.db["wcharge"]
-    refund = 0
-    for key in keys:
-        raw = txn.get(key, db=db)
-        if raw is not None:
-            refund += layout.read_u64(raw)
-            txn.delete(key, db=db)
-    add(txn, store, ns, tkey, nbytes=-refund)
+def put_write_raw(txn, store, ns: str, tkey: int, key: bytes, raw: bytes) -> None:
+    """Store a pending write's record as it is (a copy of another checkpoint's: charged what that one was)."""
+    db = store.db["writes"]
+    old = txn.get(key, db=db)
+    delta = _write_charge(raw) - (0 if old is None else _write_charge(old))
+    txn.put(key, raw, db=db)
+    if delta and thread(txn, store, tkey) is not None:
+        add(txn, store, ns, tkey, nbytes=delta)
 
 
-def _drop_writes(txn, store, prefix: bytes) -> int:
-    return _drop_charges(txn, store.db["wcharge"], prefix)
-
-
-def _copy_writes(txn, store, ns: str, dst_tkey: int, src_prefix: bytes, dst_prefix: bytes) -> int:
-    """Copy the write charges under ``src_prefix`` to ``dst_prefix``; charged to ``dst_tkey`` when given
-    (else the caller adds the returned total)."""
-    db = store.db["wcharge"]
-    rows = []
-    cursor = txn.cursor(db=db)
-    if cursor.set_range(src_prefix):
-        for key, raw in cursor.iternext():
-            if not key.startswith(src_prefix):
-                break
-            rows.append((dst_prefix + bytes(key[len(src_prefix):]), layout.read_u64(raw)))
+def writes_charge(txn, store, prefix: bytes) -> int:
+    """The charges of the pending writes stored under writes key ``prefix``."""
     total = 0
-    for key, n in rows:
-        old = txn.get(key, db=db)
-        total += n - (layout.read_u64(old) if old is not None else 0)
-        txn.put(key, layout.u64(n), db=db)
-    if dst_tkey and total:
-        add(txn, store, ns, dst_tkey, nbytes=total)
-    return total
-
-
-def thread_charges(txn, store, tkey: int) -> tuple[dict[bytes, ChargeRec], dict[bytes, int]]:
-    """(ckpts key -> its ChargeRec, ckpts key -> the charges of its pending writes) of one thread."""
-    prefix = layout.tkey_prefix(tkey)
-    charges: dict[bytes, ChargeRec] = {}
-    cursor = txn.cursor(db=store.db["ckcharge"])
+    cursor = txn.cursor(db=store.db["writes"])
     if cursor.set_range(prefix):
         for key, raw in cursor.iternext():
             if not key.startswith(prefix):
                 break
-            charges[bytes(key)] = layout.charge_decoder.decode(raw)
+            total += _write_charge(raw)
+    return total
+
+
+def refund_writes(txn, store, ns: str, tkey: int, nbytes: int) -> None:
+    """Pending writes charged ``nbytes`` in all (their records' charges) were deleted from thread ``tkey``."""
+    if nbytes and thread(txn, store, tkey) is not None:
+        add(txn, store, ns, tkey, nbytes=-nbytes)
+
+
+def thread_charges(txn, store, tkey: int) -> tuple[dict[bytes, ChargeRec], dict[bytes, int]]:
+    """(ckpts key -> its ChargeRec, ckpts key -> the charges of its pending writes) of one thread (checkpoints
+    and writes without a recorded charge are left out)."""
+    prefix = layout.tkey_prefix(tkey)
+    charges: dict[bytes, ChargeRec] = {}
+    cursor = txn.cursor(db=store.db["ckpts"])
+    if cursor.set_range(prefix):
+        for key, raw in cursor.iternext():
+            if not key.startswith(prefix):
+                break
+            key = bytes(key)
+            rec = _unpack(key, layout.manifest_decoder.decode(raw))
+            if rec is not None:
+                charges[key] = rec
     writes: dict[bytes, int] = {}
-    cursor = txn.cursor(db=store.db["wcharge"])
+    for ck, n in _write_charges(txn, store, prefix):
+        if n >= 0:
+            writes[ck] = writes.get(ck, 0) + n
+    return charges, writes
+
+
+def _write_charges(txn, store, prefix: bytes):
+    """(ckpts key of its checkpoint, charge recorded: -1 none) of each pending write under ``prefix``."""
+    cursor = txn.cursor(db=store.db["writes"])
     if cursor.set_range(prefix):
         for key, raw in cursor.iternext():
             if not key.startswith(prefix):
                 break
             tk, cns, cid, _, _ = layout.split_write_key(bytes(key))
-            ck = layout.ckpt_key(tk, cns, cid)
-            writes[ck] = writes.get(ck, 0) + layout.read_u64(raw)
-    return charges, writes
+            yield layout.ckpt_key(tk, cns, cid), layout.write_decoder.decode(raw).charge
 
 
 def refund_curve(charges: dict[bytes, ChargeRec], writes: dict[bytes, int], total: int, gone: set[bytes],
@@ -671,17 +711,15 @@ def stored_bytes(txn, store, m: layout.Manifest) -> int:
 
 
 def rebuild_thread(txn, store, ns: str, tkey: int) -> UsageRec:
-    """Build one thread's charge rows and counter from what it stores (a store or thread written without
-    counters): each checkpoint, in key order, is charged its metadata and the canonical bytes of the nodes it
-    reaches first in its thread, and is taken as built on the one before it in its checkpoint namespace; a
-    pending write the canonical bytes of what its value reaches first."""
+    """Build one thread's charges (in its manifests and pending-write records) and counter from what it stores
+    (a store or thread written without counters): each checkpoint, in key order, is charged its metadata and
+    the canonical bytes of the nodes it reaches first in its thread, and is taken as built on the one before it
+    in its checkpoint namespace; a pending write the canonical bytes of what its value reaches first."""
     prefix = layout.tkey_prefix(tkey)
-    for name in ("ckcharge", "wcharge"):
-        _delete_prefix(txn, store.db[name], prefix)
     nodes_db = store.db["nodes"]
     get = lambda i: txn.get(i, db=nodes_db)  # noqa: E731
     seen: set[bytes] = set()
-    rows: dict[bytes, ChargeRec] = {}
+    rows: dict[bytes, tuple[layout.Manifest, ChargeRec]] = {}
     last_of: dict[str, bytes] = {}
     total = 0
     cursor = txn.cursor(db=store.db["ckpts"])
@@ -696,24 +734,25 @@ def rebuild_thread(txn, store, ns: str, tkey: int) -> UsageRec:
             cns = layout.split_ckpt_key(key)[1]
             base = last_of.get(cns, b"")
             if base:
-                rows[base].deps.append(key)
-            rows[key] = ChargeRec(1, n, base, [])
+                rows[base][1].deps.append(key)
+            rows[key] = (m, ChargeRec(1, n, base, []))
             last_of[cns] = key
             total += n
-    for key, rec in rows.items():
-        _save(txn, store, key, rec)
-    wdb = store.db["wcharge"]
+    for key, (m, rec) in rows.items():
+        _save(txn, store, key, rec, m)
     wrows = []
     cursor = txn.cursor(db=store.db["writes"])
     if cursor.set_range(prefix):
         for key, raw in cursor.iternext():
             if not key.startswith(prefix):
                 break
-            n = _physical(get, [layout.write_decoder.decode(raw).value], seen)
-            wrows.append((bytes(key), n))
+            w = layout.write_decoder.decode(raw)
+            n = _physical(get, [w.value], seen)
+            w.fmt, w.charge = 3, n
+            wrows.append((bytes(key), w))
             total += n
-    for key, n in wrows:
-        txn.put(key, layout.u64(n), db=wdb)
+    for key, w in wrows:
+        txn.put(key, layout.encode(w), db=store.db["writes"])
     items, art_bytes = _thread_items(txn, store, tkey)
     rec = UsageRec(1, total + art_bytes, 0, items, len(rows), ns)
     txn.put(layout.thread_usage_key(tkey), layout.encode(rec), db=store.db["usage"])
@@ -835,6 +874,65 @@ def rebuild(txn, store, progress=None) -> int:
     return n
 
 
+def migrate(txn, store, batch: int = 10_000) -> tuple[int, int]:
+    """Version 2 to 3: move each ``ckcharge`` row into its checkpoint's manifest and each ``wcharge`` row into
+    its pending write's record, as they are (the counters stay exact), empty both tables, and charge the memory
+    items' old versions (:func:`rebuild_history`, added to their namespaces' bytes); returns (checkpoint rows,
+    write rows) moved. A row whose record is gone (not expected) is dropped: it charged nothing recount
+    would see."""
+    ck, wc = store.db["ckcharge"], store.db["wcharge"]
+    ckpts, writes = store.db["ckpts"], store.db["writes"]
+    moved = [0, 0]
+
+    def rows(db, after):
+        cursor = txn.cursor(db=db)
+        found = cursor.set_range(after + b"\x00") if after is not None else cursor.first()
+        out = []
+        while found and len(out) < batch:
+            out.append((bytes(cursor.key()), bytes(cursor.value())))
+            found = cursor.next()
+        return out
+
+    after = None
+    while True:
+        got = rows(ck, after)
+        if not got:
+            break
+        for key, raw in got:
+            mraw = txn.get(key, db=ckpts)
+            if mraw is None:
+                continue
+            rec = layout.charge_decoder.decode(raw)
+            prefix = _prefix_of(key)
+            rec.base = rec.base if rec.base.startswith(prefix) else b""  # (links never leave their cns)
+            rec.deps = [d for d in rec.deps if d.startswith(prefix)]
+            _save(txn, store, key, rec, layout.manifest_decoder.decode(mraw))
+            moved[0] += 1
+        after = got[-1][0]
+    after = None
+    while True:
+        got = rows(wc, after)
+        if not got:
+            break
+        for key, raw in got:
+            wraw = txn.get(key, db=writes)
+            if wraw is None:
+                continue
+            w = layout.write_decoder.decode(wraw)
+            w.fmt, w.charge = 3, layout.read_u64(raw)
+            txn.put(key, layout.encode(w), db=writes)
+            moved[1] += 1
+        after = got[-1][0]
+    txn.drop(ck, delete=False)
+    txn.drop(wc, delete=False)
+    for ns, nbytes in rebuild_history(txn, store).items():  # version 2 did not charge memory history
+        u = namespace(txn, store, ns)
+        u.nbytes += nbytes
+        txn.put(layout.ns_usage_key(ns), layout.encode(u), db=store.db["usage"])
+    txn.put(b"usage", VERSION, db=store.db["meta"])
+    return moved[0], moved[1]
+
+
 def t_key(raw) -> int:
     return layout.thread_decoder.decode(raw).tkey
 
@@ -871,10 +969,13 @@ class Recount:
 
 
 def recount(txn, store) -> Recount:
-    """Recount every counter from the stored records and charge rows and compare with the ``usage`` rows;
-    also checks that every live checkpoint and pending write has its charge row (and no row is left over),
-    and that the base/deps links of the charge rows agree."""
+    """Recount every counter from the stored records and their charges and compare with the ``usage`` rows;
+    also checks that every live checkpoint and pending write of a counted thread holds its charge, that the
+    base/deps links of the checkpoints' charges agree, and that the version 2 charge tables are empty."""
     out = Recount()
+    for name in ("ckcharge", "wcharge"):
+        if txn.stat(store.db[name])["entries"]:
+            out.problems.append(f"{name}: rows of counters version 2 left (they are moved on open)")
     for key, raw in txn.cursor(db=store.db["threads"]):
         ns = bytes(key).partition(layout.SEP)[0].decode()
         tkey = layout.thread_decoder.decode(raw).tkey
@@ -882,17 +983,15 @@ def recount(txn, store) -> Recount:
         charges, writes = thread_charges(txn, store, tkey)
         ckpts = set(keys_of(txn, store.db["ckpts"], prefix))
         if set(charges) != ckpts:
-            out.problems.append(f"thread {tkey} ({ns}): {len(ckpts ^ set(charges))} checkpoints without a charge "
-                                "row or charge rows without a checkpoint")
-        wkeys = set(keys_of(txn, store.db["writes"], prefix))
-        if wkeys != set(keys_of(txn, store.db["wcharge"], prefix)):
-            out.problems.append(f"thread {tkey} ({ns}): pending writes and their charge rows differ")
+            out.problems.append(f"thread {tkey} ({ns}): {len(ckpts ^ set(charges))} checkpoints without a charge")
+        if any(n < 0 for _, n in _write_charges(txn, store, prefix)):
+            out.problems.append(f"thread {tkey} ({ns}): pending writes without a charge")
         for k, r in charges.items():
             if r.base and (r.base not in charges or k not in charges[r.base].deps):
-                out.problems.append(f"thread {tkey} ({ns}): a charge row's base does not list it")
+                out.problems.append(f"thread {tkey} ({ns}): a checkpoint's charge base does not list it")
             for d in r.deps:
                 if d not in charges or charges[d].base != k:
-                    out.problems.append(f"thread {tkey} ({ns}): a charge row's dependent does not name it")
+                    out.problems.append(f"thread {tkey} ({ns}): a checkpoint's charge dependent does not name it")
         items, art_bytes = _thread_items(txn, store, tkey)
         t = UsageRec(1, sum(r.nbytes for r in charges.values()) + sum(writes.values()) + art_bytes, 0, items,
                      len(ckpts), ns)
