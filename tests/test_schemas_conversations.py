@@ -9,6 +9,8 @@ from conftest import expect_error
 from agentstate import schemas as s
 from agentstate.conversations import item, item_value
 from agentstate.v1 import conversations_pb2 as cpb
+from sidecar.state.conversations import content_hash
+from sidecar.state.schemas import encode
 
 FP = grpc.StatusCode.FAILED_PRECONDITION
 MSG = [[], [s.rename("text", "content"), s.convert("tokens", "int")],
@@ -138,3 +140,43 @@ def test_export_and_import_carry_item_schemas(tmp_path):
             assert item_value(got[0]) == {"body": {"content": "hi", "tokens": 2}, "lang": "en"}
     finally:
         dst.stop()
+
+
+def test_migrate_thread_rewrites_conversation_items_in_place(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="degrade")  # (the lazy read below goes past the bad item)
+    big = "x" * 3000  # over state.conversations.INLINE_MAX: stored as a node
+    c.conversations.append(tid, [
+        _item({"text": "hi", "tokens": "2"}, 1, client_item_id="a"),
+        _item({"content": "v2", "tokens": 3}, 2),
+        _item({"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, 3),
+        _item({"text": "bad", "tokens": "many"}, 1),
+        _item({"free": "form"}, None),
+        _item({"text": big, "tokens": "9"}, 1),
+        _item({"text": "other"}, 1, schema="else"),
+    ], create_thread=True)
+    before = _list(c, tid)
+    lazy = _list(c, tid, read=3)
+    progress = list(c.schemas.migrate_thread(tid, "msg", batch_size=2))
+    last = progress[-1]
+    assert (last.conversation_items_seen, last.conversation_items_migrated, last.conversation_items_current,
+            last.conversation_items_other, last.conversation_items_failed) == (7, 3, 1, 2, 1)
+    seen = [p.conversation_items_seen for p in progress]
+    assert seen == sorted(seen) and len({x for x in seen if x}) == 4  # batches of 2: 2, 4, 6, 7
+    assert [(f.thread_id, f.item_seq, f.stored_version) for f in last.failures] == [(tid, before[3].seq, 1)]
+    assert "many" in last.failures[0].error
+    after = _list(c, tid)
+    assert [(x.seq, x.client_item_id, x.kind, x.role, x.create_time) for x in after] == \
+        [(x.seq, x.client_item_id, x.kind, x.role, x.create_time) for x in before]
+    assert [x.schema_version for x in after] == [3, 3, 3, 1, 0, 3, 1]
+    # the eager rewrite stores what a migrate-on-read gave, with the content hash of what it stores
+    assert [item_value(x) for x in after] == [item_value(x) for x in lazy[:6]] + [{"text": "other"}]
+    assert [x.content_hash == y.content_hash for x, y in zip(after, before)] == [False, False] + [True] * 3 + \
+        [False, True]
+    assert all(x.content_hash == content_hash(encode(item_value(x))) for x in after)
+    assert item_value(after[5]) == {"body": {"content": big, "tokens": 9}, "lang": "en"}
+    assert [(x.migration, x.schema_version) for x in _list(c, tid, read=3)][:3] == [(s.CURRENT, 3)] * 3
+    again = list(c.schemas.migrate_thread(tid, "msg"))[-1]
+    assert (again.conversation_items_migrated, again.conversation_items_current,
+            again.conversation_items_failed) == (0, 4, 1)
+    assert c.check_integrity().missing_blobs == 0

@@ -155,8 +155,8 @@ class Schemas(SchemaCalls, SyncFacet):
 
     def migrate_thread(self, thread_id: str, schema: str, *, target_version: int = 0, batch_size: int = 0,
                        timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
-        """Rewrite a thread's checkpoints to ``target_version`` (0: the latest); yields the progress after
-        each batch, the last one final. Calling again after an interruption finishes the rest."""
+        """Rewrite a thread's checkpoints, then its conversation items, to ``target_version`` (0: the latest);
+        yields the progress after each batch, the last one final. Calling again after an interruption finishes the rest."""
         req = spb.MigrateThreadRequest(namespace=self.client.namespace, thread_id=thread_id, schema=schema,
                                        target_version=target_version, batch_size=batch_size)
         yield from self._stream(self.stub.MigrateThread, req, timeout)
