@@ -180,3 +180,59 @@ def test_migrate_thread_rewrites_conversation_items_in_place(nsclient, tid):
     assert (again.conversation_items_migrated, again.conversation_items_current,
             again.conversation_items_failed) == (0, 4, 1)
     assert c.check_integrity().missing_blobs == 0
+
+
+def _ctx_items(resp):
+    return [x for x in resp.items if x.source == cpb.CONTEXT_SOURCE_ITEM]
+
+
+def test_get_context_migrates_log_items_on_read(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="degrade")
+    c.conversations.append(tid, [
+        _item({"text": "hi", "tokens": "2"}, 1),
+        _item({"content": "v2", "tokens": 3}, 2),
+        _item({"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, 3),
+        _item({"text": "bad", "tokens": "many"}, 1),
+        _item({"free": "form"}, None),
+    ], create_thread=True)
+    stored = c.conversations.get_context(tid, 100_000)
+    got = c.conversations.get_context(tid, 100_000, read_schema_version=3)
+    assert [item_value(x) for x in _ctx_items(stored)] == [
+        {"text": "hi", "tokens": "2"}, {"content": "v2", "tokens": 3}, {"body": {"content": "v3", "tokens": 4},
+                                                                         "lang": "fr"},
+        {"text": "bad", "tokens": "many"}, {"free": "form"}]
+    assert [(x.schema, x.schema_version, x.migration) for x in _ctx_items(stored)] == [
+        ("msg", 1, s.NOT_ASKED), ("msg", 2, s.NOT_ASKED), ("msg", 3, s.NOT_ASKED), ("msg", 1, s.NOT_ASKED),
+        ("", 0, s.NOT_ASKED)]
+    items = _ctx_items(got)
+    assert [item_value(x) for x in items] == [
+        {"body": {"content": "hi", "tokens": 2}, "lang": "en"}, {"body": {"content": "v2", "tokens": 3}, "lang": "en"},
+        {"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, {"text": "bad", "tokens": "many"}, {"free": "form"}]
+    assert [(x.migration, x.schema_version, x.stored_schema_version) for x in items] == [
+        (s.MIGRATED, 3, 1), (s.MIGRATED, 3, 2), (s.CURRENT, 3, 3), (s.DEGRADED, 1, 1), (s.NOT_ASKED, 0, 0)]
+    assert "many" in items[3].migration_error
+    # what ListItems gives at that version, item by item
+    assert [item_value(x) for x in items] == [item_value(x) for x in _list(c, tid, read=3)]
+    # the selection and its hash are the stored items' (tokens counted as stored)
+    assert got.context_hash == stored.context_hash and got.total_tokens == stored.total_tokens
+    # version 2: a step back from 3 is a downgrade, degraded under this policy
+    two = _ctx_items(c.conversations.get_context(tid, 100_000, read_schema_version=2))
+    assert [(x.migration, x.schema_version) for x in two][:3] == [(s.MIGRATED, 2), (s.CURRENT, 2), (s.DEGRADED, 3)]
+    assert item_value(two[0]) == {"content": "hi", "tokens": 2}
+
+
+def test_get_context_fails_under_fail_and_new_run(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG)  # FAIL
+    c.conversations.append(tid, [_item({"text": "ok", "tokens": "1"}, 1), _item({"text": "bad", "tokens": "x"}, 1)],
+                           create_thread=True)
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg"):
+        c.conversations.get_context(tid, 100_000, read_schema_version=3)
+    assert len(_ctx_items(c.conversations.get_context(tid, 100_000))) == 2  # without the version: as stored
+    c.schemas.register("msg", MSG, failure_policy="new_run")
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg"):  # no run to start from a log: as FAIL
+        c.conversations.get_context(tid, 100_000, read_schema_version=3)
+    c.schemas.register("msg", MSG, failure_policy="fail", min_readable_version=2)
+    with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", schema="msg"):
+        c.conversations.get_context(tid, 100_000, read_schema_version=3)
