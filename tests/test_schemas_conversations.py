@@ -202,15 +202,14 @@ def test_get_context_migrates_log_items_on_read(nsclient, tid):
         {"text": "hi", "tokens": "2"}, {"content": "v2", "tokens": 3}, {"body": {"content": "v3", "tokens": 4},
                                                                          "lang": "fr"},
         {"text": "bad", "tokens": "many"}, {"free": "form"}]
-    assert [(x.schema, x.schema_version, x.migration) for x in _ctx_items(stored)] == [
-        ("msg", 1, s.NOT_ASKED), ("msg", 2, s.NOT_ASKED), ("msg", 3, s.NOT_ASKED), ("msg", 1, s.NOT_ASKED),
-        ("", 0, s.NOT_ASKED)]
+    assert {(x.schema, x.schema_version, x.migration) for x in _ctx_items(stored)} == {("", 0, s.NOT_ASKED)}
     items = _ctx_items(got)
     assert [item_value(x) for x in items] == [
         {"body": {"content": "hi", "tokens": 2}, "lang": "en"}, {"body": {"content": "v2", "tokens": 3}, "lang": "en"},
         {"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, {"text": "bad", "tokens": "many"}, {"free": "form"}]
-    assert [(x.migration, x.schema_version, x.stored_schema_version) for x in items] == [
-        (s.MIGRATED, 3, 1), (s.MIGRATED, 3, 2), (s.CURRENT, 3, 3), (s.DEGRADED, 1, 1), (s.NOT_ASKED, 0, 0)]
+    assert [(x.schema, x.migration, x.schema_version, x.stored_schema_version) for x in items] == [
+        ("msg", s.MIGRATED, 3, 1), ("msg", s.MIGRATED, 3, 2), ("msg", s.CURRENT, 3, 3), ("msg", s.DEGRADED, 1, 1),
+        ("", s.NOT_ASKED, 0, 0)]
     assert "many" in items[3].migration_error
     # what ListItems gives at that version, item by item
     assert [item_value(x) for x in items] == [item_value(x) for x in _list(c, tid, read=3)]

@@ -92,8 +92,8 @@ def _set_hit(msg: cpb.ContextMemoryHit, f) -> None:
 
 def _item_schemas(txn, store, ns: str, tkey: int, res: assemble.Result, read: int) -> dict[int, tuple]:
     """{index in res.items: (ItemRec, Outcome or None)} of the log items whose content is the stored item's
-    (not a deduplicated result's stand-in) and that carry a schema; with ``read``, each migrated as ListItems
-    does (state/schemas.value_on_read: the policy decides; FAIL and NEW_RUN raise)."""
+    (not a deduplicated result's stand-in) and that carry a schema, each migrated to version ``read`` as
+    ListItems does (state/schemas.value_on_read: the policy decides; FAIL and NEW_RUN raise)."""
     out: dict[int, tuple] = {}
     for i, o in enumerate(res.items):
         if o.source != cpb.CONTEXT_SOURCE_ITEM or not o.first:
@@ -101,9 +101,7 @@ def _item_schemas(txn, store, ns: str, tkey: int, res: assemble.Result, read: in
         rec = conversations.get(txn, store, tkey, o.first)
         if rec is None or not rec.schema or bytes(o.content) != rec.inline:
             continue
-        outcome = schemas.value_on_read(txn, store, ns, rec.schema, rec.schema_version, read, rec.inline) \
-            if read else None
-        out[i] = (rec, outcome)
+        out[i] = (rec, schemas.value_on_read(txn, store, ns, rec.schema, rec.schema_version, read, rec.inline))
     return out
 
 
@@ -188,7 +186,9 @@ async def get_context(ctx: Ctx, req: cpb.GetContextRequest) -> cpb.GetContextRes
                                     compress=req.tool_compression != cpb.TOOL_COMPRESSION_NONE,
                                     dedupe=not req.disable_dedupe,
                                     knowledge_at_end=req.knowledge_position == cpb.KNOWLEDGE_POSITION_END)
-        migrated = _item_schemas(txn, store, ns, trec.tkey, res, req.read_schema_version)
+        # (only when asked: the lookup reads each chosen item again)
+        migrated = _item_schemas(txn, store, ns, trec.tkey, res, req.read_schema_version) \
+            if req.read_schema_version else None
     out = cpb.GetContextResponse()
     _fill(out, res, factor, not req.omit_explanation, hits, len(req.knowledge), migrated)
     return out

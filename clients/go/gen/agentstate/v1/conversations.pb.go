@@ -5316,11 +5316,11 @@ type ContextItem struct {
 	// memory_hit names the memory item of a KNOWLEDGE item that came from
 	// GetContextRequest.memory_query.
 	MemoryHit *ContextMemoryHit `protobuf:"bytes,15,opt,name=memory_hit,json=memoryHit,proto3" json:"memory_hit,omitempty"`
-	// For a CONTEXT_SOURCE_ITEM whose content is the log item's own: its
-	// schema and schema_version as ConversationItem has them (with
-	// GetContextRequest.read_schema_version: the version returned,
+	// Set only with GetContextRequest.read_schema_version, for a
+	// CONTEXT_SOURCE_ITEM whose content is the log item's own and that was
+	// appended with a schema: the schema, the version returned,
 	// stored_schema_version the stored one, migration how, migration_error
-	// why a DEGRADED content is as stored).
+	// why a DEGRADED content is as stored (empty / 0 otherwise).
 	Schema              string          `protobuf:"bytes,16,opt,name=schema,proto3" json:"schema,omitempty"`
 	SchemaVersion       uint32          `protobuf:"varint,17,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	StoredSchemaVersion uint32          `protobuf:"varint,18,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`

@@ -3108,11 +3108,11 @@ export type ContextItem = Message<"agentstate.v1.ContextItem"> & {
   memoryHit?: ContextMemoryHit | undefined;
 
   /**
-   * For a CONTEXT_SOURCE_ITEM whose content is the log item's own: its
-   * schema and schema_version as ConversationItem has them (with
-   * GetContextRequest.read_schema_version: the version returned,
+   * Set only with GetContextRequest.read_schema_version, for a
+   * CONTEXT_SOURCE_ITEM whose content is the log item's own and that was
+   * appended with a schema: the schema, the version returned,
    * stored_schema_version the stored one, migration how, migration_error
-   * why a DEGRADED content is as stored).
+   * why a DEGRADED content is as stored (empty / 0 otherwise).
    *
    * @generated from field: string schema = 16;
    */
