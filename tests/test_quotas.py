@@ -841,3 +841,39 @@ def test_verify_finds_a_checkpoint_or_write_without_its_charge_and_leftover_vers
     assert any("checkpoints without a charge" in p for p in damage(strip_checkpoint))
     assert any("pending writes without a charge" in p for p in damage(strip_write))
     assert any("wcharge: rows of counters version 2 left" in p for p in damage(leftover))
+
+
+def test_an_eager_conversation_migration_recharges_the_new_sizes(local, c):
+    from agentstate import schemas as s
+    c.schemas.register("m", [[], [s.add("lang", "en")], [s.rename("text", "body"), s.drop("extra")]])
+
+    def msg(value, version):
+        out = item("message", value, role="user")
+        out.schema, out.schema_version = "m", version
+        return out
+
+    grow, shrink, big = {"text": "a"}, {"text": "b", "extra": "e" * 200}, {"text": "x" * 3000}
+    c.conversations.append("t", [msg(grow, 1), msg(big, 1), msg({"text": "c"}, 1), msg(shrink, 2)],
+                           create_thread=True)
+    have = used(c).usage
+    assert have.bytes == len(enc(grow)) + len(enc(shrink)) + len(enc(big)) + len(enc({"text": "c"}))
+    # room for the first item's growth only: the two after it that grow are refused and left alone (the last
+    # one shrinks)
+    grown = len(enc({"body": "a", "lang": "en"})) - len(enc(grow))
+    c.retention.set_quota(max_bytes=have.bytes + grown + 1)
+    last = list(c.schemas.migrate_thread("t", "m", batch_size=1))[-1]
+    assert (last.conversation_items_migrated, last.conversation_items_failed) == (2, 2)
+    assert [f.item_seq for f in last.failures] == [2, 3] and all("QUOTA" in f.error or "quota" in f.error
+                                                                 for f in last.failures)
+    want = len(enc({"body": "a", "lang": "en"})) + len(enc({"body": "b"})) + len(enc(big)) + len(enc({"text": "c"}))
+    assert used(c).usage.bytes == want and used(c).usage.items == have.items
+    recount_clean(local)
+    c.retention.set_quota(max_bytes=0)
+    last = list(c.schemas.migrate_thread("t", "m"))[-1]
+    assert (last.conversation_items_migrated, last.conversation_items_current) == (2, 2)
+    want += len(enc({"body": "x" * 3000, "lang": "en"})) - len(enc(big)) + len(enc({"body": "c", "lang": "en"})) \
+        - len(enc({"text": "c"}))
+    assert used(c).usage.bytes == want
+    recount_clean(local)
+    c.delete_thread("t")
+    assert used(c).usage.bytes == 0

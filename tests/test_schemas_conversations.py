@@ -9,6 +9,8 @@ from conftest import expect_error
 from agentstate import schemas as s
 from agentstate.conversations import item, item_value
 from agentstate.v1 import conversations_pb2 as cpb
+from sidecar.state.conversations import content_hash
+from sidecar.state.schemas import encode
 
 FP = grpc.StatusCode.FAILED_PRECONDITION
 MSG = [[], [s.rename("text", "content"), s.convert("tokens", "int")],
@@ -138,3 +140,98 @@ def test_export_and_import_carry_item_schemas(tmp_path):
             assert item_value(got[0]) == {"body": {"content": "hi", "tokens": 2}, "lang": "en"}
     finally:
         dst.stop()
+
+
+def test_migrate_thread_rewrites_conversation_items_in_place(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="degrade")  # (the lazy read below goes past the bad item)
+    big = "x" * 3000  # over state.conversations.INLINE_MAX: stored as a node
+    c.conversations.append(tid, [
+        _item({"text": "hi", "tokens": "2"}, 1, client_item_id="a"),
+        _item({"content": "v2", "tokens": 3}, 2),
+        _item({"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, 3),
+        _item({"text": "bad", "tokens": "many"}, 1),
+        _item({"free": "form"}, None),
+        _item({"text": big, "tokens": "9"}, 1),
+        _item({"text": "other"}, 1, schema="else"),
+    ], create_thread=True)
+    before = _list(c, tid)
+    lazy = _list(c, tid, read=3)
+    progress = list(c.schemas.migrate_thread(tid, "msg", batch_size=2))
+    last = progress[-1]
+    assert (last.conversation_items_seen, last.conversation_items_migrated, last.conversation_items_current,
+            last.conversation_items_other, last.conversation_items_failed) == (7, 3, 1, 2, 1)
+    seen = [p.conversation_items_seen for p in progress]
+    assert seen == sorted(seen) and len({x for x in seen if x}) == 4  # batches of 2: 2, 4, 6, 7
+    assert [(f.thread_id, f.item_seq, f.stored_version) for f in last.failures] == [(tid, before[3].seq, 1)]
+    assert "many" in last.failures[0].error
+    after = _list(c, tid)
+    assert [(x.seq, x.client_item_id, x.kind, x.role, x.create_time) for x in after] == \
+        [(x.seq, x.client_item_id, x.kind, x.role, x.create_time) for x in before]
+    assert [x.schema_version for x in after] == [3, 3, 3, 1, 0, 3, 1]
+    # the eager rewrite stores what a migrate-on-read gave, with the content hash of what it stores
+    assert [item_value(x) for x in after] == [item_value(x) for x in lazy[:6]] + [{"text": "other"}]
+    assert [x.content_hash == y.content_hash for x, y in zip(after, before)] == [False, False] + [True] * 3 + \
+        [False, True]
+    assert all(x.content_hash == content_hash(encode(item_value(x))) for x in after)
+    assert item_value(after[5]) == {"body": {"content": big, "tokens": 9}, "lang": "en"}
+    assert [(x.migration, x.schema_version) for x in _list(c, tid, read=3)][:3] == [(s.CURRENT, 3)] * 3
+    again = list(c.schemas.migrate_thread(tid, "msg"))[-1]
+    assert (again.conversation_items_migrated, again.conversation_items_current,
+            again.conversation_items_failed) == (0, 4, 1)
+    assert c.check_integrity().missing_blobs == 0
+
+
+def _ctx_items(resp):
+    return [x for x in resp.items if x.source == cpb.CONTEXT_SOURCE_ITEM]
+
+
+def test_get_context_migrates_log_items_on_read(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="degrade")
+    c.conversations.append(tid, [
+        _item({"text": "hi", "tokens": "2"}, 1),
+        _item({"content": "v2", "tokens": 3}, 2),
+        _item({"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, 3),
+        _item({"text": "bad", "tokens": "many"}, 1),
+        _item({"free": "form"}, None),
+    ], create_thread=True)
+    stored = c.conversations.get_context(tid, 100_000)
+    got = c.conversations.get_context(tid, 100_000, read_schema_version=3)
+    assert [item_value(x) for x in _ctx_items(stored)] == [
+        {"text": "hi", "tokens": "2"}, {"content": "v2", "tokens": 3}, {"body": {"content": "v3", "tokens": 4},
+                                                                         "lang": "fr"},
+        {"text": "bad", "tokens": "many"}, {"free": "form"}]
+    assert {(x.schema, x.schema_version, x.migration) for x in _ctx_items(stored)} == {("", 0, s.NOT_ASKED)}
+    items = _ctx_items(got)
+    assert [item_value(x) for x in items] == [
+        {"body": {"content": "hi", "tokens": 2}, "lang": "en"}, {"body": {"content": "v2", "tokens": 3}, "lang": "en"},
+        {"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, {"text": "bad", "tokens": "many"}, {"free": "form"}]
+    assert [(x.schema, x.migration, x.schema_version, x.stored_schema_version) for x in items] == [
+        ("msg", s.MIGRATED, 3, 1), ("msg", s.MIGRATED, 3, 2), ("msg", s.CURRENT, 3, 3), ("msg", s.DEGRADED, 1, 1),
+        ("", s.NOT_ASKED, 0, 0)]
+    assert "many" in items[3].migration_error
+    # what ListItems gives at that version, item by item
+    assert [item_value(x) for x in items] == [item_value(x) for x in _list(c, tid, read=3)]
+    # the selection and its hash are the stored items' (tokens counted as stored)
+    assert got.context_hash == stored.context_hash and got.total_tokens == stored.total_tokens
+    # version 2: a step back from 3 is a downgrade, degraded under this policy
+    two = _ctx_items(c.conversations.get_context(tid, 100_000, read_schema_version=2))
+    assert [(x.migration, x.schema_version) for x in two][:3] == [(s.MIGRATED, 2), (s.CURRENT, 2), (s.DEGRADED, 3)]
+    assert item_value(two[0]) == {"content": "hi", "tokens": 2}
+
+
+def test_get_context_fails_under_fail_and_new_run(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG)  # FAIL
+    c.conversations.append(tid, [_item({"text": "ok", "tokens": "1"}, 1), _item({"text": "bad", "tokens": "x"}, 1)],
+                           create_thread=True)
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg"):
+        c.conversations.get_context(tid, 100_000, read_schema_version=3)
+    assert len(_ctx_items(c.conversations.get_context(tid, 100_000))) == 2  # without the version: as stored
+    c.schemas.register("msg", MSG, failure_policy="new_run")
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg"):  # no run to start from a log: as FAIL
+        c.conversations.get_context(tid, 100_000, read_schema_version=3)
+    c.schemas.register("msg", MSG, failure_policy="fail", min_readable_version=2)
+    with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", schema="msg"):
+        c.conversations.get_context(tid, 100_000, read_schema_version=3)

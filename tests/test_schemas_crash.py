@@ -1,5 +1,5 @@
 """An eager migration (MigrateNamespace) killed with SIGKILL half-way, then resumed to completion: after the
-restart every checkpoint is whole at its old version or at the new one (never half-migrated), reads that name
+restart every checkpoint (and conversation item) is whole at its old version or at the new one (never half-migrated), reads that name
 the new version give the same values either way, and calling the migration again finishes the rest."""
 from __future__ import annotations
 
@@ -66,6 +66,79 @@ def test_sigkill_during_migrate_namespace_then_resume(tmp_path):
     finally:
         proc.stop()
     # the offline check reads the schema record and every rewritten checkpoint too
+    done = subprocess.run([sys.executable, "-m", "sidecar", "verify", "--data-dir", str(tmp_path / "data"), "--quiet"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+CONV_THREADS, ITEMS = 6, 60
+
+
+def _msg_v1(n: int) -> dict:
+    return {"text": ("x" * 2100 if n % 5 == 0 else "") + f"m{n}", "tokens": str(n)}  # some over INLINE_MAX
+
+
+def _msg_v3(n: int) -> dict:
+    v1 = _msg_v1(n)
+    return {"body": {"content": v1["text"], "tokens": n}, "lang": "en"}
+
+
+def test_sigkill_during_conversation_item_migration_then_resume(tmp_path):
+    from agentstate import schemas as s
+    from agentstate.conversations import item, item_value
+    from sidecar.state.schemas import encode
+    steps = [[], [s.rename("text", "content"), s.convert("tokens", "int")],
+             [s.nest(["content", "tokens"], "body"), s.add("lang", "en")]]
+
+    def msg(n):
+        out = item("message", _msg_v1(n), role="user", client_item_id=f"i{n}")
+        out.schema, out.schema_version = "msg", 1
+        return out
+
+    proc = SidecarProcess(tmp_path / "data").start()
+    try:
+        with proc.client(namespace="mig") as c:
+            c.schemas.register("msg", steps)
+            for t in range(CONV_THREADS):
+                c.conversations.append(f"t{t}", [msg(t * 1000 + i) for i in range(ITEMS)], create_thread=True)
+            before = c.retention.quota().usage.bytes
+            total = CONV_THREADS * ITEMS
+            killed = False
+            for p in c.schemas.migrate_namespace("msg", batch_size=1, skip_memory=True):
+                if p.conversation_items_migrated >= total // 10:
+                    proc.kill()  # in the middle of the conversation part
+                    killed = True
+                    break
+            assert killed
+    finally:
+        proc.kill()
+
+    proc.start()
+    try:
+        with proc.client(namespace="mig") as c:
+            versions = {1: 0, 3: 0}
+            for t in range(CONV_THREADS):
+                got = list(c.conversations.list(f"t{t}"))
+                assert [x.client_item_id for x in got] == [f"i{t * 1000 + i}" for i in range(ITEMS)]
+                for x in got:
+                    n = int(x.client_item_id[1:])
+                    versions[x.schema_version] += 1  # KeyError for any other version: never half-migrated
+                    assert item_value(x) == (_msg_v1(n) if x.schema_version == 1 else _msg_v3(n))
+            assert versions[3] >= total // 10 and versions[1] > 0, versions
+            last = list(c.schemas.migrate_namespace("msg", batch_size=50, skip_memory=True))[-1]
+            assert (last.conversation_items_seen, last.conversation_items_current, last.conversation_items_migrated,
+                    last.conversation_items_failed) == (total, versions[3], versions[1], 0)
+            for t in range(CONV_THREADS):
+                for x in c.conversations.list(f"t{t}"):
+                    assert x.schema_version == 3 and item_value(x) == _msg_v3(int(x.client_item_id[1:]))
+            # every item's charge moved with it: the counter is the sum of the new sizes
+            grew = sum(len(encode(_msg_v3(t * 1000 + i))) - len(encode(_msg_v1(t * 1000 + i)))
+                       for t in range(CONV_THREADS) for i in range(ITEMS))
+            assert c.retention.quota().usage.bytes == before + grew
+            report = c.check_integrity()
+            assert report.missing_blobs == 0 and not report.problems
+    finally:
+        proc.stop()
     done = subprocess.run([sys.executable, "-m", "sidecar", "verify", "--data-dir", str(tmp_path / "data"), "--quiet"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

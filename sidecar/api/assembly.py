@@ -12,7 +12,7 @@ from ..errors import ApiError, invalid, limit
 from ..ops import assemble
 from ..ops import context as ctx_ops
 from ..ops.assemble import Src
-from ..state import calibration, conversations, pins, threads
+from ..state import calibration, conversations, pins, schemas, threads
 from ..state.runstate import Tx
 from ..storage import valuetext
 from . import context, validate, wire
@@ -90,13 +90,38 @@ def _set_hit(msg: cpb.ContextMemoryHit, f) -> None:
         msg.score, msg.field = f.score, f.field
 
 
+def _item_schemas(txn, store, ns: str, tkey: int, res: assemble.Result, read: int) -> dict[int, tuple]:
+    """{index in res.items: (ItemRec, Outcome or None)} of the log items whose content is the stored item's
+    (not a deduplicated result's stand-in) and that carry a schema, each migrated to version ``read`` as
+    ListItems does (state/schemas.value_on_read: the policy decides; FAIL and NEW_RUN raise)."""
+    out: dict[int, tuple] = {}
+    for i, o in enumerate(res.items):
+        if o.source != cpb.CONTEXT_SOURCE_ITEM or not o.first:
+            continue
+        rec = conversations.get(txn, store, tkey, o.first)
+        if rec is None or not rec.schema or bytes(o.content) != rec.inline:
+            continue
+        out[i] = (rec, schemas.value_on_read(txn, store, ns, rec.schema, rec.schema_version, read, rec.inline))
+    return out
+
+
 def _fill(out: cpb.GetContextResponse, res: assemble.Result, factor: float, explain: bool,
-          hits: list | None = None, first_hit: int = 0) -> None:
-    for o in res.items:
+          hits: list | None = None, first_hit: int = 0, migrated: dict | None = None) -> None:
+    for i, o in enumerate(res.items):
         ci = out.items.add(source=o.source, kind=o.kind, role=o.role, call_id=o.call_id, tool_name=o.tool_name,
                            tokens=min(o.tokens, MAX_U32), tokens_estimated=o.estimated, pin_id=o.pin_id,
                            summary_id=o.summary_id, level=o.level, duplicate_of_seq=o.duplicate_of_seq)
-        wire.set_value(ci.content, o.content)
+        content = o.content
+        if migrated and i in migrated:
+            rec, outcome = migrated[i]
+            ci.schema, ci.schema_version = rec.schema, rec.schema_version
+            ci.stored_schema_version = rec.schema_version
+            if outcome is not None:
+                ci.migration, ci.migration_error, ci.schema_version = outcome.status, outcome.error, \
+                    outcome.version
+                if outcome.channels is not None:
+                    content = outcome.channels  # the migrated map's canonical encoding
+        wire.set_value(ci.content, content)
         if o.first:
             ci.items.first_seq, ci.items.last_seq = o.first, o.last
         if o.knowledge_index is not None:
@@ -161,8 +186,11 @@ async def get_context(ctx: Ctx, req: cpb.GetContextRequest) -> cpb.GetContextRes
                                     compress=req.tool_compression != cpb.TOOL_COMPRESSION_NONE,
                                     dedupe=not req.disable_dedupe,
                                     knowledge_at_end=req.knowledge_position == cpb.KNOWLEDGE_POSITION_END)
+        # (only when asked: the lookup reads each chosen item again)
+        migrated = _item_schemas(txn, store, ns, trec.tkey, res, req.read_schema_version) \
+            if req.read_schema_version else None
     out = cpb.GetContextResponse()
-    _fill(out, res, factor, not req.omit_explanation, hits, len(req.knowledge))
+    _fill(out, res, factor, not req.omit_explanation, hits, len(req.knowledge), migrated)
     return out
 
 

@@ -258,12 +258,17 @@ def _progress(p: schema_ops.Progress, out: pb.MigrationProgress) -> None:
     out.memory_items_seen, out.memory_items_migrated = p.mem_seen, p.mem_migrated
     out.memory_items_current, out.memory_items_other, out.memory_items_failed = p.mem_current, p.mem_other, \
         p.mem_failed
+    out.conversation_items_seen, out.conversation_items_migrated = p.conv_seen, p.conv_migrated
+    out.conversation_items_current, out.conversation_items_other = p.conv_current, p.conv_other
+    out.conversation_items_failed = p.conv_failed
     for thread_id, cns, cid, version, error, *memory in p.failures:
         f = out.failures.add(thread_id=thread_id, checkpoint_ns=cns, checkpoint_id=cid, stored_version=version,
                              error=error)
         if memory:
             f.memory_path.extend(memory[0])
             f.memory_key = memory[1]
+            if len(memory) > 2:
+                f.item_seq = memory[2]
 
 
 def _target(txn, store: Store, ns: str, name: str, target: int) -> int:
@@ -283,7 +288,8 @@ def _batch(value: int) -> int:
 
 async def _migrate_one(store: Store, ns: str, thread_id: str, tkey: int, name: str, target: int, batch: int,
                        total: schema_ops.Progress) -> AsyncIterator[None]:
-    """Migrate one thread batch by batch, adding to ``total``; yields after each batch but the last."""
+    """Migrate one thread batch by batch, its checkpoints then its conversation items, adding to ``total``;
+    yields after each batch but the last."""
     after = None
     total.thread_id = thread_id
     while True:
@@ -294,6 +300,20 @@ async def _migrate_one(store: Store, ns: str, thread_id: str, tkey: int, name: s
         after, delta = await store.run(job)
         _add_progress(total, delta, ("seen", "migrated", "current", "other", "failed"))
         if after is None:
+            break
+        yield None
+    # then its conversation items, in the same batches (each a transaction; resumable: migrated items are
+    # at the target version and skipped)
+    seq = 0
+    while True:
+        def conv_job(txn, seq=seq):
+            delta = schema_ops.Progress()
+            return schema_ops.migrate_conversation_batch(txn, store, ns, thread_id, tkey, name, target, seq, batch,
+                                                         delta), delta
+
+        seq, delta = await store.run(conv_job)
+        _add_progress(total, delta, ("conv_seen", "conv_migrated", "conv_current", "conv_other", "conv_failed"))
+        if seq is None:
             return
         yield None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from ..state import schemas
+from ..errors import ApiError
 from ..storage import layout, nodes, records, usage
 from ..storage.store import Store
 
@@ -29,13 +30,18 @@ class Progress:
     other: int = 0
     failed: int = 0
     failures: list = field(default_factory=list)  # (thread_id, cns, checkpoint_id, stored_version, error
-    #                                                [, memory path, memory key])
+    #                                                [, memory path, memory key[, item seq]])
     thread_id: str = ""
     mem_seen: int = 0
     mem_migrated: int = 0
     mem_current: int = 0
     mem_other: int = 0
     mem_failed: int = 0
+    conv_seen: int = 0
+    conv_migrated: int = 0
+    conv_current: int = 0
+    conv_other: int = 0
+    conv_failed: int = 0
 
 
 def migrate_batch(txn, store: Store, ns: str, thread_id: str, tkey: int, name: str, target: int,
@@ -177,3 +183,75 @@ def migrate_memory_batch(txn, store: Store, memory, ns: str, name: str, target: 
                                          schema=name, schema_version=target), now)
         progress.mem_migrated += 1
     return last if len(todo) == batch else None
+
+
+# ----------------------------------------------------------------- conversation items (MigrateThread / Namespace)
+
+def migrate_conversation_batch(txn, store: Store, ns: str, thread_id: str, tkey: int, name: str, target: int,
+                               after: int, batch: int, progress: Progress) -> int | None:
+    """Migrate the next ``batch`` conversation items of thread ``tkey`` with seq over ``after`` (0: from the
+    first): each stored under schema ``name`` at an older version gets its content migrated and the target
+    version, in place (same seq, kind, ids, metadata, times). Returns the last seq looked at, or None when the
+    log is done (the items are read before any is rewritten).
+
+    Kept as appended: ``raw`` and ``cum_raw`` (the token estimate and its running sum, so range sums over the
+    log stay right; docs/lifecycle.md), ``tokens``, ``compact`` and ``dedupe_key``; pending compactions and
+    summaries keep the content hash they were issued over. The item's charge (storage/usage.py ``icharge``)
+    follows the new size; an item whose growth the namespace's quota refuses is left alone and counted as
+    failed. The old content's node, if any, is reclaimed by GC."""
+    from ..state import conversations as conv  # noqa: PLC0415  (ops may compose state modules)
+    rec = schemas.require(txn, store, ns, name)
+    db = store.db["citems"]
+    prefix = layout.tkey_prefix(tkey)
+    cursor = txn.cursor(db=db)
+    found = cursor.set_range(layout.seq_key(tkey, after + 1))
+    todo: list = []
+    more = False
+    while found:
+        key = bytes(cursor.key())
+        if not key.startswith(prefix):
+            break
+        if len(todo) == batch:
+            more = True
+            break
+        seq = layout.split_seq_key(key)[1]
+        todo.append((key, seq, layout.item_decoder.decode(cursor.value())))
+        found = cursor.next()
+    for key, seq, item in todo:
+        progress.conv_seen += 1
+        if item.schema != name:
+            progress.conv_other += 1
+            continue
+        if item.schema_version >= target:
+            progress.conv_current += 1
+            continue
+        old = item.inline if item.node is None else nodes.value_encoding(item.node, txn.get)
+        try:
+            versions = schemas.plan(rec, name, item.schema_version, target)
+            value = schemas.decode(old)
+            if type(value) is not dict:
+                raise schemas.MigrationError(target, 0, [], f"expected a map, found {type(value).__name__}")
+            encoding = schemas.encode(schemas.apply(value, versions))
+            meta = None if item.metadata is None else bytes(item.metadata)
+            before, after_charge = usage.conversation_charge(old, meta), usage.conversation_charge(encoding, meta)
+            charged = txn.get(usage.conv_item_key(tkey, seq), db=store.db["icharge"]) is not None
+            if charged and after_charge > before:
+                usage.check(txn, store, ns, nbytes=after_charge - before)
+        except (schemas.Unreadable, schemas.MigrationError, ApiError) as e:
+            progress.conv_failed += 1
+            if len(progress.failures) < MAX_FAILURES:
+                progress.failures.append((thread_id, "", "", item.schema_version,
+                                          e.message if isinstance(e, ApiError) else str(e), [], "", seq))
+            continue
+        if len(encoding) > conv.INLINE_MAX:
+            h, node = conv._store_content(txn, store, ns, encoding)
+            inline = b""
+        else:
+            h, node, inline = conv.content_hash(encoding), None, encoding
+        txn.put(key, layout.encode(msgspec.structs.replace(item, content_hash=h, inline=inline, node=node,
+                                                           schema_version=target)), db=db)
+        if charged and after_charge != before:
+            txn.put(usage.conv_item_key(tkey, seq), layout.u64(after_charge), db=store.db["icharge"])
+            usage.add(txn, store, ns, nbytes=after_charge - before)  # as usage.conversation_added
+        progress.conv_migrated += 1
+    return todo[-1][1] if more else None

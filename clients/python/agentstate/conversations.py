@@ -252,15 +252,18 @@ class ConversationCalls:
     def get_context(self, thread_id: str, budget_tokens: int, *, knowledge: Iterable[cpb.KnowledgeItem] = (),
                     tokenizer: str = "", keep_last_items: int | None = None, tool_compression: bool = True,
                     knowledge_at_end: bool = False, dedupe: bool = True, explanation: bool = True,
-                    memory_query=None, timeout: float | None = None) -> cpb.GetContextResponse:
+                    memory_query=None, read_schema_version: int = 0,
+                    timeout: float | None = None) -> cpb.GetContextResponse:
         """GetContext: the model's input for ``budget_tokens`` (check it with :func:`context_hash`);
-        ``memory_query`` (:func:`agentstate.memory.memory_query`) adds memory hits to the knowledge layer."""
+        ``memory_query`` (:func:`agentstate.memory.memory_query`) adds memory hits to the knowledge layer;
+        ``read_schema_version`` migrates the log items' contents to that version (as :meth:`list` does)."""
         req = cpb.GetContextRequest(
             namespace=self.client.namespace, thread_id=thread_id, budget_tokens=budget_tokens,
             knowledge=list(knowledge), tokenizer=tokenizer, keep_last_items=keep_last_items,
             tool_compression=cpb.TOOL_COMPRESSION_OUTSIDE_TAIL if tool_compression else cpb.TOOL_COMPRESSION_NONE,
             knowledge_position=cpb.KNOWLEDGE_POSITION_END if knowledge_at_end
-            else cpb.KNOWLEDGE_POSITION_AFTER_SUMMARIES, disable_dedupe=not dedupe, omit_explanation=not explanation)
+            else cpb.KNOWLEDGE_POSITION_AFTER_SUMMARIES, disable_dedupe=not dedupe, omit_explanation=not explanation,
+            read_schema_version=read_schema_version)
         if memory_query is not None:
             req.memory_query.CopyFrom(memory_query)
         return (yield Call(self.stub.GetContext, req, timeout))

@@ -156,8 +156,9 @@ class Schemas(SchemaCalls, SyncFacet):
 
     def migrate_thread(self, thread_id: str, schema: str, *, target_version: int = 0, batch_size: int = 0,
                        timeout: float | None = None) -> Iterator[spb.MigrationProgress]:
-        """Rewrite a thread's checkpoints to ``target_version`` (0: the latest); yields the progress after
-        each batch, the last one final. Calling again after an interruption finishes the rest."""
+        """Rewrite a thread's checkpoints, then its conversation items, to ``target_version`` (0: the latest);
+        yields the progress after each batch, the last one final. Calling again after an interruption finishes
+        the rest."""
         yield from self._stream(self.stub.MigrateThread,
                                 _migrate_thread_request(self.client, thread_id, schema, target_version, batch_size),
                                 timeout)

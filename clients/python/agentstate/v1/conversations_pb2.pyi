@@ -902,7 +902,7 @@ class KnowledgeItem(_message.Message):
     def __init__(self, label: _Optional[str] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., tokens: _Optional[_Union[TokenCount, _Mapping]] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "budget_tokens", "knowledge", "tokenizer", "keep_last_items", "tool_compression", "knowledge_position", "disable_dedupe", "omit_explanation", "memory_query")
+    __slots__ = ("namespace", "thread_id", "budget_tokens", "knowledge", "tokenizer", "keep_last_items", "tool_compression", "knowledge_position", "disable_dedupe", "omit_explanation", "memory_query", "read_schema_version")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -914,6 +914,7 @@ class GetContextRequest(_message.Message):
     DISABLE_DEDUPE_FIELD_NUMBER: _ClassVar[int]
     OMIT_EXPLANATION_FIELD_NUMBER: _ClassVar[int]
     MEMORY_QUERY_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     budget_tokens: int
@@ -925,7 +926,8 @@ class GetContextRequest(_message.Message):
     disable_dedupe: bool
     omit_explanation: bool
     memory_query: _memory_pb2.MemoryQuery
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., knowledge: _Optional[_Iterable[_Union[KnowledgeItem, _Mapping]]] = ..., tokenizer: _Optional[str] = ..., keep_last_items: _Optional[int] = ..., tool_compression: _Optional[_Union[ToolCompression, str]] = ..., knowledge_position: _Optional[_Union[KnowledgePosition, str]] = ..., disable_dedupe: _Optional[bool] = ..., omit_explanation: _Optional[bool] = ..., memory_query: _Optional[_Union[_memory_pb2.MemoryQuery, _Mapping]] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., budget_tokens: _Optional[int] = ..., knowledge: _Optional[_Iterable[_Union[KnowledgeItem, _Mapping]]] = ..., tokenizer: _Optional[str] = ..., keep_last_items: _Optional[int] = ..., tool_compression: _Optional[_Union[ToolCompression, str]] = ..., knowledge_position: _Optional[_Union[KnowledgePosition, str]] = ..., disable_dedupe: _Optional[bool] = ..., omit_explanation: _Optional[bool] = ..., memory_query: _Optional[_Union[_memory_pb2.MemoryQuery, _Mapping]] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class ContextMemoryHit(_message.Message):
     __slots__ = ("path", "key", "version", "score", "field")
@@ -942,7 +944,7 @@ class ContextMemoryHit(_message.Message):
     def __init__(self, path: _Optional[_Iterable[str]] = ..., key: _Optional[str] = ..., version: _Optional[int] = ..., score: _Optional[float] = ..., field: _Optional[str] = ...) -> None: ...
 
 class ContextItem(_message.Message):
-    __slots__ = ("source", "kind", "role", "call_id", "tool_name", "content", "tokens", "tokens_estimated", "pin_id", "summary_id", "level", "items", "knowledge_index", "duplicate_of_seq", "memory_hit")
+    __slots__ = ("source", "kind", "role", "call_id", "tool_name", "content", "tokens", "tokens_estimated", "pin_id", "summary_id", "level", "items", "knowledge_index", "duplicate_of_seq", "memory_hit", "schema", "schema_version", "stored_schema_version", "migration", "migration_error")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -958,6 +960,11 @@ class ContextItem(_message.Message):
     KNOWLEDGE_INDEX_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_SEQ_FIELD_NUMBER: _ClassVar[int]
     MEMORY_HIT_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_FIELD_NUMBER: _ClassVar[int]
+    MIGRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
     source: ContextSource
     kind: ItemKind
     role: str
@@ -973,7 +980,12 @@ class ContextItem(_message.Message):
     knowledge_index: int
     duplicate_of_seq: int
     memory_hit: ContextMemoryHit
-    def __init__(self, source: _Optional[_Union[ContextSource, str]] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., tokens: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., pin_id: _Optional[str] = ..., summary_id: _Optional[str] = ..., level: _Optional[int] = ..., items: _Optional[_Union[SeqRange, _Mapping]] = ..., knowledge_index: _Optional[int] = ..., duplicate_of_seq: _Optional[int] = ..., memory_hit: _Optional[_Union[ContextMemoryHit, _Mapping]] = ...) -> None: ...
+    schema: str
+    schema_version: int
+    stored_schema_version: int
+    migration: _schemas_pb2.MigrationStatus
+    migration_error: str
+    def __init__(self, source: _Optional[_Union[ContextSource, str]] = ..., kind: _Optional[_Union[ItemKind, str]] = ..., role: _Optional[str] = ..., call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., content: _Optional[_Union[_values_pb2.Value, _Mapping]] = ..., tokens: _Optional[int] = ..., tokens_estimated: _Optional[bool] = ..., pin_id: _Optional[str] = ..., summary_id: _Optional[str] = ..., level: _Optional[int] = ..., items: _Optional[_Union[SeqRange, _Mapping]] = ..., knowledge_index: _Optional[int] = ..., duplicate_of_seq: _Optional[int] = ..., memory_hit: _Optional[_Union[ContextMemoryHit, _Mapping]] = ..., schema: _Optional[str] = ..., schema_version: _Optional[int] = ..., stored_schema_version: _Optional[int] = ..., migration: _Optional[_Union[_schemas_pb2.MigrationStatus, str]] = ..., migration_error: _Optional[str] = ...) -> None: ...
 
 class ExplanationEntry(_message.Message):
     __slots__ = ("pin_id", "items", "knowledge_index", "fate", "item_count", "tokens", "context_index", "summary_id", "duplicate_of_seq", "memory_hit")

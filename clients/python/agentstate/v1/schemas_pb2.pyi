@@ -212,7 +212,7 @@ class ListSchemasResponse(_message.Message):
     def __init__(self, schemas: _Optional[_Iterable[_Union[Schema, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class MigrationFailure(_message.Message):
-    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "stored_version", "error", "memory_path", "memory_key")
+    __slots__ = ("thread_id", "checkpoint_ns", "checkpoint_id", "stored_version", "error", "memory_path", "memory_key", "item_seq")
     THREAD_ID_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_NS_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +220,7 @@ class MigrationFailure(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MEMORY_PATH_FIELD_NUMBER: _ClassVar[int]
     MEMORY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ITEM_SEQ_FIELD_NUMBER: _ClassVar[int]
     thread_id: str
     checkpoint_ns: str
     checkpoint_id: str
@@ -227,10 +228,11 @@ class MigrationFailure(_message.Message):
     error: str
     memory_path: _containers.RepeatedScalarFieldContainer[str]
     memory_key: str
-    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., stored_version: _Optional[int] = ..., error: _Optional[str] = ..., memory_path: _Optional[_Iterable[str]] = ..., memory_key: _Optional[str] = ...) -> None: ...
+    item_seq: int
+    def __init__(self, thread_id: _Optional[str] = ..., checkpoint_ns: _Optional[str] = ..., checkpoint_id: _Optional[str] = ..., stored_version: _Optional[int] = ..., error: _Optional[str] = ..., memory_path: _Optional[_Iterable[str]] = ..., memory_key: _Optional[str] = ..., item_seq: _Optional[int] = ...) -> None: ...
 
 class MigrationProgress(_message.Message):
-    __slots__ = ("threads_done", "checkpoints_seen", "checkpoints_migrated", "checkpoints_current", "checkpoints_other", "checkpoints_failed", "failures", "thread_id", "memory_items_seen", "memory_items_migrated", "memory_items_current", "memory_items_other", "memory_items_failed")
+    __slots__ = ("threads_done", "checkpoints_seen", "checkpoints_migrated", "checkpoints_current", "checkpoints_other", "checkpoints_failed", "failures", "thread_id", "memory_items_seen", "memory_items_migrated", "memory_items_current", "memory_items_other", "memory_items_failed", "conversation_items_seen", "conversation_items_migrated", "conversation_items_current", "conversation_items_other", "conversation_items_failed")
     THREADS_DONE_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_SEEN_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTS_MIGRATED_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +246,11 @@ class MigrationProgress(_message.Message):
     MEMORY_ITEMS_CURRENT_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ITEMS_OTHER_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ITEMS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ITEMS_SEEN_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ITEMS_MIGRATED_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ITEMS_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ITEMS_OTHER_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_ITEMS_FAILED_FIELD_NUMBER: _ClassVar[int]
     threads_done: int
     checkpoints_seen: int
     checkpoints_migrated: int
@@ -257,7 +264,12 @@ class MigrationProgress(_message.Message):
     memory_items_current: int
     memory_items_other: int
     memory_items_failed: int
-    def __init__(self, threads_done: _Optional[int] = ..., checkpoints_seen: _Optional[int] = ..., checkpoints_migrated: _Optional[int] = ..., checkpoints_current: _Optional[int] = ..., checkpoints_other: _Optional[int] = ..., checkpoints_failed: _Optional[int] = ..., failures: _Optional[_Iterable[_Union[MigrationFailure, _Mapping]]] = ..., thread_id: _Optional[str] = ..., memory_items_seen: _Optional[int] = ..., memory_items_migrated: _Optional[int] = ..., memory_items_current: _Optional[int] = ..., memory_items_other: _Optional[int] = ..., memory_items_failed: _Optional[int] = ...) -> None: ...
+    conversation_items_seen: int
+    conversation_items_migrated: int
+    conversation_items_current: int
+    conversation_items_other: int
+    conversation_items_failed: int
+    def __init__(self, threads_done: _Optional[int] = ..., checkpoints_seen: _Optional[int] = ..., checkpoints_migrated: _Optional[int] = ..., checkpoints_current: _Optional[int] = ..., checkpoints_other: _Optional[int] = ..., checkpoints_failed: _Optional[int] = ..., failures: _Optional[_Iterable[_Union[MigrationFailure, _Mapping]]] = ..., thread_id: _Optional[str] = ..., memory_items_seen: _Optional[int] = ..., memory_items_migrated: _Optional[int] = ..., memory_items_current: _Optional[int] = ..., memory_items_other: _Optional[int] = ..., memory_items_failed: _Optional[int] = ..., conversation_items_seen: _Optional[int] = ..., conversation_items_migrated: _Optional[int] = ..., conversation_items_current: _Optional[int] = ..., conversation_items_other: _Optional[int] = ..., conversation_items_failed: _Optional[int] = ...) -> None: ...
 
 class MigrateThreadRequest(_message.Message):
     __slots__ = ("namespace", "thread_id", "schema", "target_version", "batch_size")

@@ -102,7 +102,10 @@ class SchemaServiceServicer:
         transaction and streams its progress after each commit; the last
         message has done = true and the summary. A checkpoint that does not
         migrate (or is outside the compatibility window) is left as it is and
-        counted as failed, whatever the failure policy. The call is resumable:
+        counted as failed, whatever the failure policy. Then the thread's
+        conversation items stored under the schema at an older version get
+        their content migrated in place, batch by batch the same way (same seq
+        and ids; the appended token estimate is kept). The call is resumable:
         after a crash or a cancelled stream, calling it again skips what is
         migrated already and finishes the rest.
         """

@@ -5063,9 +5063,17 @@ type GetContextRequest struct {
 	// explanation entry. A malformed query gives INVALID_ARGUMENT naming
 	// "memory_query.<field>"; a vector query in a space that does not exist
 	// NOT_FOUND VECTOR_SPACE_NOT_FOUND.
-	MemoryQuery   *MemoryQuery `protobuf:"bytes,11,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemoryQuery *MemoryQuery `protobuf:"bytes,11,opt,name=memory_query,json=memoryQuery,proto3" json:"memory_query,omitempty"`
+	// read_schema_version is the schema version the reader understands: each
+	// log item (CONTEXT_SOURCE_ITEM) stored under a registered schema at
+	// another version comes with its content (a map) migrated, as ListItems
+	// gives it, under the schema's failure policy (FAIL and NEW_RUN: the
+	// call fails; DEGRADE: the content as stored, flagged). Token counts,
+	// the selection and context_hash are those of the stored items. 0: as
+	// stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,12,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetContextRequest) Reset() {
@@ -5173,6 +5181,13 @@ func (x *GetContextRequest) GetMemoryQuery() *MemoryQuery {
 		return x.MemoryQuery
 	}
 	return nil
+}
+
+func (x *GetContextRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
 }
 
 // ContextMemoryHit names the memory item a knowledge item of GetContext came
@@ -5300,9 +5315,19 @@ type ContextItem struct {
 	DuplicateOfSeq uint64 `protobuf:"varint,14,opt,name=duplicate_of_seq,json=duplicateOfSeq,proto3" json:"duplicate_of_seq,omitempty"`
 	// memory_hit names the memory item of a KNOWLEDGE item that came from
 	// GetContextRequest.memory_query.
-	MemoryHit     *ContextMemoryHit `protobuf:"bytes,15,opt,name=memory_hit,json=memoryHit,proto3" json:"memory_hit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemoryHit *ContextMemoryHit `protobuf:"bytes,15,opt,name=memory_hit,json=memoryHit,proto3" json:"memory_hit,omitempty"`
+	// Set only with GetContextRequest.read_schema_version, for a
+	// CONTEXT_SOURCE_ITEM whose content is the log item's own and that was
+	// appended with a schema: the schema, the version returned,
+	// stored_schema_version the stored one, migration how, migration_error
+	// why a DEGRADED content is as stored (empty / 0 otherwise).
+	Schema              string          `protobuf:"bytes,16,opt,name=schema,proto3" json:"schema,omitempty"`
+	SchemaVersion       uint32          `protobuf:"varint,17,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	StoredSchemaVersion uint32          `protobuf:"varint,18,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`
+	Migration           MigrationStatus `protobuf:"varint,19,opt,name=migration,proto3,enum=agentstate.v1.MigrationStatus" json:"migration,omitempty"`
+	MigrationError      string          `protobuf:"bytes,20,opt,name=migration_error,json=migrationError,proto3" json:"migration_error,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ContextItem) Reset() {
@@ -5438,6 +5463,41 @@ func (x *ContextItem) GetMemoryHit() *ContextMemoryHit {
 		return x.MemoryHit
 	}
 	return nil
+}
+
+func (x *ContextItem) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *ContextItem) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *ContextItem) GetStoredSchemaVersion() uint32 {
+	if x != nil {
+		return x.StoredSchemaVersion
+	}
+	return 0
+}
+
+func (x *ContextItem) GetMigration() MigrationStatus {
+	if x != nil {
+		return x.Migration
+	}
+	return MigrationStatus_MIGRATION_STATUS_UNSPECIFIED
+}
+
+func (x *ContextItem) GetMigrationError() string {
+	if x != nil {
+		return x.MigrationError
+	}
+	return ""
 }
 
 // ExplanationEntry says what happened to source items. The entries of one
@@ -6318,7 +6378,7 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.agentstate.v1.ItemKindR\x04kind\x12\x12\n" +
 	"\x04role\x18\x03 \x01(\tR\x04role\x12.\n" +
 	"\acontent\x18\x04 \x01(\v2\x14.agentstate.v1.ValueR\acontent\x121\n" +
-	"\x06tokens\x18\x05 \x01(\v2\x19.agentstate.v1.TokenCountR\x06tokens\"\xbb\x04\n" +
+	"\x06tokens\x18\x05 \x01(\v2\x19.agentstate.v1.TokenCountR\x06tokens\"\xeb\x04\n" +
 	"\x11GetContextRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12#\n" +
@@ -6331,7 +6391,8 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x0edisable_dedupe\x18\t \x01(\bR\rdisableDedupe\x12)\n" +
 	"\x10omit_explanation\x18\n" +
 	" \x01(\bR\x0fomitExplanation\x12=\n" +
-	"\fmemory_query\x18\v \x01(\v2\x1a.agentstate.v1.MemoryQueryR\vmemoryQueryB\x12\n" +
+	"\fmemory_query\x18\v \x01(\v2\x1a.agentstate.v1.MemoryQueryR\vmemoryQuery\x12.\n" +
+	"\x13read_schema_version\x18\f \x01(\rR\x11readSchemaVersionB\x12\n" +
 	"\x10_keep_last_items\"\x8d\x01\n" +
 	"\x10ContextMemoryHit\x12\x12\n" +
 	"\x04path\x18\x01 \x03(\tR\x04path\x12\x10\n" +
@@ -6339,7 +6400,7 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x19\n" +
 	"\x05score\x18\x04 \x01(\x01H\x00R\x05score\x88\x01\x01\x12\x14\n" +
 	"\x05field\x18\x05 \x01(\tR\x05fieldB\b\n" +
-	"\x06_score\"\xd4\x04\n" +
+	"\x06_score\"\xae\x06\n" +
 	"\vContextItem\x124\n" +
 	"\x06source\x18\x01 \x01(\x0e2\x1c.agentstate.v1.ContextSourceR\x06source\x12+\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.agentstate.v1.ItemKindR\x04kind\x12\x12\n" +
@@ -6358,7 +6419,12 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\x0fknowledge_index\x18\r \x01(\rH\x00R\x0eknowledgeIndex\x88\x01\x01\x12(\n" +
 	"\x10duplicate_of_seq\x18\x0e \x01(\x04R\x0eduplicateOfSeq\x12>\n" +
 	"\n" +
-	"memory_hit\x18\x0f \x01(\v2\x1f.agentstate.v1.ContextMemoryHitR\tmemoryHitB\x12\n" +
+	"memory_hit\x18\x0f \x01(\v2\x1f.agentstate.v1.ContextMemoryHitR\tmemoryHit\x12\x16\n" +
+	"\x06schema\x18\x10 \x01(\tR\x06schema\x12%\n" +
+	"\x0eschema_version\x18\x11 \x01(\rR\rschemaVersion\x122\n" +
+	"\x15stored_schema_version\x18\x12 \x01(\rR\x13storedSchemaVersion\x12<\n" +
+	"\tmigration\x18\x13 \x01(\x0e2\x1e.agentstate.v1.MigrationStatusR\tmigration\x12'\n" +
+	"\x0fmigration_error\x18\x14 \x01(\tR\x0emigrationErrorB\x12\n" +
 	"\x10_knowledge_index\"\xb6\x03\n" +
 	"\x10ExplanationEntry\x12\x17\n" +
 	"\x06pin_id\x18\x01 \x01(\tH\x00R\x05pinId\x12/\n" +
@@ -6660,59 +6726,60 @@ var file_agentstate_v1_conversations_proto_depIdxs = []int32{
 	66,  // 93: agentstate.v1.ContextItem.content:type_name -> agentstate.v1.Value
 	10,  // 94: agentstate.v1.ContextItem.items:type_name -> agentstate.v1.SeqRange
 	57,  // 95: agentstate.v1.ContextItem.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
-	10,  // 96: agentstate.v1.ExplanationEntry.items:type_name -> agentstate.v1.SeqRange
-	8,   // 97: agentstate.v1.ExplanationEntry.fate:type_name -> agentstate.v1.Fate
-	57,  // 98: agentstate.v1.ExplanationEntry.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
-	58,  // 99: agentstate.v1.GetContextResponse.items:type_name -> agentstate.v1.ContextItem
-	59,  // 100: agentstate.v1.GetContextResponse.explanation:type_name -> agentstate.v1.ExplanationEntry
-	66,  // 101: agentstate.v1.ItemInput.MetadataEntry.value:type_name -> agentstate.v1.Value
-	66,  // 102: agentstate.v1.ConversationItem.MetadataEntry.value:type_name -> agentstate.v1.Value
-	66,  // 103: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry.value:type_name -> agentstate.v1.Value
-	16,  // 104: agentstate.v1.ConversationService.AppendItems:input_type -> agentstate.v1.AppendItemsRequest
-	18,  // 105: agentstate.v1.ConversationService.ListItems:input_type -> agentstate.v1.ListItemsRequest
-	20,  // 106: agentstate.v1.ConversationService.GetItems:input_type -> agentstate.v1.GetItemsRequest
-	22,  // 107: agentstate.v1.ConversationService.PopItem:input_type -> agentstate.v1.PopItemRequest
-	24,  // 108: agentstate.v1.ConversationService.ClearItems:input_type -> agentstate.v1.ClearItemsRequest
-	26,  // 109: agentstate.v1.ConversationService.GetConversation:input_type -> agentstate.v1.GetConversationRequest
-	29,  // 110: agentstate.v1.ConversationService.SetPinnedItem:input_type -> agentstate.v1.SetPinnedItemRequest
-	31,  // 111: agentstate.v1.ConversationService.ListPinnedItems:input_type -> agentstate.v1.ListPinnedItemsRequest
-	33,  // 112: agentstate.v1.ConversationService.DeletePinnedItem:input_type -> agentstate.v1.DeletePinnedItemRequest
-	35,  // 113: agentstate.v1.ConversationService.SetCompactionPolicy:input_type -> agentstate.v1.SetCompactionPolicyRequest
-	37,  // 114: agentstate.v1.ConversationService.GetCompactionPolicy:input_type -> agentstate.v1.GetCompactionPolicyRequest
-	39,  // 115: agentstate.v1.ConversationService.SetIdlePolicy:input_type -> agentstate.v1.SetIdlePolicyRequest
-	41,  // 116: agentstate.v1.ConversationService.GetIdlePolicy:input_type -> agentstate.v1.GetIdlePolicyRequest
-	45,  // 117: agentstate.v1.ConversationService.ClaimCompaction:input_type -> agentstate.v1.ClaimCompactionRequest
-	47,  // 118: agentstate.v1.ConversationService.SubmitSummary:input_type -> agentstate.v1.SubmitSummaryRequest
-	49,  // 119: agentstate.v1.ConversationService.ListCompactions:input_type -> agentstate.v1.ListCompactionsRequest
-	51,  // 120: agentstate.v1.ConversationService.ListSummaries:input_type -> agentstate.v1.ListSummariesRequest
-	53,  // 121: agentstate.v1.ConversationService.ExpandSummary:input_type -> agentstate.v1.ExpandSummaryRequest
-	56,  // 122: agentstate.v1.ConversationService.GetContext:input_type -> agentstate.v1.GetContextRequest
-	61,  // 123: agentstate.v1.ConversationService.ReportUsage:input_type -> agentstate.v1.ReportUsageRequest
-	17,  // 124: agentstate.v1.ConversationService.AppendItems:output_type -> agentstate.v1.AppendItemsResponse
-	19,  // 125: agentstate.v1.ConversationService.ListItems:output_type -> agentstate.v1.ListItemsResponse
-	21,  // 126: agentstate.v1.ConversationService.GetItems:output_type -> agentstate.v1.GetItemsResponse
-	23,  // 127: agentstate.v1.ConversationService.PopItem:output_type -> agentstate.v1.PopItemResponse
-	25,  // 128: agentstate.v1.ConversationService.ClearItems:output_type -> agentstate.v1.ClearItemsResponse
-	27,  // 129: agentstate.v1.ConversationService.GetConversation:output_type -> agentstate.v1.GetConversationResponse
-	30,  // 130: agentstate.v1.ConversationService.SetPinnedItem:output_type -> agentstate.v1.SetPinnedItemResponse
-	32,  // 131: agentstate.v1.ConversationService.ListPinnedItems:output_type -> agentstate.v1.ListPinnedItemsResponse
-	34,  // 132: agentstate.v1.ConversationService.DeletePinnedItem:output_type -> agentstate.v1.DeletePinnedItemResponse
-	36,  // 133: agentstate.v1.ConversationService.SetCompactionPolicy:output_type -> agentstate.v1.SetCompactionPolicyResponse
-	38,  // 134: agentstate.v1.ConversationService.GetCompactionPolicy:output_type -> agentstate.v1.GetCompactionPolicyResponse
-	40,  // 135: agentstate.v1.ConversationService.SetIdlePolicy:output_type -> agentstate.v1.SetIdlePolicyResponse
-	42,  // 136: agentstate.v1.ConversationService.GetIdlePolicy:output_type -> agentstate.v1.GetIdlePolicyResponse
-	46,  // 137: agentstate.v1.ConversationService.ClaimCompaction:output_type -> agentstate.v1.ClaimCompactionResponse
-	48,  // 138: agentstate.v1.ConversationService.SubmitSummary:output_type -> agentstate.v1.SubmitSummaryResponse
-	50,  // 139: agentstate.v1.ConversationService.ListCompactions:output_type -> agentstate.v1.ListCompactionsResponse
-	52,  // 140: agentstate.v1.ConversationService.ListSummaries:output_type -> agentstate.v1.ListSummariesResponse
-	54,  // 141: agentstate.v1.ConversationService.ExpandSummary:output_type -> agentstate.v1.ExpandSummaryResponse
-	60,  // 142: agentstate.v1.ConversationService.GetContext:output_type -> agentstate.v1.GetContextResponse
-	62,  // 143: agentstate.v1.ConversationService.ReportUsage:output_type -> agentstate.v1.ReportUsageResponse
-	124, // [124:144] is the sub-list for method output_type
-	104, // [104:124] is the sub-list for method input_type
-	104, // [104:104] is the sub-list for extension type_name
-	104, // [104:104] is the sub-list for extension extendee
-	0,   // [0:104] is the sub-list for field type_name
+	68,  // 96: agentstate.v1.ContextItem.migration:type_name -> agentstate.v1.MigrationStatus
+	10,  // 97: agentstate.v1.ExplanationEntry.items:type_name -> agentstate.v1.SeqRange
+	8,   // 98: agentstate.v1.ExplanationEntry.fate:type_name -> agentstate.v1.Fate
+	57,  // 99: agentstate.v1.ExplanationEntry.memory_hit:type_name -> agentstate.v1.ContextMemoryHit
+	58,  // 100: agentstate.v1.GetContextResponse.items:type_name -> agentstate.v1.ContextItem
+	59,  // 101: agentstate.v1.GetContextResponse.explanation:type_name -> agentstate.v1.ExplanationEntry
+	66,  // 102: agentstate.v1.ItemInput.MetadataEntry.value:type_name -> agentstate.v1.Value
+	66,  // 103: agentstate.v1.ConversationItem.MetadataEntry.value:type_name -> agentstate.v1.Value
+	66,  // 104: agentstate.v1.AppendItemsRequest.ThreadMetadataEntry.value:type_name -> agentstate.v1.Value
+	16,  // 105: agentstate.v1.ConversationService.AppendItems:input_type -> agentstate.v1.AppendItemsRequest
+	18,  // 106: agentstate.v1.ConversationService.ListItems:input_type -> agentstate.v1.ListItemsRequest
+	20,  // 107: agentstate.v1.ConversationService.GetItems:input_type -> agentstate.v1.GetItemsRequest
+	22,  // 108: agentstate.v1.ConversationService.PopItem:input_type -> agentstate.v1.PopItemRequest
+	24,  // 109: agentstate.v1.ConversationService.ClearItems:input_type -> agentstate.v1.ClearItemsRequest
+	26,  // 110: agentstate.v1.ConversationService.GetConversation:input_type -> agentstate.v1.GetConversationRequest
+	29,  // 111: agentstate.v1.ConversationService.SetPinnedItem:input_type -> agentstate.v1.SetPinnedItemRequest
+	31,  // 112: agentstate.v1.ConversationService.ListPinnedItems:input_type -> agentstate.v1.ListPinnedItemsRequest
+	33,  // 113: agentstate.v1.ConversationService.DeletePinnedItem:input_type -> agentstate.v1.DeletePinnedItemRequest
+	35,  // 114: agentstate.v1.ConversationService.SetCompactionPolicy:input_type -> agentstate.v1.SetCompactionPolicyRequest
+	37,  // 115: agentstate.v1.ConversationService.GetCompactionPolicy:input_type -> agentstate.v1.GetCompactionPolicyRequest
+	39,  // 116: agentstate.v1.ConversationService.SetIdlePolicy:input_type -> agentstate.v1.SetIdlePolicyRequest
+	41,  // 117: agentstate.v1.ConversationService.GetIdlePolicy:input_type -> agentstate.v1.GetIdlePolicyRequest
+	45,  // 118: agentstate.v1.ConversationService.ClaimCompaction:input_type -> agentstate.v1.ClaimCompactionRequest
+	47,  // 119: agentstate.v1.ConversationService.SubmitSummary:input_type -> agentstate.v1.SubmitSummaryRequest
+	49,  // 120: agentstate.v1.ConversationService.ListCompactions:input_type -> agentstate.v1.ListCompactionsRequest
+	51,  // 121: agentstate.v1.ConversationService.ListSummaries:input_type -> agentstate.v1.ListSummariesRequest
+	53,  // 122: agentstate.v1.ConversationService.ExpandSummary:input_type -> agentstate.v1.ExpandSummaryRequest
+	56,  // 123: agentstate.v1.ConversationService.GetContext:input_type -> agentstate.v1.GetContextRequest
+	61,  // 124: agentstate.v1.ConversationService.ReportUsage:input_type -> agentstate.v1.ReportUsageRequest
+	17,  // 125: agentstate.v1.ConversationService.AppendItems:output_type -> agentstate.v1.AppendItemsResponse
+	19,  // 126: agentstate.v1.ConversationService.ListItems:output_type -> agentstate.v1.ListItemsResponse
+	21,  // 127: agentstate.v1.ConversationService.GetItems:output_type -> agentstate.v1.GetItemsResponse
+	23,  // 128: agentstate.v1.ConversationService.PopItem:output_type -> agentstate.v1.PopItemResponse
+	25,  // 129: agentstate.v1.ConversationService.ClearItems:output_type -> agentstate.v1.ClearItemsResponse
+	27,  // 130: agentstate.v1.ConversationService.GetConversation:output_type -> agentstate.v1.GetConversationResponse
+	30,  // 131: agentstate.v1.ConversationService.SetPinnedItem:output_type -> agentstate.v1.SetPinnedItemResponse
+	32,  // 132: agentstate.v1.ConversationService.ListPinnedItems:output_type -> agentstate.v1.ListPinnedItemsResponse
+	34,  // 133: agentstate.v1.ConversationService.DeletePinnedItem:output_type -> agentstate.v1.DeletePinnedItemResponse
+	36,  // 134: agentstate.v1.ConversationService.SetCompactionPolicy:output_type -> agentstate.v1.SetCompactionPolicyResponse
+	38,  // 135: agentstate.v1.ConversationService.GetCompactionPolicy:output_type -> agentstate.v1.GetCompactionPolicyResponse
+	40,  // 136: agentstate.v1.ConversationService.SetIdlePolicy:output_type -> agentstate.v1.SetIdlePolicyResponse
+	42,  // 137: agentstate.v1.ConversationService.GetIdlePolicy:output_type -> agentstate.v1.GetIdlePolicyResponse
+	46,  // 138: agentstate.v1.ConversationService.ClaimCompaction:output_type -> agentstate.v1.ClaimCompactionResponse
+	48,  // 139: agentstate.v1.ConversationService.SubmitSummary:output_type -> agentstate.v1.SubmitSummaryResponse
+	50,  // 140: agentstate.v1.ConversationService.ListCompactions:output_type -> agentstate.v1.ListCompactionsResponse
+	52,  // 141: agentstate.v1.ConversationService.ListSummaries:output_type -> agentstate.v1.ListSummariesResponse
+	54,  // 142: agentstate.v1.ConversationService.ExpandSummary:output_type -> agentstate.v1.ExpandSummaryResponse
+	60,  // 143: agentstate.v1.ConversationService.GetContext:output_type -> agentstate.v1.GetContextResponse
+	62,  // 144: agentstate.v1.ConversationService.ReportUsage:output_type -> agentstate.v1.ReportUsageResponse
+	125, // [125:145] is the sub-list for method output_type
+	105, // [105:125] is the sub-list for method input_type
+	105, // [105:105] is the sub-list for extension type_name
+	105, // [105:105] is the sub-list for extension extendee
+	0,   // [0:105] is the sub-list for field type_name
 }
 
 func init() { file_agentstate_v1_conversations_proto_init() }

@@ -1314,8 +1314,11 @@ type MigrationFailure struct {
 	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// memory_path and memory_key name a memory item that did not migrate
 	// (MigrateNamespace; the checkpoint fields are empty then).
-	MemoryPath    []string `protobuf:"bytes,6,rep,name=memory_path,json=memoryPath,proto3" json:"memory_path,omitempty"`
-	MemoryKey     string   `protobuf:"bytes,7,opt,name=memory_key,json=memoryKey,proto3" json:"memory_key,omitempty"`
+	MemoryPath []string `protobuf:"bytes,6,rep,name=memory_path,json=memoryPath,proto3" json:"memory_path,omitempty"`
+	MemoryKey  string   `protobuf:"bytes,7,opt,name=memory_key,json=memoryKey,proto3" json:"memory_key,omitempty"`
+	// item_seq names a conversation item of thread_id that did not migrate
+	// (0: the failure is not a conversation item's).
+	ItemSeq       uint64 `protobuf:"varint,8,opt,name=item_seq,json=itemSeq,proto3" json:"item_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1399,6 +1402,13 @@ func (x *MigrationFailure) GetMemoryKey() string {
 	return ""
 }
 
+func (x *MigrationFailure) GetItemSeq() uint64 {
+	if x != nil {
+		return x.ItemSeq
+	}
+	return 0
+}
+
 // MigrationProgress counts what an eager migration has looked at so far.
 type MigrationProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1430,8 +1440,15 @@ type MigrationProgress struct {
 	MemoryItemsCurrent  uint64 `protobuf:"varint,11,opt,name=memory_items_current,json=memoryItemsCurrent,proto3" json:"memory_items_current,omitempty"`
 	MemoryItemsOther    uint64 `protobuf:"varint,12,opt,name=memory_items_other,json=memoryItemsOther,proto3" json:"memory_items_other,omitempty"`
 	MemoryItemsFailed   uint64 `protobuf:"varint,13,opt,name=memory_items_failed,json=memoryItemsFailed,proto3" json:"memory_items_failed,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The conversation items of the thread(s), counted the same way (after
+	// each thread's checkpoints; MigrateThread and MigrateNamespace).
+	ConversationItemsSeen     uint64 `protobuf:"varint,14,opt,name=conversation_items_seen,json=conversationItemsSeen,proto3" json:"conversation_items_seen,omitempty"`
+	ConversationItemsMigrated uint64 `protobuf:"varint,15,opt,name=conversation_items_migrated,json=conversationItemsMigrated,proto3" json:"conversation_items_migrated,omitempty"`
+	ConversationItemsCurrent  uint64 `protobuf:"varint,16,opt,name=conversation_items_current,json=conversationItemsCurrent,proto3" json:"conversation_items_current,omitempty"`
+	ConversationItemsOther    uint64 `protobuf:"varint,17,opt,name=conversation_items_other,json=conversationItemsOther,proto3" json:"conversation_items_other,omitempty"`
+	ConversationItemsFailed   uint64 `protobuf:"varint,18,opt,name=conversation_items_failed,json=conversationItemsFailed,proto3" json:"conversation_items_failed,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *MigrationProgress) Reset() {
@@ -1555,6 +1572,41 @@ func (x *MigrationProgress) GetMemoryItemsFailed() uint64 {
 	return 0
 }
 
+func (x *MigrationProgress) GetConversationItemsSeen() uint64 {
+	if x != nil {
+		return x.ConversationItemsSeen
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetConversationItemsMigrated() uint64 {
+	if x != nil {
+		return x.ConversationItemsMigrated
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetConversationItemsCurrent() uint64 {
+	if x != nil {
+		return x.ConversationItemsCurrent
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetConversationItemsOther() uint64 {
+	if x != nil {
+		return x.ConversationItemsOther
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetConversationItemsFailed() uint64 {
+	if x != nil {
+		return x.ConversationItemsFailed
+	}
+	return 0
+}
+
 type MigrateThreadRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1563,8 +1615,8 @@ type MigrateThreadRequest struct {
 	Schema string `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
 	// target_version: 0 means the schema's latest version.
 	TargetVersion uint32 `protobuf:"varint,4,opt,name=target_version,json=targetVersion,proto3" json:"target_version,omitempty"`
-	// batch_size is the number of checkpoints per transaction (0 means 64; at
-	// most 1000): a writer waits at most one batch.
+	// batch_size is the number of checkpoints (or conversation items) per
+	// transaction (0 means 64; at most 1000): a writer waits at most one batch.
 	BatchSize     uint32 `protobuf:"varint,5,opt,name=batch_size,json=batchSize,proto3" json:"batch_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1896,7 +1948,7 @@ const file_agentstate_v1_schemas_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListSchemasResponse\x12/\n" +
 	"\aschemas\x18\x01 \x03(\v2\x15.agentstate.v1.SchemaR\aschemas\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf6\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x91\x02\n" +
 	"\x10MigrationFailure\x12\x1b\n" +
 	"\tthread_id\x18\x01 \x01(\tR\bthreadId\x12#\n" +
 	"\rcheckpoint_ns\x18\x02 \x01(\tR\fcheckpointNs\x12#\n" +
@@ -1906,7 +1958,8 @@ const file_agentstate_v1_schemas_proto_rawDesc = "" +
 	"\vmemory_path\x18\x06 \x03(\tR\n" +
 	"memoryPath\x12\x1d\n" +
 	"\n" +
-	"memory_key\x18\a \x01(\tR\tmemoryKey\"\xeb\x04\n" +
+	"memory_key\x18\a \x01(\tR\tmemoryKey\x12\x19\n" +
+	"\bitem_seq\x18\b \x01(\x04R\aitemSeq\"\x97\a\n" +
 	"\x11MigrationProgress\x12!\n" +
 	"\fthreads_done\x18\x01 \x01(\x04R\vthreadsDone\x12)\n" +
 	"\x10checkpoints_seen\x18\x02 \x01(\x04R\x0fcheckpointsSeen\x121\n" +
@@ -1921,7 +1974,12 @@ const file_agentstate_v1_schemas_proto_rawDesc = "" +
 	" \x01(\x04R\x13memoryItemsMigrated\x120\n" +
 	"\x14memory_items_current\x18\v \x01(\x04R\x12memoryItemsCurrent\x12,\n" +
 	"\x12memory_items_other\x18\f \x01(\x04R\x10memoryItemsOther\x12.\n" +
-	"\x13memory_items_failed\x18\r \x01(\x04R\x11memoryItemsFailed\"\xaf\x01\n" +
+	"\x13memory_items_failed\x18\r \x01(\x04R\x11memoryItemsFailed\x126\n" +
+	"\x17conversation_items_seen\x18\x0e \x01(\x04R\x15conversationItemsSeen\x12>\n" +
+	"\x1bconversation_items_migrated\x18\x0f \x01(\x04R\x19conversationItemsMigrated\x12<\n" +
+	"\x1aconversation_items_current\x18\x10 \x01(\x04R\x18conversationItemsCurrent\x128\n" +
+	"\x18conversation_items_other\x18\x11 \x01(\x04R\x16conversationItemsOther\x12:\n" +
+	"\x19conversation_items_failed\x18\x12 \x01(\x04R\x17conversationItemsFailed\"\xaf\x01\n" +
 	"\x14MigrateThreadRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12\x16\n" +
