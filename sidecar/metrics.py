@@ -295,7 +295,7 @@ class _Sources:
         yield CounterMetricFamily("sidecar_store_map_grows", "Times the LMDB map was doubled", value=s.map_grows)
 
         # write-ahead log (process durability)
-        yield _histogram("sidecar_wal_append_seconds", "Duration of one write-ahead log append (no fsync)",
+        yield _histogram("sidecar_wal_append_seconds", "Duration of one write-ahead log batch write (one write(), no fsync)",
                          s.wal_append_seconds)
         wal_bytes = 0
         for _, name in wal.wal_files(store.path):

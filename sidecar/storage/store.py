@@ -23,8 +23,11 @@ can only make a write stronger):
 
 ``process``
     A write is acknowledged once its exact changes are appended to the
-    write-ahead log (``sidecar/storage/wal.py``; one ``write()``, no fsync) and applied
-    to the open transaction. Survives a SIGKILL of the sidecar (the page cache
+    write-ahead log (``sidecar/storage/wal.py``, no fsync) and applied
+    to the open transaction. The records of all writes that run in one
+    turn of the owner loop go into the log with one ``write()`` (a
+    ``call_soon`` callback, or sooner when a commit or an owner-thread read
+    comes first); a failed ``write()`` fails every write of that batch. Survives a SIGKILL of the sidecar (the page cache
     keeps the log; the next start replays it), not an OS crash or power loss
     (the log tail since the last LMDB commit may be lost then, never more,
     and the LMDB file is never damaged: LMDB is still only written by synced
@@ -297,6 +300,10 @@ class Store:
         self._waiting: list[tuple[_Job, Any]] = []  # jobs in the open transaction, acknowledged at its commit
         self._pending: list[list] = []  # process mode: logged change sets since the last commit
         self._pending_bytes = 0
+        # process mode: jobs run into the open transaction whose records are not written yet: the log
+        # batch of this loop turn, written with one write() by _flush_log (then they are acknowledged)
+        self._unlogged: list[tuple[_Job, Any, list | None]] = []
+        self._flush_soon = False
         self._commit_soon = False
         self._commit_later: asyncio.TimerHandle | None = None
         self.pace = COMMIT_PACE
@@ -553,6 +560,8 @@ class Store:
         """
         if self._log is not None:
             if self.on_owner:
+                if self._unlogged and self._job_txn is None:
+                    self._flush_log()  # a read outside a job sees acknowledged writes only
                 view = self._job_txn if self._job_txn is not None else self._txn
                 if view is not None:
                     yield view
@@ -671,6 +680,8 @@ class Store:
         job = _Job(fn, self._is_sync(durability), Future(), True, frees)
         job.future.set_running_or_notify_cancel()
         self._run(job)
+        if not job.future.done() and self._unlogged:
+            self._flush_log()
         if not job.future.done():
             self._commit()
         return job.future.result()
@@ -722,19 +733,14 @@ class Store:
             return
         finally:
             self._job_txn = None
-        if ops:
-            try:
-                started = time.perf_counter()
-                self._log.append(ops)
-                self.stats.wal_append_seconds.observe(time.perf_counter() - started)
-            except OSError as e:  # nothing acknowledged may be missing from the log: take the job out again
-                log.error("write-ahead log: %s", e)
-                self._rebuild()
-                reason = "STORAGE_FULL" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "STORAGE_IO_ERROR"
-                self._done(job, None, ApiError(reason, f"cannot write the log: nothing was written ({e})"))
-                return
-            self._pending.append(ops)
-            self._pending_bytes += sum(len(k) + (len(v) if v is not None else 0) for _, k, v in ops)
+        if ops or self._unlogged:
+            # into this turn's log batch; a job without changes that ran after one still waits for it
+            # (it may have read the batch's changes), so acknowledgements keep the order of the jobs
+            self._unlogged.append((job, result, ops))
+            if not self._flush_soon:
+                self._flush_soon = True
+                self._loop.call_soon(self._flush_log)
+            return
         if job.sync:
             self._waiting.append((job, result))
             self._schedule(urgent=True)
@@ -743,6 +749,45 @@ class Store:
             self._acked_seq = self._log.seq
             self._schedule(urgent=self._pending_bytes >= COMMIT_BYTES)
         self._done(job, result, None)
+
+    def _flush_log(self) -> None:
+        """Process mode: write the records of the jobs that ran since the last flush (this loop turn's
+        batch) with one write(), then acknowledge them (a sync job: at its commit). When the write fails,
+        no job of the batch is acknowledged: all fail with the same reason and their changes are taken
+        out of the open transaction again (it is rebuilt from the records logged before)."""
+        self._flush_soon = False
+        batch, self._unlogged = self._unlogged, []
+        if not batch:
+            return
+        records = [ops for _, _, ops in batch if ops]
+        if records:
+            try:
+                started = time.perf_counter()
+                self._log.append_many(records)
+                self.stats.wal_append_seconds.observe(time.perf_counter() - started)
+            except OSError as e:  # nothing acknowledged may be missing from the log: take the batch out again
+                log.error("write-ahead log: %s (%d writes not acknowledged)", e, len(batch))
+                self._rebuild()
+                reason = "STORAGE_FULL" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "STORAGE_IO_ERROR"
+                for job, _, _ in batch:
+                    self._done(job, None, ApiError(reason, f"cannot write the log: nothing was written ({e})"))
+                return
+            self._pending.extend(records)
+            self._pending_bytes += sum(len(k) + (len(v) if v is not None else 0)
+                                       for ops in records for _, k, v in ops)
+            self._acked_seq = self._log.seq
+        sync = False
+        for job, result, _ in batch:
+            if job.sync:
+                self._waiting.append((job, result))
+                sync = True
+        if sync:
+            self._schedule(urgent=True)
+        elif records:
+            self._schedule(urgent=self._pending_bytes >= COMMIT_BYTES)
+        for job, result, _ in batch:
+            if not job.sync:
+                self._done(job, result, None)
 
     def _done(self, job: _Job, result: Any, error: BaseException | None) -> None:
         with self._count_lock:
@@ -793,6 +838,8 @@ class Store:
 
     def _commit(self) -> None:
         """Commit the open transaction (owner thread) and acknowledge the jobs waiting for it."""
+        if self._unlogged:  # process mode: LMDB never holds a change that is not in the log before it
+            self._flush_log()
         self._commit_soon = False
         if self._commit_later is not None:
             self._commit_later.cancel()

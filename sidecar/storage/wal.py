@@ -21,6 +21,14 @@ survive) the tail of the log may be missing, and what replay applies is then
 a prefix of the acknowledged history, never a hole in it. LMDB's own file is
 never at risk: it is only written by synced commits.
 
+Records are written in batches: the store gathers the records of the
+writes that finish in one turn of its event loop and writes them with one
+``write()`` (:meth:`Log.append_many`); they are acknowledged after it. A
+batch has no frame of its own: each record keeps its CRC and length, so a
+batch cut short by a crash ends the replay at its first torn record, and a
+failed ``write()`` is cut off the file again before anything else is
+written (so none of a failed batch is ever replayed).
+
 Files are ``wal-<first seq, 20 digits>.log`` in the data directory; a new one
 is started after a commit once the current one is big, and files whose
 records are all committed are deleted.
@@ -39,6 +47,7 @@ log = logging.getLogger("sidecar.wal")
 
 HEADER = struct.Struct(">IIQ")
 _LEN_SEQ = struct.Struct(">IQ")
+_CRC = struct.Struct(">I")
 ROTATE_BYTES = 64 * 1024 * 1024
 _encode = msgspec.msgpack.Encoder().encode
 _decode = msgspec.msgpack.Decoder().decode
@@ -63,7 +72,7 @@ def wal_files(path: str) -> list[tuple[int, str]]:
 def encode_record(seq: int, ops: list) -> bytes:
     payload = _encode(ops)
     body = _LEN_SEQ.pack(len(payload), seq) + payload
-    return struct.pack(">I", zlib.crc32(body)) + body
+    return _CRC.pack(zlib.crc32(body)) + body
 
 
 def read_records(data: bytes) -> Iterator[tuple[int, list]]:
@@ -91,6 +100,7 @@ class Log:
         self.fd = -1
         self.file_first = next_seq
         self.size = 0
+        self._dirty = False  # a failed batch may have left bytes after ``size`` (cut off before the next)
         self._open(next_seq)
 
     def _open(self, first_seq: int) -> None:
@@ -98,17 +108,46 @@ class Log:
         self.fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         self.file_first = first_seq
         self.size = os.fstat(self.fd).st_size
+        self._dirty = False
 
     def append(self, ops: list) -> int:
         """Write one record (one write() call); returns its sequence number."""
-        seq = self.seq + 1
-        rec = encode_record(seq, ops)
-        view = memoryview(rec)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
+        return self.append_many((ops,))
+
+    def append_many(self, batch) -> int:
+        """Write the records of ``batch`` (change sets, in order) with one write() call; returns the last
+        sequence number. Each record keeps its own CRC and length, so a batch cut short on disk (a crash
+        in the middle of the call) ends the replay at its first torn record. When the write fails
+        (OSError: EIO, ENOSPC) the file is cut back to where the batch began, so no record of the
+        failed batch stays behind for a replay, and the error is raised: none of the batch is logged.
+        If even that cut fails, every later call tries it again first and fails until it succeeds."""
+        if self._dirty:
+            os.ftruncate(self.fd, self.size)
+            self._dirty = False
+        seq = self.seq
+        parts = []
+        for ops in batch:
+            seq += 1
+            payload = _encode(ops)
+            body = _LEN_SEQ.pack(len(payload), seq) + payload
+            parts.append(_CRC.pack(zlib.crc32(body)))
+            parts.append(body)
+        data = b"".join(parts)
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except OSError:
+            self._dirty = True
+            try:
+                os.ftruncate(self.fd, self.size)
+                self._dirty = False
+            except OSError as e:
+                log.error("wal: cannot cut a failed batch off %s: %s", file_name(self.file_first), e)
+            raise
         self.seq = seq
-        self.size += len(rec)
+        self.size += len(data)
         return seq
 
     def committed(self, seq: int, cut: bool = False) -> None:
