@@ -180,3 +180,23 @@ def test_a_one_key_test_carries_its_point_and_the_walk_uses_it(tmp_path):
         got = [e[2] for e in memory._by_update(txn, "default", ("d",), None, walk)]
     assert got == sorted(f"k{i}" for i in range(30) if i % 3 == 1) and walk.seen == 30
     store.close()
+
+
+def test_the_probe_reads_slices_past_the_first_one(tmp_path):
+    """More entries in one interval than the first slice (64): the doubling slices, at every cap around their
+    edges, against the reference, next to a rare value (its slice ends past the interval at once)."""
+    store = Store(str(tmp_path / "slices"))
+    memory = mem.Memory(store, Clock())
+    run(api.batch(memory, pb.BatchMemoryRequest(ops=[
+        pb.MemoryOp(put=pb.PutMemoryItemRequest(path=["d"], key=f"k{i}", value=V({"g": 0 if i % 50 else 1, "i": i})))
+        for i in range(400)])))
+    with store.read() as txn:
+        for expr in ({"g": 0}, {"g": 1}, {"i": {"$gte": 10, "$lt": 390}}, {"g": {"$in": [0, 1]}}, {"i": 7}):
+            flt = api.filter_tree(pb.MemoryFilter(expression=V(expr)))
+            full = reference_ids(memory, txn, "default", flt, 10**9)
+            assert full is not None and len(full) in (392, 8, 381, 400, 1)  # (range bounds are inclusive)
+            for cap in (0, 1, 7, 8, 9, 63, 64, 65, 127, 128, 129, 191, 192, 193, 379, 380, 381, 391, 392, 393,
+                        399, 400, 401, 4096):
+                assert memory._index_ids(txn, "default", flt, cap) == reference_ids(
+                    memory, txn, "default", flt, cap), (expr, cap)
+    store.close()

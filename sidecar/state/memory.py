@@ -813,11 +813,21 @@ class Memory:
                 room = cap - len(keys)
                 if not cursor.set_range(nsb + lo):
                     continue
-                # one slice of at most room + 1 keys read at C speed; the interval's keys are its first ones
-                # (the entries are sorted and "within the interval" is a prefix of them)
-                got = list(islice(cursor.iternext(values=False), room + 1))
+                # slices of keys read at C speed (64, then doubling, room + 1 in all at most) until one ends
+                # past the interval; the interval's keys are the first ones (the entries are sorted and
+                # "within the interval" is a prefix of them), found by bisection
                 bound = nsb + hi
                 end = len(bound)
+                it = cursor.iternext(values=False)
+                got: list[bytes] = []
+                step = 64
+                while True:
+                    want = min(step, room + 1 - len(got))
+                    part = list(islice(it, want))
+                    got += part
+                    if len(part) < want or len(got) > room or part[-1][:end] > bound:
+                        break
+                    step *= 2
                 n = bisect_right(got, bound, key=lambda k: k[:end])
                 if n > room:
                     keys = None
