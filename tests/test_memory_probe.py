@@ -1,7 +1,7 @@
 """The fast parts of a filter search against their straightforward forms, on random data and filters.
 
-- ``Memory._index_ids`` reads each key interval of a plan as one slice of at most ``cap + 1`` keys and finds
-  the interval's end by bisection; a reference here reads the entries one by one (the obvious loop) and the
+- ``Memory._index_ids`` reads each key interval of a plan in slices of keys (64, then doubling, ``cap + 1``
+  at most) and finds the interval's end by bisection; a reference here reads the entries one by one (the obvious loop) and the
   two must give the same ids, in the same order, or both give up (None), at every cap around the counts.
 - The newest-first walk runs a one-key membership test inline (``_Walk.point``); with the test's ``point``
   taken away it calls the test per entry instead. Both must give the same pages (items, order, tokens), in
