@@ -38,7 +38,10 @@ def label_path(labels, field: str) -> tuple[str, ...]:
         raise invalid(field, f"at most {limits.MAX_MEMORY_LABELS} labels")
     total = 0
     for i, lab in enumerate(labels):
-        total += _label(lab, f"{field}[{i}]")
+        n = len(lab.encode())
+        if not n or n > limits.MAX_MEMORY_LABEL_BYTES or "\x00" in lab:
+            _label(lab, f"{field}[{i}]")  # (raises, naming the label)
+        total += n
     if total > limits.MAX_MEMORY_PATH_BYTES:
         raise invalid(field, f"the labels take {total} bytes together, over {limits.MAX_MEMORY_PATH_BYTES}")
     return tuple(labels)
@@ -307,7 +310,9 @@ def search_input(ns: str, req: pb.SearchMemoryItemsRequest, field: str = "") -> 
             fields.append(name)
         vector = mem.VectorQuery(data, len(data) // 4, _space_name(q.space, f + "vector.space"), tuple(fields),
                                  _enum(q.unscored, (1, 2), f + "vector.unscored", mem.UNSCORED_OMIT))
-    fp = wire.fingerprint("memsearch", ns, list(prefix), req.filter.SerializeToString(deterministic=True), order)
+    # the page tokens' fingerprint: only paged searches read or make tokens
+    fp = (wire.fingerprint("memsearch", ns, list(prefix), req.filter.SerializeToString(deterministic=True), order)
+          if paged else b"")
     after = wire.read_token(req.page_token, fp, f + "page_token") if paged else None
     s = mem.SearchInput(prefix=prefix, filter=tree, order=order, limit=size, offset=offset, after=after,
                         vector=vector, refresh=_refresh_flag(req), values=not req.omit_values,

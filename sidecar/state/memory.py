@@ -16,6 +16,8 @@ Filters are evaluated by ``memory_filters`` (this module's private helper); vect
 from __future__ import annotations
 
 import functools
+from bisect import bisect_right
+from itertools import islice
 from array import array
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -575,18 +577,34 @@ class Memory:
         t0, t1 = len(nsb), len(nsb) + 8
         group: list = []
         group_time = None
+        # a _Walk whose test is one key's lookup runs inline (no call per entry); its count is written back
+        # before each item is handed out and its budget read again after (the caller may lift it)
+        walk = accept if type(accept) is _Walk and accept.point is not None else None
+        if walk is not None:
+            head, xnsb = walk.point
+            fdb, xdb = self.db["memfld"], self.db["memfldx"]
+            seen, budget = walk.seen, walk.budget
         for k in cursor.iternext(values=False):
-            k = bytes(k)
             if k[:t0] != nsb:
                 break
             tb = k[t0:t1]
             if tb != group_time:
                 if group:
-                    yield from self._flush(txn, items_db, group, after)
+                    if walk is None:
+                        yield from self._flush(txn, items_db, group, after)
+                    else:
+                        walk.seen = seen
+                        yield from self._flush(txn, items_db, group, after)
+                        budget = walk.budget
                     group = []
                 group_time = tb
             idb = k[t1:]
-            if accept is not None and not accept(idb):
+            if walk is not None:
+                seen += 1
+                if seen < budget and get(head + idb, db=fdb) is None and (
+                        xnsb is None or get(xnsb + idb, db=xdb) is None):
+                    continue
+            elif accept is not None and not accept(idb):
                 continue
             ikey = get(idb, db=ids_db)
             if ikey is None:
@@ -602,6 +620,8 @@ class Memory:
             if path is None:
                 continue
             group.append((path[1], ikey[8:], ikey, path, tb))
+        if walk is not None:
+            walk.seen = seen
         if group:
             yield from self._flush(txn, items_db, group, after)
 
@@ -639,20 +659,14 @@ class Memory:
             out, last = planned
             self._finish(txn, out, now, s, write_txn)
             return out, last
-        accept = None
-        if test is not None:
-            walk = [0, cap]  # entries the walk looked at; how many before the index gets its whole budget
-
-            def accept(idb: bytes) -> bool:
-                walk[0] += 1
-                return walk[0] >= walk[1] or test(idb)  # (past the budget: let through, the loop below decides)
+        walk = None if test is None else _Walk(test, cap)
         out: list[Found] = []
         skipped = 0
         last = None
         more = False
-        for sk, labels, key, rec, path_id in self._ordered(txn, ns, s.prefix, s.order, s.after, accept):
-            if accept is not None and walk[0] >= walk[1]:
-                walk[1] = float("inf")
+        for sk, labels, key, rec, path_id in self._ordered(txn, ns, s.prefix, s.order, s.after, walk):
+            if walk is not None and walk.seen >= walk.budget:
+                walk.budget = float("inf")
                 planned = self._index_plan(txn, ns, s, now, match, cap, plans)
                 if planned is not None:
                     out, last = planned
@@ -708,10 +722,11 @@ class Memory:
         if len(heads) == 1 and len(heads[0]) == 1:
             head = heads[0][0]
             if not unindexed:
-                return lambda idb: get(head + idb, db=fdb) is not None
-
-            def accept_one(idb: bytes) -> bool:
-                return get(head + idb, db=fdb) is not None or get(nsb + idb, db=xdb) is not None
+                accept_one = lambda idb: get(head + idb, db=fdb) is not None  # noqa: E731
+            else:
+                def accept_one(idb: bytes) -> bool:
+                    return get(head + idb, db=fdb) is not None or get(nsb + idb, db=xdb) is not None
+            accept_one.point = (head, nsb if unindexed else None)  # (_by_update runs this one inline)
             return accept_one
 
         def accept(idb: bytes) -> bool:
@@ -796,28 +811,38 @@ class Memory:
         best = None
         fdb = self.db["memfld"]
         nsb = ns.encode() + layout.SEP
-        start = len(nsb)
         for intervals in plans:
-            ids: list[int] | None = []
+            keys: list[bytes] | None = []
             cursor = txn.cursor(db=fdb)
             for lo, hi in intervals:
-                end = start + len(hi)
+                room = cap - len(keys)
                 if not cursor.set_range(nsb + lo):
                     continue
-                for k in cursor.iternext(values=False):
-                    k = bytes(k)
-                    if not k.startswith(nsb) or k[start:end] > hi:
+                # slices of keys read at C speed (64, then doubling, room + 1 in all at most) until one ends
+                # past the interval; the interval's keys are the first ones (the entries are sorted and
+                # "within the interval" is a prefix of them), found by bisection
+                bound = nsb + hi
+                end = len(bound)
+                it = cursor.iternext(values=False)
+                got: list[bytes] = []
+                step = 64
+                while True:
+                    want = min(step, room + 1 - len(got))
+                    part = list(islice(it, want))
+                    got += part
+                    if len(part) < want or len(got) > room or part[-1][:end] > bound:
                         break
-                    if len(ids) >= cap:
-                        ids = None
-                        break
-                    ids.append(layout.read_u64(k[-8:]))
-                if ids is None:
+                    step *= 2
+                n = bisect_right(got, bound, key=lambda k: k[:end])
+                if n > room:
+                    keys = None
                     break
-            if ids is not None and (best is None or len(ids) < len(best)):
-                best = ids
+                keys += got[:n]
+            if keys is not None and (best is None or len(keys) < len(best)):
+                best = keys
         if best is None:
             return None
+        best = [layout.read_u64(k[-8:]) for k in best]
         cursor = txn.cursor(db=self.db["memfldx"])
         if cursor.set_range(nsb):
             for k in cursor.iternext(values=False):
@@ -1179,6 +1204,24 @@ class Memory:
             for ns in sorted(names):
                 self.index.view(txn, self.db["meta"], ns, lambda t, ns=ns: self._vector_deltas(t, ns))
         return len(self.index)
+
+
+class _Walk:
+    """The membership test (:meth:`Memory._member_test`) of a search's walk, with its budget: ``seen`` entries
+    looked at; from ``budget`` on, every entry is let through (the search then gives the index its whole
+    budget and lifts this one; the items let through are re-checked like all others). ``point`` is the test's
+    (key prefix, ``memfldx`` prefix or None) when it is one key's lookup, which :meth:`Memory._by_update` runs
+    inline; the other orders call it."""
+
+    __slots__ = ("test", "seen", "budget", "point")
+
+    def __init__(self, test, budget) -> None:
+        self.test, self.seen, self.budget = test, 0, budget
+        self.point = getattr(test, "point", None)
+
+    def __call__(self, idb: bytes) -> bool:
+        self.seen += 1
+        return self.seen >= self.budget or self.test(idb)
 
 
 def _can_fail(node) -> bool:
