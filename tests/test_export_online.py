@@ -228,6 +228,7 @@ def test_conflicts_are_refused_unless_replace_online(two, tmp_path):
             with pytest.raises(AlreadyExists) as e:
                 c.transfer.import_from(str(f))
             assert e.value.reason == "IMPORT_THREAD_EXISTS" and e.value.metadata["thread_id"] == "t-b"
+            assert "ImportNamespaceRequest.replace" in str(e.value)  # names the field, not only the CLI flag
             assert _rows(target.data_dir) == before
             assert [t.thread_id for t in c.list_threads()] == ["t-b"]
             r = c.transfer.import_from(str(f), replace=True)

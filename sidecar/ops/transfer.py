@@ -636,6 +636,10 @@ def _manifest(rec: dict, node_of) -> bytes:
                         extra=None if rec.get("extra") is None else node_of(rec["extra"]))
 
 
+#: how a conflict's message says to replace (the CLI's flag and the RPC's field)
+REPLACE_HINT = "import with replace to replace it: sidecar import --replace, ImportNamespaceRequest.replace"
+
+
 def check_conflicts(store, p: _Plan, replace: bool) -> None:
     """ALREADY_EXISTS (IMPORT_THREAD_EXISTS or IMPORT_CONFLICT) when the target holds what the file would
     create, unless ``replace`` (threads and memory items are then replaced)."""
@@ -650,8 +654,8 @@ def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
         tid = trec["id"]
         existing = records.thread_any(txn, store, ns, tid)
         if existing is not None and not replace:
-            raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} (import with --replace to "
-                           f"replace it)", field="thread", thread_id=tid, namespace=ns)
+            raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} ({REPLACE_HINT})", field="thread",
+                           thread_id=tid, namespace=ns)
         for rec in recs:
             if rec["t"] == "run":
                 raw = txn_get(txn, db["runs"], layout.ns_key(ns, rec["run_id"]))
@@ -676,7 +680,7 @@ def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
             if txn_get(txn, db["memitems"], layout.mem_item_key(pid, key)) is not None or _has_history(
                     txn, db, pid, key):
                 raise conflict("memory", f"memory item {key!r} at path {rec['labels']!r} exists in namespace "
-                               f"{ns!r} (import with --replace to replace it)", field="key", key=key,
+                               f"{ns!r} ({REPLACE_HINT})", field="key", key=key,
                                path="/".join(rec["labels"]))
     for rec in p.memory:
         if rec["t"] == "memory_space":
