@@ -884,45 +884,40 @@ def migrate(txn, store, batch: int = 10_000) -> tuple[int, int]:
     ckpts, writes = store.db["ckpts"], store.db["writes"]
     moved = [0, 0]
 
-    def rows(db, after):
-        cursor = txn.cursor(db=db)
-        found = cursor.set_range(after + b"\x00") if after is not None else cursor.first()
-        out = []
-        while found and len(out) < batch:
-            out.append((bytes(cursor.key()), bytes(cursor.value())))
-            found = cursor.next()
-        return out
+    def rows(db):
+        """The rows of ``db``, read ``batch`` at a time (each batch's records are rewritten before the next
+        batch is read)."""
+        after = None
+        while True:
+            cursor = txn.cursor(db=db)
+            found = cursor.set_range(after + b"\x00") if after is not None else cursor.first()
+            got = []
+            while found and len(got) < batch:
+                got.append((bytes(cursor.key()), bytes(cursor.value())))
+                found = cursor.next()
+            if not got:
+                return
+            yield from got
+            after = got[-1][0]
 
-    after = None
-    while True:
-        got = rows(ck, after)
-        if not got:
-            break
-        for key, raw in got:
-            mraw = txn.get(key, db=ckpts)
-            if mraw is None:
-                continue
-            rec = layout.charge_decoder.decode(raw)
-            prefix = _prefix_of(key)
-            rec.base = rec.base if rec.base.startswith(prefix) else b""  # (links never leave their cns)
-            rec.deps = [d for d in rec.deps if d.startswith(prefix)]
-            _save(txn, store, key, rec, layout.manifest_decoder.decode(mraw))
-            moved[0] += 1
-        after = got[-1][0]
-    after = None
-    while True:
-        got = rows(wc, after)
-        if not got:
-            break
-        for key, raw in got:
-            wraw = txn.get(key, db=writes)
-            if wraw is None:
-                continue
-            w = layout.write_decoder.decode(wraw)
-            w.fmt, w.charge = 3, layout.read_u64(raw)
-            txn.put(key, layout.encode(w), db=writes)
-            moved[1] += 1
-        after = got[-1][0]
+    for key, raw in rows(ck):
+        mraw = txn.get(key, db=ckpts)
+        if mraw is None:
+            continue
+        rec = layout.charge_decoder.decode(raw)
+        prefix = _prefix_of(key)
+        rec.base = rec.base if rec.base.startswith(prefix) else b""  # (links never leave their cns)
+        rec.deps = [d for d in rec.deps if d.startswith(prefix)]
+        _save(txn, store, key, rec, layout.manifest_decoder.decode(mraw))
+        moved[0] += 1
+    for key, raw in rows(wc):
+        wraw = txn.get(key, db=writes)
+        if wraw is None:
+            continue
+        w = layout.write_decoder.decode(wraw)
+        w.fmt, w.charge = 3, layout.read_u64(raw)
+        txn.put(key, layout.encode(w), db=writes)
+        moved[1] += 1
     txn.drop(ck, delete=False)
     txn.drop(wc, delete=False)
     for ns, nbytes in rebuild_history(txn, store).items():  # version 2 did not charge memory history
