@@ -235,3 +235,115 @@ def test_get_context_fails_under_fail_and_new_run(nsclient, tid):
     c.schemas.register("msg", MSG, failure_policy="fail", min_readable_version=2)
     with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", schema="msg"):
         c.conversations.get_context(tid, 100_000, read_schema_version=3)
+
+
+# ----------------------------------------------------------------- AppendItems' answer at read_schema_version
+
+def _status(x):
+    return x.migration, x.schema_version, x.stored_schema_version
+
+
+def test_append_answer_migrates_over_three_versions(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="degrade")
+    batch = [item("message", {"text": "hi", "tokens": "2"}, role="user", client_item_id="a", schema="msg",
+                  schema_version=1),
+             _item({"content": "v2", "tokens": 3}, 2), _item({"body": {"content": "v3", "tokens": 4}, "lang": "fr"}, 3),
+             _item({"text": "bad", "tokens": "many"}, 1), _item({"free": "form"}, None), _item("not a map", 1)]
+    resp = c.conversations.append(tid, batch, create_thread=True, read_schema_version=3)
+    assert [_status(x) for x in resp.items] == [
+        (s.MIGRATED, 3, 1), (s.MIGRATED, 3, 2), (s.CURRENT, 3, 3), (s.DEGRADED, 1, 1), (s.NOT_ASKED, 0, 0),
+        (s.DEGRADED, 1, 1)]
+    assert [x.schema for x in resp.items] == ["msg"] * 4 + ["", "msg"]
+    assert "many" in resp.items[3].migration_error and "map" in resp.items[5].migration_error
+    assert not any(x.HasField("content") for x in resp.items)  # the answer stays without content
+    # what ListItems gives for the same items at that version, status by status
+    listed = _list(c, tid, read=3)
+    assert [(_status(x), x.migration_error) for x in resp.items] == [(_status(x), x.migration_error) for x in listed]
+    # stored as appended
+    assert [(x.schema_version, x.migration) for x in _list(c, tid)] == [
+        (1, s.NOT_ASKED), (2, s.NOT_ASKED), (3, s.NOT_ASKED), (1, s.NOT_ASKED), (0, s.NOT_ASKED), (1, s.NOT_ASKED)]
+    # without read_schema_version: as stored, not asked
+    plain = c.conversations.append(tid, [_item({"content": "p", "tokens": 1}, 2)])
+    assert _status(plain.items[0]) == (s.NOT_ASKED, 2, 2)
+    # a duplicate appended by v3 code answers the item stored first (at v1), migrated to the reader's version
+    dup = item("message", {"body": {"content": "hi", "tokens": 2}, "lang": "en"}, role="user",
+               client_item_id="a", schema="msg", schema_version=3)
+    again = c.conversations.append(tid, [dup], read_schema_version=3)
+    assert again.duplicates == 1 and again.items[0].seq == resp.items[0].seq
+    assert _status(again.items[0]) == (s.MIGRATED, 3, 1)
+    assert _status(c.conversations.append(tid, [dup], read_schema_version=2).items[0]) == (s.MIGRATED, 2, 1)
+    assert _status(c.conversations.append(tid, [dup], read_schema_version=1).items[0]) == (s.CURRENT, 1, 1)
+    assert _status(c.conversations.append(tid, [dup]).items[0]) == (s.NOT_ASKED, 1, 1)
+    assert len(_list(c, tid)) == 7  # the duplicates appended nothing
+
+
+def test_append_answer_fail_new_run_and_window(nsclient, tid):
+    c = nsclient
+    c.schemas.register("msg", MSG, failure_policy="fail")
+    first = c.conversations.append(tid, [_item({"text": "ok", "tokens": "1"}, 1, client_item_id="ok")],
+                                   create_thread=True, read_schema_version=3)
+    assert _status(first.items[0]) == (s.MIGRATED, 3, 1)
+    bad = _item({"text": "bad", "tokens": "many"}, 1, client_item_id="bad")
+    fine = _item({"body": {}, "lang": "en"}, 3)
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg", stored_version="1", read_version="3",
+                      path="tokens"):
+        c.conversations.append(tid, [fine, bad], read_schema_version=3, request_id="r1")
+    assert [x.seq for x in _list(c, tid)] == [1]  # nothing appended, the good item neither
+    c.schemas.register("msg", MSG, failure_policy="new_run")  # no run to start from a log: as FAIL
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg"):
+        c.conversations.append(tid, [fine, bad], read_schema_version=3)
+    assert [x.seq for x in _list(c, tid)] == [1]
+    # the failed call left no request record: the id is free for the append without the version
+    done = c.conversations.append(tid, [fine, bad], request_id="r1")
+    assert [_status(x) for x in done.items] == [(s.NOT_ASKED, 3, 3), (s.NOT_ASKED, 1, 1)]
+    assert [x.seq for x in _list(c, tid)] == [1, 2, 3]
+    # a stored item's duplicate fails too (the answer is the stored item, which does not migrate)
+    with expect_error(FP, "SCHEMA_MIGRATION_FAILED", schema="msg"):
+        c.conversations.append(tid, [bad], read_schema_version=3)
+    # under the window: an item older than min_readable_version is unreadable at any version
+    c.schemas.register("msg", MSG, failure_policy="fail", min_readable_version=2)
+    with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", schema="msg", min_readable_version="2"):
+        c.conversations.append(tid, [_item({"text": "old", "tokens": "1"}, 1)], read_schema_version=3)
+    with expect_error(FP, "SCHEMA_VERSION_UNREADABLE", stored_version="3", read_version="2"):
+        c.conversations.append(tid, [fine], read_schema_version=2)
+    assert len(_list(c, tid)) == 3
+    ok = c.conversations.append(tid, [fine], read_schema_version=3)
+    assert _status(ok.items[0]) == (s.CURRENT, 3, 3)
+    # DEGRADE under the same window: the old item appended, answered as stored, flagged
+    c.schemas.register("msg", MSG, failure_policy="degrade", min_readable_version=2)
+    old = c.conversations.append(tid, [_item({"text": "old", "tokens": "1"}, 1)], read_schema_version=3)
+    assert _status(old.items[0]) == (s.DEGRADED, 1, 1) and old.items[0].migration_error
+    # a version past the schema's latest: SCHEMA_NOT_FOUND naming the field, nothing appended
+    with expect_error(grpc.StatusCode.NOT_FOUND, "SCHEMA_NOT_FOUND", "read_schema_version"):
+        c.conversations.append(tid, [fine], read_schema_version=4)
+    assert len(_list(c, tid)) == 5
+    # an unregistered schema: appended, flagged
+    other = c.conversations.append(tid, [_item({"a": 1}, 1, schema="nobody")], read_schema_version=3)
+    assert _status(other.items[0]) == (s.UNREGISTERED, 1, 1)
+
+
+def test_async_client_append_and_reads_name_the_version(sidecar, nsclient, tid):
+    import asyncio
+
+    from agentstate import AsyncClient
+
+    c = nsclient
+    c.schemas.register("msg", MSG)
+
+    async def body():
+        async with AsyncClient(sidecar.address, namespace=c.namespace) as ac:
+            resp = await ac.conversations.append(tid, [_item({"text": "hi", "tokens": "2"}, 1, client_item_id="a")],
+                                                 create_thread=True, read_schema_version=3)
+            listed = [x async for x in ac.conversations.list(tid, read_schema_version=2)]
+            got = await ac.conversations.get(tid, client_item_ids=["a"], read_schema_version=3)
+            latest = await ac.conversations.latest(tid, 1, read_schema_version=3)
+            return resp, listed, got, latest
+
+    resp, listed, got, latest = asyncio.run(body())
+    assert _status(resp.items[0]) == (s.MIGRATED, 3, 1)
+    assert [(item_value(x), _status(x)) for x in listed] == [({"content": "hi", "tokens": 2}, (s.MIGRATED, 2, 1))]
+    assert item_value(got.items[0]) == item_value(latest[0]) == {"body": {"content": "hi", "tokens": 2}, "lang": "en"}
+    # the sync client's reads take it too
+    assert item_value(next(iter(c.conversations.list(tid, read_schema_version=3)))) == item_value(got.items[0])
+    assert item_value(c.conversations.get(tid, [1], read_schema_version=2).items[0]) == item_value(listed[0])

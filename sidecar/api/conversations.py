@@ -240,8 +240,9 @@ async def append(ctx: Ctx, req: cpb.AppendItemsRequest) -> cpb.AppendItemsRespon
                                            create=req.create_thread, metadata=metadata, reopen=req.reopen,
                                            run_id=run_id, lease_id=req.lease_id)
         resp = cpb.AppendItemsResponse(last_seq=st.last_seq, created=created)
-        for seq, rec, dup in got:
-            item_to_proto(ns, thread_id, seq, rec, resp.items.add(), omit_content=True)
+        for seq, rec, dup in got:  # with read_schema_version a FAIL policy raises here: nothing is appended
+            item_to_proto(ns, thread_id, seq, rec, resp.items.add(), omit_content=True,
+                          outcome=_migrated(tx.txn, tx.store, ns, rec, req))
             resp.duplicates += dup
         for level, first, rec in due:
             compaction_to_proto(ns, thread_id, level, first, rec, tx.store.clock(), resp.compactions_due.add())

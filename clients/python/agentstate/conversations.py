@@ -34,12 +34,14 @@ _DURABILITY = {None: threads_pb2.DURABILITY_UNSPECIFIED, "sync": threads_pb2.DUR
 def item(kind: str | int, content: Any, *, role: str = "", client_item_id: str = "", call_id: str = "",
          tool_name: str = "", run_id: str = "", step_id: str = "", metadata: Mapping[str, Any] | None = None,
          tokens: tuple[int, str, bool] | None = None, compact: Any = None, dedupe_key: bytes = b"",
-         ) -> cpb.ItemInput:
+         schema: str = "", schema_version: int = 0) -> cpb.ItemInput:
     """An ItemInput: ``kind`` by name ("message", "tool_call", ...) or ItemKind number; ``tokens`` is
-    (count, tokenizer, exact)."""
+    (count, tokenizer, exact); ``schema`` and ``schema_version``: a registered schema the content (a map)
+    follows (agentstate.schemas), so a read with ``read_schema_version`` migrates it."""
     k = KINDS[kind] if isinstance(kind, str) else kind
     out = cpb.ItemInput(kind=k, role=role, client_item_id=client_item_id, call_id=call_id, tool_name=tool_name,
-                        run_id=run_id, step_id=step_id, dedupe_key=dedupe_key)
+                        run_id=run_id, step_id=step_id, dedupe_key=dedupe_key, schema=schema,
+                        schema_version=schema_version)
     encode_into(content, out.content, "content")
     for key, v in (metadata or {}).items():
         encode_into(v, out.metadata[check_key(key, "metadata")], f"metadata[{key!r}]")
@@ -73,34 +75,38 @@ class ConversationCalls:
     def append(self, thread_id: str, items: Iterable[cpb.ItemInput], *, expected_last_seq: int | None = None,
                create_thread: bool = False, thread_metadata: Mapping[str, Any] | None = None, reopen: bool = False,
                run_id: str = "", lease_id: str = "", request_id: str = "", durability: str | None = None,
-               timeout: float | None = None) -> cpb.AppendItemsResponse:
-        """AppendItems: the stored items (without content) in request order, the last seq, duplicates."""
+               timeout: float | None = None, read_schema_version: int = 0) -> cpb.AppendItemsResponse:
+        """AppendItems: the stored items (without content) in request order, the last seq, duplicates.
+        ``read_schema_version``: each answered item's migration to that version of its schema (``migration``,
+        ``schema_version``, ``stored_schema_version``; a FAIL policy fails the call and appends nothing)."""
         req = cpb.AppendItemsRequest(namespace=self.client.namespace, thread_id=thread_id, items=list(items),
                                      expected_last_seq=expected_last_seq, create_thread=create_thread,
                                      reopen=reopen, run_id=run_id, lease_id=lease_id, request_id=request_id,
-                                     durability=_DURABILITY[durability])
+                                     durability=_DURABILITY[durability], read_schema_version=read_schema_version)
         for key, v in (thread_metadata or {}).items():
             encode_into(v, req.thread_metadata[check_key(key, "thread_metadata")], f"thread_metadata[{key!r}]")
         return (yield Call(self.stub.AppendItems, req, timeout))
 
     @listing
     def list(self, thread_id: str, *, start_seq: int = 0, end_seq: int = 0, latest: int = 0, page_size: int = 0,
-             omit_content: bool = False, timeout: float | None = None):
-        """The live items of a seq range (or its newest ``latest``), oldest first, every page."""
+             omit_content: bool = False, timeout: float | None = None, read_schema_version: int = 0):
+        """The live items of a seq range (or its newest ``latest``), oldest first, every page
+        (``read_schema_version``: each content migrated to that version of its schema)."""
         return pages(self.stub.ListItems, lambda token: cpb.ListItemsRequest(
             namespace=self.client.namespace, thread_id=thread_id, start_seq=start_seq, end_seq=end_seq,
-            latest=latest, page_size=page_size, page_token=token, omit_content=omit_content), "items", timeout)
+            latest=latest, page_size=page_size, page_token=token, omit_content=omit_content,
+            read_schema_version=read_schema_version), "items", timeout)
 
     @unary
     def latest(self, thread_id: str, n: int = 0, *, page_size: int = 0, timeout: float | None = None,
-               ) -> list[cpb.ConversationItem]:
+               read_schema_version: int = 0) -> list[cpb.ConversationItem]:
         """The newest ``n`` items (all with 0), oldest first, read page by page as one listing."""
         out: list[cpb.ConversationItem] = []
         token = ""
         while True:
             resp = yield Call(self.stub.ListItems, cpb.ListItemsRequest(
                 namespace=self.client.namespace, thread_id=thread_id, latest=n, page_size=page_size,
-                page_token=token), timeout)
+                page_token=token, read_schema_version=read_schema_version), timeout)
             out.extend(resp.items)
             token = resp.next_page_token
             if not token:
@@ -109,10 +115,10 @@ class ConversationCalls:
     @unary
     def get(self, thread_id: str, seqs: Iterable[int] = (), client_item_ids: Iterable[str] = (), *,
             allow_missing: bool = False, omit_content: bool = False, timeout: float | None = None,
-            ) -> cpb.GetItemsResponse:
+            read_schema_version: int = 0) -> cpb.GetItemsResponse:
         req = cpb.GetItemsRequest(namespace=self.client.namespace, thread_id=thread_id, seqs=list(seqs),
                                   client_item_ids=list(client_item_ids), allow_missing=allow_missing,
-                                  omit_content=omit_content)
+                                  omit_content=omit_content, read_schema_version=read_schema_version)
         return (yield Call(self.stub.GetItems, req, timeout))
 
     @unary

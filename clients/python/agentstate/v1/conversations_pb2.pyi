@@ -307,7 +307,7 @@ class Conversation(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., item_count: _Optional[int] = ..., first_seq: _Optional[int] = ..., last_seq: _Optional[int] = ..., summary_count: _Optional[int] = ..., pending_compactions: _Optional[int] = ..., estimated_tokens: _Optional[int] = ..., closed: _Optional[bool] = ..., last_active_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., compaction_policy: _Optional[_Union[CompactionPolicy, _Mapping]] = ..., compaction_policy_source: _Optional[_Union[PolicySource, str]] = ..., idle_policy: _Optional[_Union[IdlePolicy, _Mapping]] = ..., idle_policy_source: _Optional[_Union[PolicySource, str]] = ..., calibration_factor: _Optional[float] = ...) -> None: ...
 
 class AppendItemsRequest(_message.Message):
-    __slots__ = ("namespace", "thread_id", "items", "expected_last_seq", "create_thread", "thread_metadata", "reopen", "run_id", "lease_id", "request_id", "durability")
+    __slots__ = ("namespace", "thread_id", "items", "expected_last_seq", "create_thread", "thread_metadata", "reopen", "run_id", "lease_id", "request_id", "durability", "read_schema_version")
     class ThreadMetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -326,6 +326,7 @@ class AppendItemsRequest(_message.Message):
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     DURABILITY_FIELD_NUMBER: _ClassVar[int]
+    READ_SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     thread_id: str
     items: _containers.RepeatedCompositeFieldContainer[ItemInput]
@@ -337,7 +338,8 @@ class AppendItemsRequest(_message.Message):
     lease_id: str
     request_id: str
     durability: _threads_pb2.Durability
-    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ItemInput, _Mapping]]] = ..., expected_last_seq: _Optional[int] = ..., create_thread: _Optional[bool] = ..., thread_metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., reopen: _Optional[bool] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., durability: _Optional[_Union[_threads_pb2.Durability, str]] = ...) -> None: ...
+    read_schema_version: int
+    def __init__(self, namespace: _Optional[str] = ..., thread_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ItemInput, _Mapping]]] = ..., expected_last_seq: _Optional[int] = ..., create_thread: _Optional[bool] = ..., thread_metadata: _Optional[_Mapping[str, _values_pb2.Value]] = ..., reopen: _Optional[bool] = ..., run_id: _Optional[str] = ..., lease_id: _Optional[str] = ..., request_id: _Optional[str] = ..., durability: _Optional[_Union[_threads_pb2.Durability, str]] = ..., read_schema_version: _Optional[int] = ...) -> None: ...
 
 class AppendItemsResponse(_message.Message):
     __slots__ = ("items", "duplicates", "last_seq", "created", "compactions_due")

@@ -954,11 +954,11 @@ type ConversationItem struct {
 	EstimatedTokens uint32 `protobuf:"varint,17,opt,name=estimated_tokens,json=estimatedTokens,proto3" json:"estimated_tokens,omitempty"`
 	// create_time is when the item was committed.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	// schema and schema_version as appended; when a ListItems / GetItems
-	// asked for read_schema_version and the content was migrated,
-	// schema_version is the version returned and stored_schema_version the
-	// stored one; migration says how (schemas.proto), migration_error why a
-	// DEGRADED content is as stored.
+	// schema and schema_version as appended; when a ListItems / GetItems /
+	// AppendItems asked for read_schema_version and the content was
+	// migrated, schema_version is the version returned and
+	// stored_schema_version the stored one; migration says how
+	// (schemas.proto), migration_error why a DEGRADED content is as stored.
 	Schema              string          `protobuf:"bytes,30,opt,name=schema,proto3" json:"schema,omitempty"`
 	SchemaVersion       uint32          `protobuf:"varint,31,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
 	StoredSchemaVersion uint32          `protobuf:"varint,32,opt,name=stored_schema_version,json=storedSchemaVersion,proto3" json:"stored_schema_version,omitempty"`
@@ -1593,9 +1593,18 @@ type AppendItemsRequest struct {
 	// request_id makes a retried call return the first call's result.
 	RequestId string `protobuf:"bytes,10,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// durability asks for a stronger acknowledgement than the server's mode.
-	Durability    Durability `protobuf:"varint,11,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Durability Durability `protobuf:"varint,11,opt,name=durability,proto3,enum=agentstate.v1.Durability" json:"durability,omitempty"`
+	// read_schema_version is the schema version the caller understands: each
+	// answered item (a duplicate's is the one stored first, possibly at an
+	// older version) is migrated as ListItemsRequest.read_schema_version
+	// migrates it, and its schema_version, stored_schema_version, migration
+	// and migration_error say how (the content stays out of the answer). A
+	// FAIL policy (and NEW_RUN, behaving as FAIL) fails the call with
+	// SCHEMA_MIGRATION_FAILED / SCHEMA_VERSION_UNREADABLE and appends
+	// nothing; DEGRADE answers the item flagged. 0: as stored.
+	ReadSchemaVersion uint32 `protobuf:"varint,20,opt,name=read_schema_version,json=readSchemaVersion,proto3" json:"read_schema_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AppendItemsRequest) Reset() {
@@ -1705,11 +1714,19 @@ func (x *AppendItemsRequest) GetDurability() Durability {
 	return Durability_DURABILITY_UNSPECIFIED
 }
 
+func (x *AppendItemsRequest) GetReadSchemaVersion() uint32 {
+	if x != nil {
+		return x.ReadSchemaVersion
+	}
+	return 0
+}
+
 // AppendItemsResponse is what AppendItems stored.
 type AppendItemsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// items are the stored items in request order, without content (a
-	// duplicate client_item_id gives the item stored first).
+	// duplicate client_item_id gives the item stored first; with
+	// AppendItemsRequest.read_schema_version, its migration status).
 	Items []*ConversationItem `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	// duplicates counts items that were stored already.
 	Duplicates uint32 `protobuf:"varint,2,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
@@ -6076,7 +6093,7 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	"\vidle_policy\x18\x0e \x01(\v2\x19.agentstate.v1.IdlePolicyR\n" +
 	"idlePolicy\x12I\n" +
 	"\x12idle_policy_source\x18\x0f \x01(\x0e2\x1b.agentstate.v1.PolicySourceR\x10idlePolicySource\x12-\n" +
-	"\x12calibration_factor\x18\x10 \x01(\x01R\x11calibrationFactor\"\xc8\x04\n" +
+	"\x12calibration_factor\x18\x10 \x01(\x01R\x11calibrationFactor\"\xf8\x04\n" +
 	"\x12AppendItemsRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x1b\n" +
 	"\tthread_id\x18\x02 \x01(\tR\bthreadId\x12.\n" +
@@ -6092,7 +6109,8 @@ const file_agentstate_v1_conversations_proto_rawDesc = "" +
 	" \x01(\tR\trequestId\x129\n" +
 	"\n" +
 	"durability\x18\v \x01(\x0e2\x19.agentstate.v1.DurabilityR\n" +
-	"durability\x1aW\n" +
+	"durability\x12.\n" +
+	"\x13read_schema_version\x18\x14 \x01(\rR\x11readSchemaVersion\x1aW\n" +
 	"\x13ThreadMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.agentstate.v1.ValueR\x05value:\x028\x01B\x14\n" +
