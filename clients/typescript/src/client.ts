@@ -111,6 +111,8 @@ export interface PutCheckpointOptions extends CallOptions {
   extra?: unknown;
   /** The etag the head must have ("" expects no checkpoint yet). */
   expectedHeadEtag?: string;
+  /** A registered schema (c.schemas) the channel values follow at `schemaVersion`. */
+  schema?: string;
   schemaVersion?: number;
   requireThread?: boolean;
   requestId?: string;
@@ -138,6 +140,9 @@ export interface GetCheckpointOptions extends CallOptions {
   omitValues?: boolean;
   knownRoots?: Record<string, Uint8Array>;
   includePendingWrites?: boolean;
+  /** The schema version this code understands: values stored under a registered schema at another version come back
+   * migrated (docs/lifecycle.md; `migration` says how; a FAIL policy rejects with FailedPrecondition). 0: as stored. */
+  readSchemaVersion?: number;
 }
 
 export interface ListCheckpointsOptions extends CallOptions {
@@ -148,6 +153,8 @@ export interface ListCheckpointsOptions extends CallOptions {
   pageSize?: number;
   includeValues?: boolean;
   includePendingWrites?: boolean;
+  /** With includeValues: each checkpoint's values migrated to this version of its schema (as getCheckpoint). */
+  readSchemaVersion?: number;
 }
 
 /** The decoded channel values of a Checkpoint (channels without content are skipped). */
@@ -380,6 +387,7 @@ export class Client {
         channels: writes,
         extra: opts.extra === undefined ? undefined : encodeField(opts.extra, "extra"),
         expectedHeadEtag: opts.expectedHeadEtag,
+        schema: opts.schema ?? "",
         schemaVersion: opts.schemaVersion ?? 0,
         requireThread: opts.requireThread ?? false,
         requestId: opts.requestId ?? "",
@@ -430,6 +438,7 @@ export class Client {
         omitValues: opts.omitValues ?? false,
         knownRoots: opts.knownRoots ?? {},
         includePendingWrites: opts.includePendingWrites ?? false,
+        readSchemaVersion: opts.readSchemaVersion ?? 0,
       },
       opts,
     );
@@ -457,6 +466,7 @@ export class Client {
           pageToken,
           includeValues: opts.includeValues ?? false,
           includePendingWrites: opts.includePendingWrites ?? false,
+          readSchemaVersion: opts.readSchemaVersion ?? 0,
         },
         opts,
       );
@@ -496,10 +506,15 @@ export class Client {
     threadId: string,
     fromCheckpointId: string,
     toCheckpointId: string,
-    opts: CallOptions & { checkpointNs?: string } = {},
+    opts: CallOptions & {
+      checkpointNs?: string;
+      /** Both checkpoints compared as read at this version of their schema (DiffCheckpointsRequest). */
+      readSchemaVersion?: number;
+    } = {},
   ): Promise<ChannelChange[]> {
     const resp = await this.threads.diffCheckpoints(
-      { namespace: this.namespace, threadId, checkpointNs: opts.checkpointNs ?? "", fromCheckpointId, toCheckpointId },
+      { namespace: this.namespace, threadId, checkpointNs: opts.checkpointNs ?? "", fromCheckpointId, toCheckpointId,
+        readSchemaVersion: opts.readSchemaVersion ?? 0 },
       opts,
     );
     return resp.changes;

@@ -54,6 +54,15 @@ export interface ItemOptions {
   tokens?: [number, string, boolean];
   compact?: unknown;
   dedupeKey?: Uint8Array;
+  /** A registered schema (c.schemas) the content (a map) follows at `schemaVersion`. */
+  schema?: string;
+  schemaVersion?: number;
+}
+
+/** `readSchemaVersion` of the conversation reads (and of append's answer): the schema version this code understands,
+ * item contents stored under a registered schema at another version come back migrated (0: as stored). */
+export interface ReadVersionOption {
+  readSchemaVersion?: number;
 }
 
 /** An ItemInput with `content` encoded as every value of this client. */
@@ -70,6 +79,8 @@ export function item(kind: KindName | ItemKind, content: unknown, opts: ItemOpti
     tokens: opts.tokens ? { count: opts.tokens[0], tokenizer: opts.tokens[1], exact: opts.tokens[2] } : undefined,
     compact: opts.compact === undefined ? undefined : encodeField(opts.compact, "compact"),
     dedupeKey: opts.dedupeKey ?? new Uint8Array(),
+    schema: opts.schema ?? "",
+    schemaVersion: opts.schemaVersion ?? 0,
   };
 }
 
@@ -161,22 +172,25 @@ export class Conversations {
   append(
     threadId: string,
     items: ItemInput[],
-    opts: CallOptions & { expectedLastSeq?: number; createThread?: boolean; reopen?: boolean; requestId?: string } = {},
+    opts: CallOptions & ReadVersionOption & { expectedLastSeq?: number; createThread?: boolean; reopen?: boolean; requestId?: string } = {},
   ) {
+    // readSchemaVersion: each answered item's migration status (the answer has no content); FAIL appends nothing
     return this.stub.appendItems({
       namespace: this.ns, threadId, items,
       expectedLastSeq: opts.expectedLastSeq === undefined ? undefined : BigInt(opts.expectedLastSeq),
       createThread: opts.createThread ?? false, reopen: opts.reopen ?? false, requestId: opts.requestId ?? "",
+      readSchemaVersion: opts.readSchemaVersion ?? 0,
     }, opts);
   }
 
   /** Every live item of a range (or its newest `latest`), oldest first, page by page. */
-  async *list(threadId: string, opts: CallOptions & { startSeq?: number; endSeq?: number; latest?: number; pageSize?: number; omitContent?: boolean } = {}) {
+  async *list(threadId: string, opts: CallOptions & ReadVersionOption & { startSeq?: number; endSeq?: number; latest?: number; pageSize?: number; omitContent?: boolean } = {}) {
     let pageToken = "";
     do {
       const resp = await this.stub.listItems({
         namespace: this.ns, threadId, startSeq: BigInt(opts.startSeq ?? 0), endSeq: BigInt(opts.endSeq ?? 0),
         latest: opts.latest ?? 0, pageSize: opts.pageSize ?? 0, pageToken, omitContent: opts.omitContent ?? false,
+        readSchemaVersion: opts.readSchemaVersion ?? 0,
       }, opts);
       yield* resp.items;
       pageToken = resp.nextPageToken;
@@ -184,14 +198,15 @@ export class Conversations {
   }
 
   /** The newest `n` items (every item with 0), oldest first. */
-  async latest(threadId: string, n = 0, opts: CallOptions & { pageSize?: number } = {}): Promise<ConversationItem[]> {
+  async latest(threadId: string, n = 0, opts: CallOptions & ReadVersionOption & { pageSize?: number } = {}): Promise<ConversationItem[]> {
     const out: ConversationItem[] = [];
     for await (const it of this.list(threadId, { ...opts, latest: n, pageSize: opts.pageSize ?? 1000 })) out.push(it);
     return out;
   }
 
-  get(threadId: string, seqs: number[] = [], clientItemIds: string[] = [], opts: CallOptions & { allowMissing?: boolean } = {}) {
-    return this.stub.getItems({ namespace: this.ns, threadId, seqs: seqs.map(BigInt), clientItemIds, allowMissing: opts.allowMissing ?? false }, opts);
+  get(threadId: string, seqs: number[] = [], clientItemIds: string[] = [], opts: CallOptions & ReadVersionOption & { allowMissing?: boolean } = {}) {
+    return this.stub.getItems({ namespace: this.ns, threadId, seqs: seqs.map(BigInt), clientItemIds, allowMissing: opts.allowMissing ?? false,
+      readSchemaVersion: opts.readSchemaVersion ?? 0 }, opts);
   }
 
   /** PopItem: the removed newest item, undefined when the log was empty. */
@@ -267,13 +282,14 @@ export class Conversations {
   getContext(
     threadId: string,
     budgetTokens: number,
-    opts: CallOptions & { knowledge?: KnowledgeInput[]; tokenizer?: string; keepLastItems?: number; omitExplanation?: boolean;
+    opts: CallOptions & ReadVersionOption & { knowledge?: KnowledgeInput[]; tokenizer?: string; keepLastItems?: number; omitExplanation?: boolean;
       /** memoryQuery(...) of memory.ts: its hits join the knowledge layer after `knowledge`. */
       memoryQuery?: MemoryQueryInit } = {},
   ): Promise<GetContextResponse> {
     return this.stub.getContext({
       namespace: this.ns, threadId, budgetTokens, knowledge: opts.knowledge ?? [], tokenizer: opts.tokenizer ?? "",
       keepLastItems: opts.keepLastItems, omitExplanation: opts.omitExplanation ?? false, memoryQuery: opts.memoryQuery,
+      readSchemaVersion: opts.readSchemaVersion ?? 0,
     }, opts);
   }
 

@@ -55,6 +55,9 @@ export interface PutMemoryOptions extends CallOptions {
   etag?: string;
   mustNotExist?: boolean;
   requestId?: string;
+  /** A registered schema (c.schemas) the value follows at `schemaVersion`. */
+  schema?: string;
+  schemaVersion?: number;
   provenance?: { threadId?: string; runId?: string; conversationSeq?: bigint; stepId?: string; checkpointId?: string };
 }
 
@@ -70,6 +73,8 @@ export interface SearchMemoryOptions extends CallOptions {
   refreshTtl?: boolean;
   omitValues?: boolean;
   includeVectors?: boolean;
+  /** Each hit's value migrated to this version of its schema (as get). */
+  readSchemaVersion?: number;
 }
 
 const ORDERS = { updated: MemoryOrder.UPDATED_DESC, insertion: MemoryOrder.INSERTION, path_key: MemoryOrder.PATH_KEY };
@@ -101,7 +106,7 @@ export function putRequest(namespace: string, path: string[], key: string, value
     },
     origin: opts.origin === "explicit" ? MemoryOrigin.EXPLICIT : opts.origin === "inferred" ? MemoryOrigin.INFERRED : MemoryOrigin.UNSPECIFIED,
     actor: opts.actor ?? "", etag: opts.etag ?? "", mustNotExist: opts.mustNotExist ?? false, requestId: opts.requestId ?? "",
-    provenance: opts.provenance,
+    schema: opts.schema ?? "", schemaVersion: opts.schemaVersion ?? 0, provenance: opts.provenance,
   };
 }
 
@@ -111,6 +116,7 @@ export function searchRequest(namespace: string, prefix: string[], opts: SearchM
     namespace, pathPrefix: prefix, order: opts.order ? ORDERS[opts.order] : MemoryOrder.UNSPECIFIED,
     limit: opts.limit ?? 0, offset: opts.offset ?? 0, omitValues: opts.omitValues ?? false,
     includeVectors: opts.includeVectors ?? false, refreshTtl: opts.refreshTtl,
+    readSchemaVersion: opts.readSchemaVersion ?? 0,
     filter: opts.filter === undefined ? undefined : memoryFilter(opts.filter),
     vector: opts.vector === undefined ? undefined : {
       vector: { values: opts.vector }, space: opts.vectorSpace ?? "", fields: opts.fields ?? [],
@@ -146,9 +152,11 @@ export class Memory {
     return this.stub.putMemoryItem(putRequest(this.namespace, path, key, value, opts), opts);
   }
 
-  async get(path: string[], key: string, opts: CallOptions & { refreshTtl?: boolean; includeVectors?: boolean } = {}): Promise<MemoryItem | undefined> {
+  /** The live item, or undefined (`readSchemaVersion`: its value migrated to that version of its schema). */
+  async get(path: string[], key: string, opts: CallOptions & { refreshTtl?: boolean; includeVectors?: boolean; readSchemaVersion?: number } = {}):
+    Promise<MemoryItem | undefined> {
     const resp = await this.stub.getMemoryItem({ namespace: this.namespace, path, key, allowMissing: true,
-      refreshTtl: opts.refreshTtl, includeVectors: opts.includeVectors ?? false }, opts);
+      refreshTtl: opts.refreshTtl, includeVectors: opts.includeVectors ?? false, readSchemaVersion: opts.readSchemaVersion ?? 0 }, opts);
     return resp.item;
   }
 
@@ -180,12 +188,13 @@ export class Memory {
     } while (pageToken);
   }
 
-  /** The item's revisions, newest first. */
-  async *history(path: string[], key: string, opts: CallOptions & { includeValues?: boolean } = {}): AsyncGenerator<MemoryItemRevision> {
+  /** The item's revisions, newest first (`readSchemaVersion` with `includeValues`: each value migrated). */
+  async *history(path: string[], key: string, opts: CallOptions & { includeValues?: boolean; readSchemaVersion?: number } = {}):
+    AsyncGenerator<MemoryItemRevision> {
     let pageToken = "";
     do {
       const resp = await this.stub.getMemoryItemHistory({ namespace: this.namespace, path, key,
-        includeValues: opts.includeValues ?? false, pageToken }, opts);
+        includeValues: opts.includeValues ?? false, pageToken, readSchemaVersion: opts.readSchemaVersion ?? 0 }, opts);
       yield* resp.revisions;
       pageToken = resp.nextPageToken;
     } while (pageToken);
