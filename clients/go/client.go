@@ -283,6 +283,7 @@ type PutOptions struct {
 	Metadata         map[string]any
 	Extra            any     // nil: none
 	ExpectedHeadEtag *string // nil: no check; "": expects no checkpoint yet
+	Schema           string  // a registered schema (c.Schemas) the values follow at SchemaVersion
 	SchemaVersion    uint32
 	RequireThread    bool
 	RequestID        string
@@ -309,7 +310,8 @@ func (c *Client) PutCheckpoint(ctx context.Context, threadID string, channels ma
 	}
 	req := &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: threadID, CheckpointNs: o.CheckpointNs,
 		CheckpointId: checkpointID, ParentCheckpointId: o.ParentID, BaseCheckpointId: o.BaseID,
-		Channels: map[string]*pb.ChannelWrite{}, ExpectedHeadEtag: o.ExpectedHeadEtag, SchemaVersion: o.SchemaVersion,
+		Channels: map[string]*pb.ChannelWrite{}, ExpectedHeadEtag: o.ExpectedHeadEtag, Schema: o.Schema,
+		SchemaVersion: o.SchemaVersion,
 		RequireThread: o.RequireThread, RequestId: o.RequestID, RunId: o.RunID, LeaseId: o.LeaseID, Steps: o.Steps,
 		Events: o.Events, Effects: o.Effects}
 	for name, v := range channels {
@@ -364,6 +366,10 @@ type GetOptions struct {
 	OmitValues           bool
 	KnownRoots           map[string][]byte
 	IncludePendingWrites bool
+	// ReadSchemaVersion is the schema version this code understands: values stored under a registered
+	// schema at another version come back migrated (Checkpoint.Migration says how; a FAIL policy gives
+	// FAILED_PRECONDITION SCHEMA_MIGRATION_FAILED / SCHEMA_VERSION_UNREADABLE). 0: as stored.
+	ReadSchemaVersion uint32
 }
 
 // GetCheckpoint returns one checkpoint ("" = the latest of the checkpoint namespace).
@@ -373,7 +379,7 @@ func (c *Client) GetCheckpoint(ctx context.Context, threadID, checkpointID strin
 	}
 	r, err := c.Threads.GetCheckpoint(ctx, &pb.GetCheckpointRequest{Namespace: c.Namespace, ThreadId: threadID,
 		CheckpointNs: o.CheckpointNs, CheckpointId: checkpointID, Channels: o.Channels, OmitValues: o.OmitValues,
-		KnownRoots: o.KnownRoots, IncludePendingWrites: o.IncludePendingWrites})
+		KnownRoots: o.KnownRoots, IncludePendingWrites: o.IncludePendingWrites, ReadSchemaVersion: o.ReadSchemaVersion})
 	return r.GetCheckpoint(), err
 }
 
@@ -395,6 +401,7 @@ type ListOptions struct {
 	PageSize             uint32
 	IncludeValues        bool
 	IncludePendingWrites bool
+	ReadSchemaVersion    uint32 // with IncludeValues: each checkpoint migrated as GetOptions.ReadSchemaVersion
 }
 
 // ListCheckpoints iterates checkpoints newest first, fetching pages as needed.
@@ -410,7 +417,8 @@ func (c *Client) ListCheckpoints(ctx context.Context, threadID string, o *ListOp
 		}
 		req := &pb.ListCheckpointsRequest{Namespace: c.Namespace, ThreadId: threadID, CheckpointNs: o.CheckpointNs,
 			MetadataFilter: filter, BeforeCheckpointId: o.Before, Limit: o.Limit, PageSize: o.PageSize,
-			IncludeValues: o.IncludeValues, IncludePendingWrites: o.IncludePendingWrites}
+			IncludeValues: o.IncludeValues, IncludePendingWrites: o.IncludePendingWrites,
+			ReadSchemaVersion: o.ReadSchemaVersion}
 		for {
 			r, err := c.Threads.ListCheckpoints(ctx, req)
 			if err != nil {
@@ -462,11 +470,34 @@ func (c *Client) DeleteForRuns(ctx context.Context, runIDs []string) (uint64, er
 	return r.GetDeletedCheckpoints(), err
 }
 
-// Diff tells which channels differ between two checkpoints.
-func (c *Client) Diff(ctx context.Context, threadID, checkpointNs, from, to string) ([]*pb.ChannelChange, error) {
+// Diff tells which channels differ between two checkpoints (ReadSchemaVersion(v): both compared as read
+// at version v of their schema).
+func (c *Client) Diff(ctx context.Context, threadID, checkpointNs, from, to string, opts ...ReadOption) ([]*pb.ChannelChange, error) {
 	r, err := c.Threads.DiffCheckpoints(ctx, &pb.DiffCheckpointsRequest{Namespace: c.Namespace, ThreadId: threadID,
-		CheckpointNs: checkpointNs, FromCheckpointId: from, ToCheckpointId: to})
+		CheckpointNs: checkpointNs, FromCheckpointId: from, ToCheckpointId: to, ReadSchemaVersion: readVersion(opts)})
 	return r.GetChanges(), err
+}
+
+// ReadOption is an optional argument of the reads whose other arguments are positional (Diff, LatestItems,
+// GetContext, GetContextWithMemory, Memory.Get, Memory.History); the reads with an options struct have
+// the same setting as its ReadSchemaVersion field.
+type ReadOption func(*readOptions)
+
+type readOptions struct{ readSchemaVersion uint32 }
+
+// ReadSchemaVersion is the schema version this code understands: a value stored under a registered schema
+// at another version comes back migrated to v (its Migration field says how; a FAIL policy gives
+// FAILED_PRECONDITION SCHEMA_MIGRATION_FAILED / SCHEMA_VERSION_UNREADABLE). 0: as stored.
+func ReadSchemaVersion(v uint32) ReadOption {
+	return func(o *readOptions) { o.readSchemaVersion = v }
+}
+
+func readVersion(opts []ReadOption) uint32 {
+	var o readOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o.readSchemaVersion
 }
 
 // ------------------------------------------------------------ admin

@@ -16,6 +16,9 @@ type ItemOptions struct {
 	Role, ClientItemID, CallID, ToolName, RunID, StepID string
 	Tokens                                              *pb.TokenCount
 	DedupeKey                                           []byte
+	// Schema names a registered schema (c.Schemas) the content (a map) follows at SchemaVersion.
+	Schema        string
+	SchemaVersion uint32
 }
 
 // NewItem is an ItemInput with content encoded as every value of this client.
@@ -28,7 +31,8 @@ func NewItem(kind pb.ItemKind, content any, o *ItemOptions) (*pb.ItemInput, erro
 		o = &ItemOptions{}
 	}
 	return &pb.ItemInput{Kind: kind, Content: v, Role: o.Role, ClientItemId: o.ClientItemID, CallId: o.CallID,
-		ToolName: o.ToolName, RunId: o.RunID, StepId: o.StepID, Tokens: o.Tokens, DedupeKey: o.DedupeKey}, nil
+		ToolName: o.ToolName, RunId: o.RunID, StepId: o.StepID, Tokens: o.Tokens, DedupeKey: o.DedupeKey,
+		Schema: o.Schema, SchemaVersion: o.SchemaVersion}, nil
 }
 
 // AppendOptions are the optional fields of AppendItems.
@@ -37,6 +41,10 @@ type AppendOptions struct {
 	CreateThread    bool
 	Reopen          bool
 	RequestID       string
+	// ReadSchemaVersion: each answered item's migration to that version of its schema (the answer has no
+	// content: SchemaVersion, StoredSchemaVersion, Migration, MigrationError); a FAIL policy fails the call
+	// and appends nothing. 0: as stored.
+	ReadSchemaVersion uint32
 }
 
 // AppendItems appends items to a thread's log in one transaction.
@@ -46,16 +54,18 @@ func (c *Client) AppendItems(ctx context.Context, threadID string, items []*pb.I
 	}
 	return c.Conversations.AppendItems(ctx, &pb.AppendItemsRequest{Namespace: c.Namespace, ThreadId: threadID,
 		Items: items, ExpectedLastSeq: o.ExpectedLastSeq, CreateThread: o.CreateThread, Reopen: o.Reopen,
-		RequestId: o.RequestID})
+		RequestId: o.RequestID, ReadSchemaVersion: o.ReadSchemaVersion})
 }
 
-// LatestItems returns the newest n items (every item with 0), oldest first, reading every page.
-func (c *Client) LatestItems(ctx context.Context, threadID string, n uint32) ([]*pb.ConversationItem, error) {
+// LatestItems returns the newest n items (every item with 0), oldest first, reading every page
+// (ReadSchemaVersion(v): each content migrated to version v of its schema).
+func (c *Client) LatestItems(ctx context.Context, threadID string, n uint32, opts ...ReadOption) ([]*pb.ConversationItem, error) {
 	var out []*pb.ConversationItem
 	token := ""
+	read := readVersion(opts)
 	for {
 		resp, err := c.Conversations.ListItems(ctx, &pb.ListItemsRequest{Namespace: c.Namespace, ThreadId: threadID,
-			Latest: n, PageSize: 1000, PageToken: token})
+			Latest: n, PageSize: 1000, PageToken: token, ReadSchemaVersion: read})
 		if err != nil {
 			return nil, err
 		}
@@ -64,6 +74,24 @@ func (c *Client) LatestItems(ctx context.Context, threadID string, n uint32) ([]
 			return out, nil
 		}
 	}
+}
+
+// GetItemsOptions are the optional fields of GetItems.
+type GetItemsOptions struct {
+	AllowMissing      bool
+	OmitContent       bool
+	ReadSchemaVersion uint32 // each content migrated to that version of its schema (0: as stored)
+}
+
+// GetItems returns the items named by seq and by client item id (ITEM_NOT_FOUND for a missing one unless
+// AllowMissing: then the response lists it).
+func (c *Client) GetItems(ctx context.Context, threadID string, seqs []uint64, clientItemIDs []string, o *GetItemsOptions) (*pb.GetItemsResponse, error) {
+	if o == nil {
+		o = &GetItemsOptions{}
+	}
+	return c.Conversations.GetItems(ctx, &pb.GetItemsRequest{Namespace: c.Namespace, ThreadId: threadID, Seqs: seqs,
+		ClientItemIds: clientItemIDs, AllowMissing: o.AllowMissing, OmitContent: o.OmitContent,
+		ReadSchemaVersion: o.ReadSchemaVersion})
 }
 
 // PopItem removes and returns the newest item (nil when the log is empty).
@@ -75,10 +103,12 @@ func (c *Client) PopItem(ctx context.Context, threadID string) (*pb.Conversation
 	return resp.Item, nil
 }
 
-// GetContext assembles the model input of a thread within budget tokens.
-func (c *Client) GetContext(ctx context.Context, threadID string, budget uint32, knowledge []*pb.KnowledgeItem) (*pb.GetContextResponse, error) {
+// GetContext assembles the model input of a thread within budget tokens (ReadSchemaVersion(v): the log
+// items' contents migrated to version v, as LatestItems does).
+func (c *Client) GetContext(ctx context.Context, threadID string, budget uint32, knowledge []*pb.KnowledgeItem,
+	opts ...ReadOption) (*pb.GetContextResponse, error) {
 	return c.Conversations.GetContext(ctx, &pb.GetContextRequest{Namespace: c.Namespace, ThreadId: threadID,
-		BudgetTokens: budget, Knowledge: knowledge})
+		BudgetTokens: budget, Knowledge: knowledge, ReadSchemaVersion: readVersion(opts)})
 }
 
 func arrayHeader(n int) []byte {

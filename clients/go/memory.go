@@ -30,6 +30,9 @@ type MemoryPutOptions struct {
 	MustNotExist bool
 	Provenance   *pb.MemoryProvenance
 	RequestID    string
+	// Schema names a registered schema (c.Schemas) the value follows at SchemaVersion.
+	Schema        string
+	SchemaVersion uint32
 }
 
 // MemorySearchOptions are the optional fields of a search.
@@ -44,6 +47,8 @@ type MemorySearchOptions struct {
 	Offset       uint32
 	NoRefresh    bool
 	OmitValues   bool
+	// ReadSchemaVersion: each hit's value migrated to that version of its schema (as Get; 0: as stored).
+	ReadSchemaVersion uint32
 }
 
 // MemoryFilter is the MemoryFilter of an expression map (a *pb.MemoryFilter is returned as it is).
@@ -77,7 +82,7 @@ func (m *Memory) Put(ctx context.Context, path []string, key string, value map[s
 	}
 	req := &pb.PutMemoryItemRequest{Namespace: m.namespace, Path: path, Key: key, Value: v, VectorSpace: o.VectorSpace,
 		Origin: o.Origin, Actor: o.Actor, Etag: o.Etag, MustNotExist: o.MustNotExist, Provenance: o.Provenance,
-		RequestId: o.RequestID}
+		RequestId: o.RequestID, Schema: o.Schema, SchemaVersion: o.SchemaVersion}
 	if len(o.Vectors) > 0 {
 		req.Vectors = map[string]*pb.Vector{}
 		for name, vec := range o.Vectors {
@@ -93,9 +98,10 @@ func (m *Memory) Put(ctx context.Context, path []string, key string, value map[s
 	return m.PutMemoryItem(ctx, req)
 }
 
-// Get returns the live item, or nil.
-func (m *Memory) Get(ctx context.Context, path []string, key string) (*pb.MemoryItem, error) {
-	resp, err := m.GetMemoryItem(ctx, &pb.GetMemoryItemRequest{Namespace: m.namespace, Path: path, Key: key, AllowMissing: true})
+// Get returns the live item, or nil (ReadSchemaVersion(v): its value migrated to version v of its schema).
+func (m *Memory) Get(ctx context.Context, path []string, key string, opts ...ReadOption) (*pb.MemoryItem, error) {
+	resp, err := m.GetMemoryItem(ctx, &pb.GetMemoryItemRequest{Namespace: m.namespace, Path: path, Key: key, AllowMissing: true,
+		ReadSchemaVersion: readVersion(opts)})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +120,7 @@ func (m *Memory) Search(ctx context.Context, prefix []string, o *MemorySearchOpt
 		o = &MemorySearchOptions{}
 	}
 	req := &pb.SearchMemoryItemsRequest{Namespace: m.namespace, PathPrefix: prefix, Order: o.Order, Limit: o.Limit,
-		Offset: o.Offset, OmitValues: o.OmitValues}
+		Offset: o.Offset, OmitValues: o.OmitValues, ReadSchemaVersion: o.ReadSchemaVersion}
 	if o.NoRefresh {
 		f := false
 		req.RefreshTtl = &f
@@ -163,9 +169,11 @@ func (m *Memory) ListNamespaces(ctx context.Context, prefix, suffix []string, ma
 	}
 }
 
-// History returns an item's revisions, newest first.
-func (m *Memory) History(ctx context.Context, path []string, key string, includeValues bool) ([]*pb.MemoryItemRevision, error) {
-	req := &pb.GetMemoryItemHistoryRequest{Namespace: m.namespace, Path: path, Key: key, IncludeValues: includeValues}
+// History returns an item's revisions, newest first (ReadSchemaVersion(v) with includeValues: each value
+// migrated to version v of its schema).
+func (m *Memory) History(ctx context.Context, path []string, key string, includeValues bool, opts ...ReadOption) ([]*pb.MemoryItemRevision, error) {
+	req := &pb.GetMemoryItemHistoryRequest{Namespace: m.namespace, Path: path, Key: key, IncludeValues: includeValues,
+		ReadSchemaVersion: readVersion(opts)}
 	var out []*pb.MemoryItemRevision
 	for {
 		resp, err := m.GetMemoryItemHistory(ctx, req)

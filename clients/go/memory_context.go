@@ -45,7 +45,7 @@ func NewMemoryQuery(prefix []string, o *MemoryQueryOptions) (*pb.MemoryQuery, er
 // GetContextWithMemory is GetContext with a memory query (nil: none): its hits join the knowledge layer after
 // knowledge, each named by its context item's and explanation entry's MemoryHit.
 func (c *Client) GetContextWithMemory(ctx context.Context, threadID string, budget uint32, knowledge []*pb.KnowledgeItem,
-	query *pb.MemoryQuery) (*pb.GetContextResponse, error) {
+	query *pb.MemoryQuery, opts ...ReadOption) (*pb.GetContextResponse, error) {
 	return c.Conversations.GetContext(ctx, &pb.GetContextRequest{Namespace: c.Namespace, ThreadId: threadID,
-		BudgetTokens: budget, Knowledge: knowledge, MemoryQuery: query})
+		BudgetTokens: budget, Knowledge: knowledge, MemoryQuery: query, ReadSchemaVersion: readVersion(opts)})
 }
