@@ -158,6 +158,9 @@ def test_memory_search_results_migrate(nsclient):
     # filters see the stored values; without a version everything is as stored
     assert from_value(search(0)["u1"].value) == {"nick": "ada", "age": "36"}
     assert set(search(3, filter={"nick": "ada"})) == {"u1"}
+    # the client's search takes the version as an argument
+    hits = c.memory.search(["users"], order="path_key", read_schema_version=3)
+    assert [(x.item.key, x.item.migration) for x in hits] == [(k, got[k].migration) for k in sorted(got)]
     c.schemas.register("profile", [[], [s.rename("nick", "handle"), s.convert("age", "int")],
                                    [s.nest(["handle", "age"], "about")]], failure_policy="fail")
     with expect_error(FP, "SCHEMA_MIGRATION_FAILED", path="age"):

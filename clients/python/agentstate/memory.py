@@ -68,10 +68,10 @@ def search_request(namespace: str, prefix: Sequence[str] = (), *, filter: Any = 
                    vector: Sequence[float] | None = None, vector_space: str = "", fields: Iterable[str] = (),
                    unscored_only: bool = False, order: str | None = None, limit: int = 10, offset: int = 0,
                    refresh_ttl: bool | None = None, omit_values: bool = False,
-                   include_vectors: bool = False) -> mpb.SearchMemoryItemsRequest:
+                   include_vectors: bool = False, read_schema_version: int = 0) -> mpb.SearchMemoryItemsRequest:
     req = mpb.SearchMemoryItemsRequest(namespace=namespace, path_prefix=list(prefix), order=ORDERS[order],
                                        limit=limit, offset=offset, omit_values=omit_values,
-                                       include_vectors=include_vectors)
+                                       include_vectors=include_vectors, read_schema_version=read_schema_version)
     if filter is not None:
         req.filter.CopyFrom(memory_filter(filter))
     if vector is not None:
@@ -141,7 +141,8 @@ class MemoryCalls:
     def search(self, prefix: Sequence[str] = (), *, timeout: float | None = None,
                **options) -> list[mpb.ScoredMemoryItem]:
         """Items under ``prefix`` (options: filter, vector, vector_space, fields, unscored_only, order
-        ("updated", "insertion", "path_key"), limit, offset, refresh_ttl, omit_values, include_vectors)."""
+        ("updated", "insertion", "path_key"), limit, offset, refresh_ttl, omit_values, include_vectors,
+        read_schema_version: each hit's value migrated to that version of its schema)."""
         req = search_request(self.client.namespace, prefix, **options)
         return list((yield Call(self.stub.SearchMemoryItems, req, timeout)).items)
 
