@@ -195,8 +195,9 @@ const (
 	// version is newer than this sidecar reads ("field": "from").
 	ErrorReason_EXPORT_VERSION_UNSUPPORTED ErrorReason = 56
 	// IMPORT_THREAD_EXISTS (ALREADY_EXISTS): a thread of the export file exists
-	// in the target namespace ("thread_id", "namespace"); import with --replace
-	// to replace it, or into another namespace. Nothing was imported.
+	// in the target namespace ("thread_id", "namespace"); import with replace
+	// to replace it (`sidecar import --replace`, ImportNamespaceRequest.replace),
+	// or into another namespace. Nothing was imported.
 	ErrorReason_IMPORT_THREAD_EXISTS ErrorReason = 57
 	// IMPORT_CONFLICT (ALREADY_EXISTS): a run or effect id of the file exists
 	// on another thread of the target namespace, a memory item exists at the

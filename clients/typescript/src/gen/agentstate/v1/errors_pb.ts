@@ -444,8 +444,9 @@ export enum ErrorReason {
 
   /**
    * IMPORT_THREAD_EXISTS (ALREADY_EXISTS): a thread of the export file exists
-   * in the target namespace ("thread_id", "namespace"); import with --replace
-   * to replace it, or into another namespace. Nothing was imported.
+   * in the target namespace ("thread_id", "namespace"); import with replace
+   * to replace it (`sidecar import --replace`, ImportNamespaceRequest.replace),
+   * or into another namespace. Nothing was imported.
    *
    * @generated from enum value: IMPORT_THREAD_EXISTS = 57;
    */
