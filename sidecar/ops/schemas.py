@@ -130,6 +130,38 @@ def _rewrite_writes(txn, store: Store, ns: str, writes: list) -> None:
         txn.put(key, layout.encode(msgspec.structs.replace(w, channel=channel, value=ids[root])), db=db)
 
 
+# ----------------------------------------------------------------- stored map values (memory and log items)
+
+def _due(item, name: str, target: int, progress: Progress, kind: str) -> bool:
+    """Whether a memory item (``kind`` "mem") or a conversation item ("conv") a batch looked at is to be
+    migrated: stored under schema ``name`` at a version under ``target``. Counts it in ``progress``'s
+    ``{kind}_seen`` and, when not due, ``{kind}_other`` (another schema or none) or ``{kind}_current``."""
+    _count(progress, kind, "seen")
+    if item.schema != name:
+        _count(progress, kind, "other")
+        return False
+    if item.schema_version >= target:
+        _count(progress, kind, "current")
+        return False
+    return True
+
+
+def _count(progress: Progress, kind: str, what: str) -> None:
+    attr = f"{kind}_{what}"
+    setattr(progress, attr, getattr(progress, attr) + 1)
+
+
+def _migrated_map(rec, name: str, stored: int, target: int, encoding: bytes) -> bytes:
+    """The canonical encoding of a stored map value (``encoding``, at version ``stored``) migrated to ``target``
+    by the schema's steps (Unreadable, MigrationError as state/schemas.plan and apply; a value that is not a
+    map is a MigrationError)."""
+    versions = schemas.plan(rec, name, stored, target)
+    value = schemas.decode(encoding)
+    if type(value) is not dict:
+        raise schemas.MigrationError(target, 0, [], f"expected a map, found {type(value).__name__}")
+    return schemas.encode(schemas.apply(value, versions))
+
+
 # ----------------------------------------------------------------- memory items (MigrateNamespace)
 
 MIGRATE_ACTOR = "agentstate:migrate"
@@ -160,19 +192,10 @@ def migrate_memory_batch(txn, store: Store, memory, ns: str, name: str, target: 
     for labels, key, item in todo:
         if not mem.visible(item, now):
             continue
-        progress.mem_seen += 1
-        if item.schema != name:
-            progress.mem_other += 1
-            continue
-        if item.schema_version >= target:
-            progress.mem_current += 1
+        if not _due(item, name, target, progress, "mem"):
             continue
         try:
-            versions = schemas.plan(rec, name, item.schema_version, target)
-            value = schemas.decode(memory.value_of(txn, item.value))
-            if type(value) is not dict:
-                raise schemas.MigrationError(target, 0, [], f"expected a map, found {type(value).__name__}")
-            encoding = schemas.encode(schemas.apply(value, versions))
+            encoding = _migrated_map(rec, name, item.schema_version, target, memory.value_of(txn, item.value))
         except (schemas.Unreadable, schemas.MigrationError) as e:
             progress.mem_failed += 1
             if len(progress.failures) < MAX_FAILURES:
@@ -218,20 +241,11 @@ def migrate_conversation_batch(txn, store: Store, ns: str, thread_id: str, tkey:
         todo.append((key, seq, layout.item_decoder.decode(cursor.value())))
         found = cursor.next()
     for key, seq, item in todo:
-        progress.conv_seen += 1
-        if item.schema != name:
-            progress.conv_other += 1
-            continue
-        if item.schema_version >= target:
-            progress.conv_current += 1
+        if not _due(item, name, target, progress, "conv"):
             continue
         old = item.inline if item.node is None else nodes.value_encoding(item.node, txn.get)
         try:
-            versions = schemas.plan(rec, name, item.schema_version, target)
-            value = schemas.decode(old)
-            if type(value) is not dict:
-                raise schemas.MigrationError(target, 0, [], f"expected a map, found {type(value).__name__}")
-            encoding = schemas.encode(schemas.apply(value, versions))
+            encoding = _migrated_map(rec, name, item.schema_version, target, old)
             meta = None if item.metadata is None else bytes(item.metadata)
             before, after_charge = usage.conversation_charge(old, meta), usage.conversation_charge(encoding, meta)
             charged = txn.get(usage.conv_item_key(tkey, seq), db=store.db["icharge"]) is not None
