@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE))
 import grpc  # noqa: E402
 
 from agentstate import AgentStateError, Append, Client, Keep, Opaque, SetKeys, codec  # noqa: E402
+from agentstate import schemas as sch  # noqa: E402
 from agentstate.conversations import KINDS, context_hash  # noqa: E402
 from agentstate.memory import memory_query  # noqa: E402
 from agentstate.v1 import conversations_pb2 as cpb, memory_pb2 as mpb, threads_pb2 as pb, values_pb2  # noqa: E402
@@ -33,6 +34,13 @@ from describe import from_desc  # noqa: E402
 
 VALUES = json.loads((HERE / "values.json").read_text())["values"]
 ENCODINGS = json.loads((HERE / "encodings.json").read_text())["encodings"]
+
+
+def migration_desc(x) -> list:
+    """[MigrationStatus name without its prefix, schema_version, stored_schema_version] of a read's answer."""
+    from agentstate.v1 import schemas_pb2
+    return [schemas_pb2.MigrationStatus.Name(x.migration).removeprefix("MIGRATION_STATUS_"), x.schema_version,
+            x.stored_schema_version]
 
 
 def scenarios() -> list[dict]:
@@ -117,7 +125,8 @@ class Runner:
         req = pb.PutCheckpointRequest(namespace=c.namespace, thread_id=self.thread(step["thread"]),
                                       checkpoint_ns=step.get("ns", ""), checkpoint_id=step.get("id", ""),
                                       parent_checkpoint_id=step.get("parent", ""),
-                                      require_thread=step.get("require_thread", False))
+                                      require_thread=step.get("require_thread", False),
+                                      schema=step.get("schema", ""), schema_version=step.get("schema_version", 0))
         from agentstate.values import channel_write, encode_into
         for name, spec in expand_channels(step["channels"]).items():
             if "raw" in spec:
@@ -152,6 +161,9 @@ class Runner:
             return self.memory(c, step)
         t = self.thread(step.get("thread", ""))
         meta = lambda key: {k: from_desc(resolve(v)) for k, v in step.get(key, {}).items()}  # noqa: E731
+        if op == "register_schema":
+            return c.schemas.register(step["name"], [[self.step_of(x) for x in v] for v in step["versions"]],
+                                      failure_policy=step.get("failure_policy", "fail"))
         if op == "create_thread":
             th = c.threads.CreateThread  # via client helper for errors
             return c._call(th, self._create_req(c, step), None)
@@ -176,7 +188,8 @@ class Runner:
             return c._call(c.threads.PutWrites, req, None)
         if op == "get":
             return c.get_checkpoint(t, step.get("id", ""), checkpoint_ns=step.get("ns", ""),
-                                    include_pending_writes=step.get("pending", False))
+                                    include_pending_writes=step.get("pending", False),
+                                    read_schema_version=step.get("read_schema_version", 0))
         if op == "list":
             return list(c.list_checkpoints(t, checkpoint_ns=step.get("ns"), metadata_filter=meta("filter"),
                                            before=step.get("before", ""), limit=step.get("limit", 0),
@@ -201,13 +214,15 @@ class Runner:
             items = []
             for it in step["items"]:
                 x = cpb.ItemInput(kind=KINDS[it["kind"]], role=it.get("role", ""), call_id=it.get("call_id", ""),
-                                  tool_name=it.get("tool_name", ""), client_item_id=it.get("client_item_id", ""))
+                                  tool_name=it.get("tool_name", ""), client_item_id=it.get("client_item_id", ""),
+                                  schema=it.get("schema", ""), schema_version=it.get("schema_version", 0))
                 to_value(from_desc(resolve(it["content"])), x.content)
                 if "tokens" in it:
                     x.tokens.count, x.tokens.tokenizer, x.tokens.exact = it["tokens"]
                 items.append(x)
             return conv.append(t, items, expected_last_seq=step.get("expected_last_seq"),
-                               create_thread=step.get("create_thread", False))
+                               create_thread=step.get("create_thread", False),
+                               read_schema_version=step.get("read_schema_version", 0))
         if op == "set_compaction_policy":
             p = dict(step["policy"])
             if "fallback_after_ms" in p:
@@ -216,7 +231,7 @@ class Runner:
         if op == "pop_item":
             return conv.pop(t)
         if op == "latest":
-            return conv.latest(t, step["n"])
+            return conv.latest(t, step["n"], read_schema_version=step.get("read_schema_version", 0))
         if op == "set_pin":
             return conv.set_pin(step["pin_id"], step["kind"], from_desc(resolve(step["content"])), thread_id=t,
                                 position=step.get("position", 0), role=step.get("role", ""),
@@ -230,6 +245,20 @@ class Runner:
         return c.conversations.get_context(t, step["budget"], knowledge=[self._knowledge(k) for k in step.get("knowledge", [])],
                                            tokenizer=step.get("tokenizer", ""),
                                            keep_last_items=step.get("keep_last_items"), memory_query=query)
+
+    @staticmethod
+    def step_of(d: dict):
+        """A MigrationStep of a scenario: {"rename": path, "to": name}, {"convert": path, "to": type},
+        {"nest": fields, "into": name}, {"add": path, "default": value}."""
+        if "rename" in d:
+            return sch.rename(d["rename"], d["to"])
+        if "convert" in d:
+            return sch.convert(d["convert"], d["to"])
+        if "nest" in d:
+            return sch.nest(d["nest"], d["into"])
+        if "add" in d:
+            return sch.add(d["add"], from_desc(resolve(d["default"])))
+        raise ValueError(f"unknown migration step {d}")
 
     @staticmethod
     def _knowledge(desc) -> cpb.KnowledgeItem:
@@ -320,11 +349,18 @@ class Runner:
             for k in ("last_seq", "duplicates"):
                 if k in exp:
                     self.check(getattr(result, k) == exp[k], f"{where}: {k} {getattr(result, k)} != {exp[k]}")
+            if "migrations" in exp:
+                got = [migration_desc(x) for x in result.items]
+                self.check(got == exp["migrations"], f"{where}: migrations {got} != {exp['migrations']}")
         if op == "pop_item" and "seq" in exp:
             self.check(result is not None and result.seq == exp["seq"], f"{where}: popped {result}")
         if op == "latest":
             seqs = [i.seq for i in result]
             self.check(seqs == exp["seqs"], f"{where}: seqs {seqs} != {exp['seqs']}")
+            for i, (x, d) in enumerate(zip(result, exp.get("contents", []))):
+                self.same_value(x.content, d, f"{where}: item {i} content")
+            if "contents" in exp:
+                self.check(len(result) == len(exp["contents"]), f"{where}: {len(result)} items")
         if op == "get_context":
             self.check(context_hash(result.items) == result.context_hash,
                        f"{where}: context hash computed here differs from the server's")
@@ -349,6 +385,9 @@ class Runner:
         return {k: full[k] for k in want}
 
     def expect_checkpoint(self, where: str, cp: pb.Checkpoint, exp: dict) -> None:
+        if "migration" in exp:
+            got = migration_desc(cp)
+            self.check(got == exp["migration"], f"{where}: migration {got} != {exp['migration']}")
         if "id" in exp:
             self.check(cp.checkpoint_id == exp["id"], f"{where}: id {cp.checkpoint_id}")
         if "parent" in exp:

@@ -480,6 +480,26 @@ func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 		return r.memory(c, step)
 	}
 	switch step["op"] {
+	case "register_schema":
+		var versions [][]*pb.MigrationStep
+		for _, v := range asList(step["versions"]) {
+			var steps []*pb.MigrationStep
+			for _, d := range asList(v) {
+				st, err := stepOf(d.(map[string]any))
+				if err != nil {
+					return nil, err
+				}
+				steps = append(steps, st)
+			}
+			versions = append(versions, steps)
+		}
+		policies := map[string]pb.FailurePolicy{"fail": pb.FailurePolicy_FAILURE_POLICY_FAIL,
+			"degrade": pb.FailurePolicy_FAILURE_POLICY_DEGRADE, "new_run": pb.FailurePolicy_FAILURE_POLICY_NEW_RUN}
+		policy, ok := policies[str(step, "failure_policy")]
+		if !ok {
+			policy = pb.FailurePolicy_FAILURE_POLICY_FAIL
+		}
+		return c.Schemas.Register(ctx, str(step, "name"), versions, 0, policy)
 	case "create_thread":
 		policy := map[string]pb.IfExists{"error": pb.IfExists_IF_EXISTS_ERROR, "return": pb.IfExists_IF_EXISTS_RETURN, "merge": pb.IfExists_IF_EXISTS_MERGE_METADATA}
 		p := policy[str(step, "if_exists")]
@@ -497,7 +517,10 @@ func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 	case "put":
 		req := &pb.PutCheckpointRequest{Namespace: c.Namespace, ThreadId: t, CheckpointNs: str(step, "ns"), CheckpointId: str(step, "id"),
 			ParentCheckpointId: str(step, "parent"), RequireThread: step["require_thread"] == true, Channels: map[string]*pb.ChannelWrite{},
-			Metadata: r.valueMap(step["metadata"])}
+			Metadata: r.valueMap(step["metadata"]), Schema: str(step, "schema")}
+		if v, ok := num(step, "schema_version"); ok {
+			req.SchemaVersion = uint32(v)
+		}
 		for name, spec := range expandChannels(step["channels"].(map[string]any)) {
 			sm := spec.(map[string]any)
 			if _, ok := sm["raw"]; ok {
@@ -527,7 +550,9 @@ func (r *runner) do(c *agentstate.Client, step obj) (any, error) {
 		}
 		return c.Threads.PutWrites(ctx, req)
 	case "get":
-		return c.GetCheckpoint(ctx, t, str(step, "id"), &agentstate.GetOptions{CheckpointNs: str(step, "ns"), IncludePendingWrites: step["pending"] == true})
+		read, _ := num(step, "read_schema_version")
+		return c.GetCheckpoint(ctx, t, str(step, "id"), &agentstate.GetOptions{CheckpointNs: str(step, "ns"), IncludePendingWrites: step["pending"] == true,
+			ReadSchemaVersion: uint32(read)})
 	case "list":
 		o := &agentstate.ListOptions{MetadataFilter: descMap(step["filter"]), Before: str(step, "before")}
 		if ns, ok := step["ns"].(string); ok {
@@ -600,11 +625,14 @@ func (r *runner) doConversation(c *agentstate.Client, t string, step obj) (any, 
 		var items []*pb.ItemInput
 		for _, x := range asList(step["items"]) {
 			it := x.(map[string]any)
+			version, _ := num(it, "schema_version")
 			items = append(items, &pb.ItemInput{Kind: itemKinds[str(it, "kind")], Role: str(it, "role"),
 				CallId: str(it, "call_id"), ToolName: str(it, "tool_name"), ClientItemId: str(it, "client_item_id"),
-				Content: r.valueOf(it["content"]), Tokens: tokenCount(it["tokens"])})
+				Content: r.valueOf(it["content"]), Tokens: tokenCount(it["tokens"]), Schema: str(it, "schema"),
+				SchemaVersion: uint32(version)})
 		}
-		o := &agentstate.AppendOptions{CreateThread: step["create_thread"] == true}
+		read, _ := num(step, "read_schema_version")
+		o := &agentstate.AppendOptions{CreateThread: step["create_thread"] == true, ReadSchemaVersion: uint32(read)}
 		if n, ok := num(step, "expected_last_seq"); ok {
 			seq := uint64(n)
 			o.ExpectedLastSeq = &seq
@@ -629,7 +657,8 @@ func (r *runner) doConversation(c *agentstate.Client, t string, step obj) (any, 
 		res, err = c.PopItem(ctx, t)
 	case "latest":
 		n, _ := num(step, "n")
-		res, err = c.LatestItems(ctx, t, uint32(n))
+		read, _ := num(step, "read_schema_version")
+		res, err = c.LatestItems(ctx, t, uint32(n), agentstate.ReadSchemaVersion(uint32(read)))
 	case "get_context":
 		res, err = r.getContext(c, t, step)
 	case "set_pin":
@@ -754,6 +783,13 @@ func (r *runner) expectConversation(where string, step obj, x conversationStep) 
 		if v, ok := exp["duplicates"].(float64); ok {
 			r.check(res.Duplicates == uint32(v), "%s: duplicates %d != %v", where, res.Duplicates, v)
 		}
+		if want, ok := exp["migrations"]; ok {
+			var got []any
+			for _, it := range res.Items {
+				got = append(got, migrationDesc(it.Migration, it.SchemaVersion, it.StoredSchemaVersion))
+			}
+			r.check(stable(got) == stable(want), "%s: migrations %s != %s", where, stable(got), stable(want))
+		}
 	case *pb.ConversationItem:
 		if v, ok := exp["seq"].(float64); ok {
 			r.check(res != nil && res.Seq == uint64(v), "%s: popped %v", where, res)
@@ -764,6 +800,14 @@ func (r *runner) expectConversation(where string, step obj, x conversationStep) 
 			seqs = append(seqs, float64(it.Seq))
 		}
 		r.check(stable(seqs) == stable(exp["seqs"]), "%s: seqs %v != %v", where, seqs, exp["seqs"])
+		if want, ok := exp["contents"]; ok {
+			r.check(len(res) == len(asList(want)), "%s: %d items", where, len(res))
+			for i, d := range asList(want) {
+				if i < len(res) {
+					r.sameValue(res[i].Content, d, fmt.Sprintf("%s: item %d content", where, i))
+				}
+			}
+		}
 	case *pb.GetContextResponse:
 		h, err := agentstate.ContextHash(res.Items)
 		r.check(err == nil && hex.EncodeToString(h) == hex.EncodeToString(res.ContextHash), "%s: context hash computed here differs", where)
@@ -774,6 +818,36 @@ func (r *runner) expectConversation(where string, step obj, x conversationStep) 
 			r.check(stable(got[k]) == stable(exp[k]), "%s: %s %s != %s", where, k, stable(got[k]), stable(exp[k]))
 		}
 	}
+}
+
+// migrationDesc is [MigrationStatus name, schema_version, stored_schema_version] (runner.py's migration_desc).
+func migrationDesc(m pb.MigrationStatus, version, stored uint32) []any {
+	return []any{strings.TrimPrefix(m.String(), "MIGRATION_STATUS_"), version, stored}
+}
+
+// pathOf is a migration step's path: one name or a list of keys.
+func pathOf(v any) []string {
+	if s, ok := v.(string); ok {
+		return []string{s}
+	}
+	return strs(v)
+}
+
+// stepOf is a MigrationStep of a scenario (runner.py's step_of).
+func stepOf(d map[string]any) (*pb.MigrationStep, error) {
+	types := map[string]pb.ValueType{"string": pb.ValueType_VALUE_TYPE_STRING, "int": pb.ValueType_VALUE_TYPE_INT,
+		"float": pb.ValueType_VALUE_TYPE_FLOAT, "bool": pb.ValueType_VALUE_TYPE_BOOL, "list": pb.ValueType_VALUE_TYPE_LIST}
+	switch {
+	case d["rename"] != nil:
+		return agentstate.Rename(pathOf(d["rename"]), str(d, "to")), nil
+	case d["convert"] != nil:
+		return agentstate.Convert(pathOf(d["convert"]), types[str(d, "to")]), nil
+	case d["nest"] != nil:
+		return agentstate.Nest(nil, strs(d["nest"]), str(d, "into")), nil
+	case d["add"] != nil:
+		return agentstate.AddField(pathOf(d["add"]), mustDesc(d["default"]))
+	}
+	return nil, fmt.Errorf("unknown migration step %v", d)
 }
 
 func (r *runner) sameValue(got *pb.Value, d any, what string) {
@@ -944,6 +1018,10 @@ func (r *runner) expectThreadMetadata(where string, th *pb.Thread, exp obj) {
 }
 
 func (r *runner) expectCheckpoint(where string, cp *pb.Checkpoint, exp obj) {
+	if want, ok := exp["migration"]; ok {
+		got := migrationDesc(cp.Migration, cp.SchemaVersion, cp.StoredSchemaVersion)
+		r.check(stable(got) == stable(want), "%s: migration %s != %s", where, stable(got), stable(want))
+	}
 	if id, ok := exp["id"]; ok {
 		r.check(cp.CheckpointId == id, "%s: id %s", where, cp.CheckpointId)
 	}

@@ -26,10 +26,18 @@ import {
   encode,
   fromValue,
   hexToBytes,
+  steps as migrationSteps,
 } from "../src/index.js";
+import { MigrationStatus, type MigrationStepSchema } from "../src/gen/agentstate/v1/schemas_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
 import { channelWrite, toValue } from "../src/values.js";
 import { ITEM_KINDS, contextHash, type KindName } from "../src/conversations.js";
 import { ConfigScope, ContextSource, Fate, ItemKind, type ContextMemoryHit, type ExplanationEntry, type GetContextResponse } from "../src/gen/agentstate/v1/conversations_pb.js";
+
+/** [MigrationStatus name, schema_version, stored_schema_version] of a read's answer (runner.py's migration_desc). */
+function migrationDesc(x: { migration: MigrationStatus; schemaVersion: number; storedSchemaVersion: number }): unknown[] {
+  return [MigrationStatus[x.migration], x.schemaVersion, x.storedSchemaVersion];
+}
 
 /** What a get_context step's "expect" may name, as clients/conformance/runner.py's context_desc says. */
 function contextDesc(ctx: GetContextResponse): Record<string, unknown> {
@@ -234,6 +242,9 @@ class Runner {
     const meta = (key: string) =>
       Object.fromEntries(Object.entries(step[key] ?? {}).map(([k, v]) => [k, fromDesc(resolveDesc(v))]));
     switch (step.op) {
+      case "register_schema":
+        return c.schemas.register(step.name, step.versions.map((v: any[]) => v.map((d) => this.stepOf(d))),
+          { failurePolicy: step.failure_policy ?? "fail" });
       case "create_thread": {
         const policy: Record<string, IfExists> = { error: IfExists.ERROR, return: IfExists.RETURN, merge: IfExists.MERGE_METADATA };
         const metadata = Object.fromEntries(Object.entries(step.metadata ?? {}).map(([k, v]) => [k, this.valueOf(v)]));
@@ -259,6 +270,7 @@ class Runner {
         return c.threads.putCheckpoint(create(PutCheckpointRequestSchema, {
           namespace: c.namespace, threadId: t, checkpointNs: step.ns ?? "", checkpointId: step.id ?? "",
           parentCheckpointId: step.parent ?? "", requireThread: step.require_thread ?? false, channels, metadata,
+          schema: step.schema ?? "", schemaVersion: step.schema_version ?? 0,
           expectedHeadEtag: etag === undefined ? undefined : typeof etag === "object" ? this.saved[etag.saved] : etag,
         }));
       }
@@ -268,7 +280,8 @@ class Runner {
           writes: step.writes.map((w: any) => ({ taskId: w.task, idx: w.idx, channel: w.channel, taskPath: w.path ?? "", value: this.valueOf(w.value) })),
         }));
       case "get":
-        return c.getCheckpoint(t, step.id ?? "", { checkpointNs: step.ns ?? "", includePendingWrites: step.pending ?? false });
+        return c.getCheckpoint(t, step.id ?? "", { checkpointNs: step.ns ?? "", includePendingWrites: step.pending ?? false,
+          readSchemaVersion: step.read_schema_version ?? 0 });
       case "list": {
         const out: Checkpoint[] = [];
         for await (const cp of c.listCheckpoints(t, {
@@ -286,8 +299,10 @@ class Runner {
         return c.conversations.append(t, step.items.map((it: any) => ({
           kind: ITEM_KINDS[it.kind as KindName], role: it.role ?? "", callId: it.call_id ?? "", toolName: it.tool_name ?? "",
           clientItemId: it.client_item_id ?? "", content: this.valueOf(it.content),
+          schema: it.schema ?? "", schemaVersion: it.schema_version ?? 0,
           tokens: it.tokens ? { count: it.tokens[0], tokenizer: it.tokens[1], exact: it.tokens[2] } : undefined,
-        })), { expectedLastSeq: step.expected_last_seq, createThread: step.create_thread ?? false });
+        })), { expectedLastSeq: step.expected_last_seq, createThread: step.create_thread ?? false,
+          readSchemaVersion: step.read_schema_version ?? 0 });
       case "set_compaction_policy": {
         const p = step.policy;
         return c.conversations.setCompactionPolicy({ triggerItems: p.trigger_items, compactItems: p.compact_items,
@@ -296,7 +311,7 @@ class Runner {
       case "pop_item":
         return c.conversations.pop(t);
       case "latest":
-        return c.conversations.latest(t, step.n);
+        return c.conversations.latest(t, step.n, { readSchemaVersion: step.read_schema_version ?? 0 });
       case "get_context":
         return this.getContext(c, t, step);
       case "set_pin":
@@ -323,6 +338,15 @@ class Runner {
         ]);
     }
     throw new Error(`unknown op ${step.op}`);
+  }
+
+  /** A MigrationStep of a scenario (runner.py's step_of). */
+  stepOf(d: any): MessageInitShape<typeof MigrationStepSchema> {
+    if ("rename" in d) return migrationSteps.rename(d.rename, d.to);
+    if ("convert" in d) return migrationSteps.convert(d.convert, d.to);
+    if ("nest" in d) return migrationSteps.nest(d.nest, d.into);
+    if ("add" in d) return migrationSteps.add(d.add, fromDesc(resolveDesc(d.default)));
+    throw new Error(`unknown migration step ${JSON.stringify(d)}`);
   }
 
   getContext(c: Client, t: string, step: Step): Promise<GetContextResponse> {
@@ -414,11 +438,19 @@ class Runner {
         const got = Number(k === "last_seq" ? result.lastSeq : result.duplicates);
         if (k in exp) this.check(got === exp[k], `${where}: ${k} ${got} != ${exp[k]}`);
       }
+      if (exp.migrations) {
+        const got = JSON.stringify(result.items.map(migrationDesc));
+        this.check(got === JSON.stringify(exp.migrations), `${where}: migrations ${got}`);
+      }
     }
     if (op === "pop_item" && "seq" in exp) this.check(result !== undefined && Number(result.seq) === exp.seq, `${where}: popped ${result?.seq}`);
     if (op === "latest") {
       const seqs = (result as { seq: bigint }[]).map((i) => Number(i.seq));
       this.check(JSON.stringify(seqs) === JSON.stringify(exp.seqs), `${where}: seqs ${seqs}`);
+      if (exp.contents) {
+        this.check(result.length === exp.contents.length, `${where}: ${result.length} items`);
+        (result as { content?: Value }[]).forEach((x, i) => exp.contents[i] && this.sameValue(x.content, exp.contents[i], `${where}: item ${i} content`));
+      }
     }
     if (op === "get_context") {
       this.check(hex(contextHash(result.items)) === hex(result.contextHash), `${where}: context hash computed here differs`);
@@ -431,6 +463,10 @@ class Runner {
   }
 
   expectCheckpoint(where: string, cp: Checkpoint, exp: any): void {
+    if (exp.migration) {
+      const got = JSON.stringify(migrationDesc(cp));
+      this.check(got === JSON.stringify(exp.migration), `${where}: migration ${got}`);
+    }
     if (exp.id !== undefined) this.check(cp.checkpointId === exp.id, `${where}: id ${cp.checkpointId}`);
     if (exp.parent !== undefined) this.check(cp.parentCheckpointId === exp.parent, `${where}: parent ${cp.parentCheckpointId}`);
     if (exp.channels) {
