@@ -2,8 +2,8 @@
 ``AsyncClient.conversations`` has the same calls as coroutines, ``list`` as an async iterator).
 
 Build items with :func:`item` (any Python value as content, encoded as everywhere in this client) and read
-them back with :func:`item_value`. The log is served; compaction, pinned items, GetContext and ReportUsage
-are designed (docs/conversations.md) but not served yet.
+them back with :func:`item_value`. The log, compaction, pinned items, GetContext and ReportUsage are
+served (docs/conversations.md).
 
     c.conversations.append("chat-1", [item("message", "hi", role="user", client_item_id="m1")],
                            create_thread=True)
