@@ -8,7 +8,8 @@ item is left to the engine): the same answers, byte for byte, None in the same c
 How it is fast: an item's bytes are scanned once in C (the msgspec-normal check and the map's entries as
 pointers into the bytes), the steps edit a C array of entries (converted scalars written into the entry),
 and the result is written into one new bytes object; ``migrate_list`` runs the per-item loop (cache lookup,
-fetch, the stored encoding, the step program, the value node's hash) without a Python frame per item.
+fetch, the stored encoding, the step program, the value node's hash) without a Python frame per item, hashing
+the items' value nodes with one reused blake3 hasher (update, digest, reset) instead of a new one per item.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -16,7 +17,10 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
+from blake3 import blake3 as _blake3
+
 from . import hotpath as _hp
+from ._hotpath_py import CHUNK_THRESHOLD
 
 NATIVE = True
 
@@ -189,7 +193,13 @@ cdef bint _utf8_ok(const unsigned char* s, Py_ssize_t n) nogil:
     """Strict UTF-8 (as Python's decoder: no overlong forms, no surrogates, nothing past U+10FFFF)."""
     cdef Py_ssize_t i = 0
     cdef unsigned char c, c1
+    cdef uint64_t word
     while i < n:
+        if i + 8 <= n:  # ASCII eight bytes at a time
+            memcpy(&word, s + i, 8)
+            if (word & 0x8080808080808080ULL) == 0:
+                i += 8
+                continue
         c = s[i]
         if c < 0x80:
             i += 1
@@ -607,8 +617,9 @@ cdef object _apply(Program prog, bytes encoding):
     cdef bint item_conv = False
     cdef unsigned char* o
     cdef bytes result
-    if _skip(b, 0, end, 0) != end:
-        return None
+    if prog.count == 0 or prog.ops[0] == 4:  # else the map's entries are checked as they are read (below)
+        if _skip(b, 0, end, 0) != end:
+            return None
     try:
         for i in range(prog.count):
             op = prog.ops[i]
@@ -751,6 +762,8 @@ def migrate_list(Program prog, record, fetch, dict cache, bytes prefix, fallback
     stored_encoding = _hp.stored_encoding
     value_node = _hp.value_node
     hash_size = _hp.HASH_SIZE
+    hasher = _blake3()  # one per call (never shared between threads), reused for the items' value nodes
+    update, digest, reset = hasher.update, hasher.digest, hasher.reset
     for n in range(len(ids)):
         node_id = ids[n]
         rec = fetch(node_id)
@@ -763,7 +776,13 @@ def migrate_list(Program prog, record, fetch, dict cache, bytes prefix, fallback
             enc = _apply(prog, stored if type(stored) is bytes else bytes(stored))
             if enc is None:
                 enc = fallback(n, stored)
-            hit = (enc, value_node(enc, []))
+            if PyBytes_GET_SIZE(enc) <= CHUNK_THRESHOLD:  # one ``v`` node: hp.value_node's hash, made here
+                update(b"v")
+                update(enc)
+                hit = (enc, digest())
+                reset()
+            else:
+                hit = (enc, value_node(enc, []))
             fresh.append((key, hit))
         encs.append(hit[0])
         hashes.append(hit[1])
