@@ -233,13 +233,24 @@ def _engine_items(plan: engine.Plan, encodings: list[bytes]):
                                               max_size=7))
 def test_a_stored_list_migrates_as_the_engine_migrates_it(inner, items):
     plan = _plan(inner)
-    assert "m" in plan.itemwise and "m" in plan.programs
+    assert "m" in plan.itemwise and ("m" in plan.programs) is migrate.NATIVE  # pure build: the engine's path
     encodings = [codec.encode(x) for x in items]
     root, recs = _stored_list(encodings)
     try:
         want = _engine_items(plan, encodings)
     except engine.MigrationError as e:
         want = e
+    recs_ = _recs(inner)
+    for twin in TWINS:  # each twin's list loop, whichever build this is
+        fallback = lambda n, stored: engine.encode(engine.map_item(plan.itemwise["m"], engine.decode(stored),  # noqa: E731
+                                                                    ((), ["m"], n)))
+        try:
+            encs, hashes, fresh = twin.migrate_list(twin.program(_tuples(recs_)), root, recs.get, {}, b"p", fallback)
+        except engine.MigrationError as e:
+            assert isinstance(want, engine.MigrationError) and (str(e), e.path) == (str(want), want.path)
+        else:
+            assert (encs, hp.list_append(None, hashes, [])) == want
+            assert [hit for _, hit in fresh] == list(zip(encs, hashes))
     engine._items.entries.clear()
     for _ in range(2):  # then from the item cache
         try:

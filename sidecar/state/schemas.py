@@ -156,7 +156,7 @@ class Plan:
     shares with one read before are not decoded, migrated or encoded again. ``rest``: ``ops`` without
     those map_items (run with the item-wise channels left unread). ``programs``: {channel: the item-wise
     steps as a storage/migrate program} where they are ones it runs on an item's bytes (each item the
-    program leaves to the engine goes through ``itemwise`` as before)."""
+    program leaves to the engine goes through ``itemwise`` as before); empty in the pure build."""
 
     __slots__ = ("key", "ops", "rest", "itemwise", "partial", "programs")
 
@@ -182,7 +182,9 @@ def compile_plan(versions: list[SchemaVersionRec]) -> Plan:
     rest = [op for st, op in steps if not (st.kind == "map_items" and len(st.path) == 1 and st.path[0] in itemwise)]
     partial = [_skip_absent(op, st.path[0]) if st.kind == "add" else op for st, op in steps]
     programs = {}
-    for ch in itemwise:
+    # only compiled: in pure Python the byte-level twin is slower than decode, steps, encode (the twin is the
+    # reference the compiled module is checked against, tests/test_schemas_migrate.py)
+    for ch in (itemwise if migrate.NATIVE else ()):
         prog = item_program([x for st, _ in steps if st.kind == "map_items" and st.path == [ch] for x in st.steps])
         if prog is not None:
             programs[ch] = prog

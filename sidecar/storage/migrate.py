@@ -3,7 +3,9 @@
 Picks the compiled module (``sidecar.storage._migrate_c``, built from ``_native/_migrate_c.pyx``) and falls back
 to the pure-Python twin (``sidecar.storage._migrate_py``, whose module doc says what a program is and when an
 item is left to the engine) when the extension is missing or ``SIDECAR_NO_EXTENSIONS`` is set. Both give
-byte-identical results (tests/test_schemas_migrate.py).
+byte-identical results (tests/test_schemas_migrate.py). state/schemas.py uses it only when compiled
+(``NATIVE``): in pure Python, walking the bytes costs more than msgspec's decode and encode around the steps,
+so the pure build keeps that path and the twin serves as the reference the compiled module is checked against.
 """
 from __future__ import annotations
 
