@@ -60,6 +60,23 @@ def test_selector_in_a_fresh_interpreter(env_value, expected):
     assert out == [expected, str(expected.endswith("_c"))]
 
 
+def test_migrate_selector_picks_the_compiled_module():
+    """storage/migrate (list items migrated on read in their bytes) as hotpath: compiled unless told not to."""
+    import importlib
+
+    import sidecar.storage.migrate as mg
+
+    if os.environ.get("SIDECAR_NO_EXTENSIONS"):
+        assert mg.implementation.__name__ == "sidecar.storage._migrate_py" and mg.NATIVE is False
+    else:
+        assert mg.implementation.__name__ == "sidecar.storage._migrate_c", "storage/migrate fell back to pure Python"
+        assert mg.NATIVE is True and mg.implementation.__file__.endswith((".so", ".pyd"))
+    mod = importlib.import_module("sidecar.storage._migrate_c")  # ImportError here = not built: a failure
+    for name in ("program", "apply_item", "migrate_list", "is_normal"):
+        assert type(getattr(mod, name)).__name__ in ("cython_function_or_method", "builtin_function_or_method"), name
+        assert getattr(mg, name) is getattr(mg.implementation, name), name
+
+
 def test_selector_exports_every_name_from_the_chosen_module():
     import sidecar.storage.hotpath as hp
 

@@ -26,7 +26,7 @@ from blake3 import blake3
 
 from ..errors import ApiError
 from ..storage import hotpath as hp
-from ..storage import layout, nodes, records
+from ..storage import layout, migrate, nodes, records
 from ..storage.layout import SchemaRec, SchemaVersionRec, MigrationStepRec
 
 # FailurePolicy (schemas.proto); 0 behaves as FAIL
@@ -154,12 +154,16 @@ class Plan:
     the channel itself (one or more, from any version): such a list is migrated item by item from its
     stored tree, each item's result kept by the item's hash (:data:`_items`), so the items a checkpoint
     shares with one read before are not decoded, migrated or encoded again. ``rest``: ``ops`` without
-    those map_items (run with the item-wise channels left unread)."""
+    those map_items (run with the item-wise channels left unread). ``programs``: {channel: the item-wise
+    steps as a storage/migrate program} where they are ones it runs on an item's bytes (each item the
+    program leaves to the engine goes through ``itemwise`` as before); empty in the pure build."""
 
-    __slots__ = ("key", "ops", "rest", "itemwise", "partial")
+    __slots__ = ("key", "ops", "rest", "itemwise", "partial", "programs")
 
-    def __init__(self, key: bytes, ops: list, rest: list, itemwise: dict, partial: list) -> None:
+    def __init__(self, key: bytes, ops: list, rest: list, itemwise: dict, partial: list,
+                 programs: dict | None = None) -> None:
         self.key, self.ops, self.rest, self.itemwise, self.partial = key, ops, rest, itemwise, partial
+        self.programs = programs or {}
 
 
 _PLANS: dict[bytes, Plan] = {}
@@ -177,11 +181,42 @@ def compile_plan(versions: list[SchemaVersionRec]) -> Plan:
             itemwise[ch] = [x for st, op in steps if st.kind == "map_items" and st.path == [ch] for x in op.inner]
     rest = [op for st, op in steps if not (st.kind == "map_items" and len(st.path) == 1 and st.path[0] in itemwise)]
     partial = [_skip_absent(op, st.path[0]) if st.kind == "add" else op for st, op in steps]
-    plan = Plan(blake3(raw).digest()[:16], [op for _, op in steps], rest, itemwise, partial)
+    programs = {}
+    # only compiled: in pure Python the byte-level twin is slower than decode, steps, encode (the twin is the
+    # reference the compiled module is checked against, tests/test_schemas_migrate.py)
+    for ch in (itemwise if migrate.NATIVE else ()):
+        prog = item_program([x for st, _ in steps if st.kind == "map_items" and st.path == [ch] for x in st.steps])
+        if prog is not None:
+            programs[ch] = prog
+    plan = Plan(blake3(raw).digest()[:16], [op for _, op in steps], rest, itemwise, partial, programs)
     if len(_PLANS) >= 1024:
         _PLANS.clear()
     _PLANS[raw] = plan
     return plan
+
+
+def item_program(inner: list[MigrationStepRec]):
+    """The inner steps of a map_items as a storage/migrate program (the steps on an item's own fields:
+    rename, drop, add, convert; a convert of the item itself), or None when one is not of those."""
+    out = []
+    for x in inner:
+        if x.kind == "convert" and not x.path:
+            out.append(("convert", None, x.type))
+            continue
+        if len(x.path) != 1:
+            return None
+        key = x.path[0].encode()
+        if x.kind == "rename":
+            out.append(("rename", key, x.to.encode()))
+        elif x.kind == "drop":
+            out.append(("drop", key))
+        elif x.kind == "add":
+            out.append(("add", key, x.default))
+        elif x.kind == "convert":
+            out.append(("convert", key, x.type))
+        else:
+            return None
+    return migrate.program(out)
 
 
 def _skip_absent(op, first: str):
@@ -232,6 +267,20 @@ class _ItemCache:
         self.size = 0
         self.lock = threading.Lock()
 
+    def put_many(self, fresh: list) -> None:
+        """(key, hit) pairs, as :meth:`put` each."""
+        if not fresh:
+            return
+        with self.lock:
+            for key, hit in fresh:
+                if key in self.entries:
+                    continue
+                self.entries[key] = hit
+                self.size += len(key) + len(hit[0]) + 128
+            if self.size > self.MAX_BYTES:
+                for k in list(itertools.islice(self.entries, len(self.entries) // 2 + 1)):
+                    self.size -= len(k) + len(self.entries.pop(k)[0]) + 128
+
     def put(self, key: bytes, hit: tuple[bytes, bytes]) -> None:
         with self.lock:
             if key in self.entries:
@@ -252,8 +301,14 @@ def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[list[bytes],
     inner = plan.itemwise[ch]
     prefix = plan.key + ch.encode() + b"\x00"
     cache = _items.entries
-    encs, hashes = [], []
     path = [ch]
+    prog = plan.programs.get(ch)
+    if prog is not None:  # on the items' bytes (storage/migrate), an item it leaves through the steps here
+        encs, hashes, fresh = migrate.migrate_list(
+            prog, rec, fetch, cache, prefix, lambda n, stored: encode(map_item(inner, decode(stored), ((), path, n))))
+        _items.put_many(fresh)
+        return encs, hp.list_append(None, hashes, [])
+    encs, hashes = [], []
     for n, node_id in enumerate(hp.stored_list_ids(rec, fetch)):
         item_rec = nodes.record(fetch, node_id)
         key = prefix + item_rec[:hp.HASH_SIZE]
