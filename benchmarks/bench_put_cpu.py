@@ -89,8 +89,9 @@ def main() -> None:
             # warm-up: the thread, its first checkpoints, and the compression dictionary (trained once per
             # store in a thread of its own: its CPU would otherwise count against the puts timed)
             loop.run_until_complete(drive(store, reqs[:WARM]))
-            if store.packer.trainer is not None:
-                store.packer.trainer.join()
+            trainer = store.packer.trainer
+            while trainer is not None and trainer.is_alive():  # it stores the dictionary by a write: loop on
+                loop.run_until_complete(asyncio.sleep(0.01))
             rest = reqs[WARM:]
             if args.profile:
                 prof = cProfile.Profile()
