@@ -279,6 +279,9 @@ cdef inline bytes _fetch(object fetch, object h):
     return _to_bytes(node)
 
 
+cdef class _NodeWriter
+
+
 cdef class _Hasher:
     """One blake3 hasher reused for many small inputs (update, digest, reset).
 
@@ -1834,10 +1837,12 @@ cdef Py_ssize_t _map_leaf_count(const unsigned char* p, Py_ssize_t n, Py_ssize_t
     return <Py_ssize_t>count
 
 
-cdef object _swap_refs(object node_obj, Py_ssize_t old, Py_ssize_t new, object convert):
+cdef object _swap_refs(object node_obj, Py_ssize_t old, Py_ssize_t new, object convert,
+                       _NodeWriter writer=None):
     """Rewrite every ``old``-byte reference of a node with ``convert`` (port of the twin's _swap_refs).
 
-    ``convert`` None: return the references themselves, as a list.
+    ``convert`` None: return the references themselves, as a list (unless ``writer`` is given: then each
+    reference is converted by ``writer.resolve``, with no Python call in between).
     """
     cdef bytes node = _b(node_obj), out, r
     cdef Py_ssize_t n = PyBytes_GET_SIZE(node), start = 0, count, i, pos, off, size, seg
@@ -1860,14 +1865,14 @@ cdef object _swap_refs(object node_obj, Py_ssize_t old, Py_ssize_t new, object c
         _ref_layout(p, n, old, &start, &count)
         for i in range(count):
             refs.append(PyBytes_FromStringAndSize(<char*>p + start + old * i, old))
-    if convert is None:
+    if convert is None and writer is None:
         return refs
     if count == 0:
         return node
     # convert every reference (in order), then join like b"".join: any bytes-like result, of any length
     size = n - old * count
     for i in range(count):
-        refs[i] = convert(refs[i])
+        refs[i] = writer.resolve(<bytes>refs[i]) if writer is not None else convert(refs[i])
     for i in range(count):
         r = _b(refs[i])
         refs[i] = r
@@ -2155,3 +2160,108 @@ def stored_map_entries(record, fetch):
         return [(PyUnicode_DecodeUTF8(PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k), "strict"), v) for k, v in raw]
     except UnicodeDecodeError:
         raise _Corrupt("map key is not UTF-8") from None
+
+
+# ================================================================== stored records: writes
+#
+# The write half of storage/nodes.write (port of the twin's write_nodes): the top-down walk over a
+# request's built nodes, hash-index lookups and inserts, reference swapping and record assembly in one
+# compiled loop. LMDB is called through the transaction's own ``get`` / ``put`` (py-lmdb's C methods, or
+# the process mode's recorder), positionally and in the twin's order, so both twins write the same records.
+
+DEF _INDEX_KEY = 16
+INDEX_KEY = _INDEX_KEY
+
+
+class _Missing(Exception):
+    pass
+
+
+cdef class _NodeWriter:
+    cdef object get, put, records, index, scopes, pack, new_id, seal_fn, tag, sealed_tags, no_seal
+    cdef dict ids, by_hash
+    cdef bytes prefix
+    cdef Py_ssize_t index_key
+
+    cdef bytes resolve(self, bytes h):
+        cdef object node_id = self.ids.get(h)
+        cdef object rec, node, stored
+        cdef bytes short, out
+        if node_id is not None:
+            return <bytes>node_id
+        if PyBytes_GET_SIZE(h) < self.index_key:
+            short = self.prefix + h
+        else:
+            short = self.prefix + PyBytes_FromStringAndSize(PyBytes_AS_STRING(h), self.index_key)
+        node_id = self.get(short, None, self.index)
+        if node_id is not None:
+            rec = self.get(node_id, None, self.records)
+            if rec is None or rec[:C_HASH] != h:
+                node_id = self.get(self.prefix + h, None, self.index)  # the short key belongs to another hash
+        if node_id is None:
+            node = self.by_hash.get(h)
+            if node is None:
+                raise _Missing()
+            stored = _swap_refs(node, C_HASH, C_ID, None, self)  # children first: they get smaller ids
+            if PyBytes_GET_SIZE(<bytes>stored) and _r(<bytes>stored)[0] == C_TAG_VALUE:
+                stored = self.pack(h, stored, self.no_seal)
+            node_id = self.new_id()
+            if self.seal_fn is not None:
+                if stored[0] in self.sealed_tags:
+                    stored = self.seal_fn(h, stored)
+                self.put(node_id, self.tag, True, True, False, self.scopes)
+            self.put(node_id, h + stored, True, True, True, self.records)
+            if not self.put(short, node_id, True, False, False, self.index):
+                self.put(self.prefix + h, node_id, True, True, False, self.index)
+        self.ids[h] = node_id
+        return node_id
+
+
+def write_nodes(txn, dbs, built, known, roots, prefix, pack, new_id, seal=None,
+                Py_ssize_t index_key=_INDEX_KEY):
+    """Store what is missing of the trees whose root hashes are ``roots``; return hash -> id (None when a
+    node is neither built nor stored). See the twin's write_nodes."""
+    cdef _NodeWriter w = _NodeWriter.__new__(_NodeWriter)
+    w.records, w.index, w.scopes = dbs
+    w.ids = dict(known)
+    w.by_hash = dict(built)
+    w.get, w.put = txn.get, txn.put
+    w.prefix = _b(prefix)
+    w.pack, w.new_id = pack, new_id
+    w.seal_fn = w.tag = w.sealed_tags = None
+    if seal is not None:
+        w.seal_fn, w.tag, w.sealed_tags = seal
+    w.no_seal = w.seal_fn is None
+    if index_key < 0:
+        raise ValueError("index_key must not be negative")
+    w.index_key = index_key
+    try:
+        for h in roots:
+            w.resolve(_b(h))
+    except _Missing:
+        return None
+    return w.ids
+
+
+cdef class _HashNoter:
+    """hash_of for canonical_node_known: a child's hash is the head of its record, noted in ``known``."""
+    cdef object fetch
+    cdef dict known
+
+    def __call__(self, node_id):
+        cdef bytes rec = _fetch(self.fetch, node_id)
+        cdef bytes h
+        if PyBytes_GET_SIZE(rec) < C_HASH:
+            h = rec
+        else:
+            h = _slice(rec, 0, C_HASH)
+        self.known[h] = node_id
+        return h
+
+
+def canonical_node_known(stored, fetch, known):
+    """``canonical_node`` reading children's hashes from their records (see the twin)."""
+    cdef _HashNoter noter = _HashNoter.__new__(_HashNoter)
+    noter.fetch = fetch
+    noter.known = known
+    return canonical_node(stored, noter)

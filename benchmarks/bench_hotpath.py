@@ -11,10 +11,17 @@ round, so a busy machine slows both alike; the table reports the median
 round (min in the JSON too). Their outputs are checked to be identical.
 
 Workloads:
-  (a) checkpoint: a "messages" channel holding 100 messages {"role", "content": 400 chars}
+  (a) checkpoint put, the whole server put path: benchmarks/bench_put_cpu.py's chat workload (a LangGraph-like
+      put appending 2 messages to "messages" by a delta, with keeps, small channels and metadata) handed to
+      the server's PutCheckpoint handler in-process: validation, conversion, delta application, tree
+      building, node and hash-index writes, manifest, usage, commit. Server CPU (time.process_time) per
+      put; the two builds run in separate processes (SIDECAR_NO_EXTENSIONS=1 for pure Python), alternating
+      round by round. Until issue 17 this row timed only what (a0) times.
+  (a0) checkpoint values only: a "messages" channel holding 100 messages {"role", "content": 400 chars},
+      encode -> decompose -> nodes -> hash -> tree, both modules in this process
   (b) 1 MB string (chunked by CDC)
 Overall = total time of (a)+(b) pure / total compiled; the geometric mean of
-the per-workload ratios is printed too. A second table times the read and
+the per-workload ratios is printed too ((a0) is in neither). A second table times the read and
 append calls the server makes per request (not part of the overall number).
 """
 from __future__ import annotations
@@ -22,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import random
 import statistics
 import string
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -99,12 +108,32 @@ def time_call(fn, min_time: float = 0.05) -> float:
         n = max(n * 2, int(n * min_time / max(dt, 1e-9)) + 1)
 
 
-def run(rounds: int) -> dict:
+def put_path(pure: bool, puts: int) -> float:
+    """Server CPU seconds per put of bench_put_cpu.py's chat workload, in a fresh process of one build."""
+    env = dict(os.environ)
+    env.pop("SIDECAR_NO_EXTENSIONS", None)
+    if pure:
+        env["SIDECAR_NO_EXTENSIONS"] = "1"
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_put_cpu.py"), "--puts", str(puts),
+                          "--repeat", "1", "--json"], env=env, check=True, capture_output=True, text=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["compiled"] is not pure, "the build asked for is not the one that ran"
+    return res["cpu_per_put_s"]
+
+
+def run(rounds: int, puts: int = 800) -> dict:
+    results = {}
+    py_t, c_t = [], []
+    for _ in range(rounds):
+        py_t.append(put_path(True, puts))
+        c_t.append(put_path(False, puts))
+    results["(a) checkpoint put, whole server path"] = {
+        "python_s": statistics.median(py_t), "compiled_s": statistics.median(c_t),
+        "python_min_s": min(py_t), "compiled_min_s": min(c_t), "puts": puts}
     workloads = {
-        "(a) checkpoint, 100 messages": messages(100),
+        "(a0) checkpoint values only, 100 messages": messages(100),
         "(b) 1 MB string": big_string(),
     }
-    results = {}
     for name, value in workloads.items():
         (r1, n1), (r2, n2) = write_path(PY, value), write_path(C, value)
         assert r1 == r2 and n1 == n2, f"{name}: the implementations disagree"
@@ -137,9 +166,10 @@ def run(rounds: int) -> dict:
         extra[name] = {"python_s": statistics.median(py_t), "compiled_s": statistics.median(c_t),
                        "python_min_s": min(py_t), "compiled_min_s": min(c_t)}
 
-    total_py = sum(r["python_s"] for r in results.values())
-    total_c = sum(r["compiled_s"] for r in results.values())
-    ratios = [r["python_s"] / r["compiled_s"] for r in results.values()]
+    counted = [r for name, r in results.items() if not name.startswith("(a0)")]
+    total_py = sum(r["python_s"] for r in counted)
+    total_c = sum(r["compiled_s"] for r in counted)
+    ratios = [r["python_s"] / r["compiled_s"] for r in counted]
     return {
         "workloads": results,
         "overall": {"python_s": total_py, "compiled_s": total_c, "speedup_total_time": total_py / total_c,
@@ -187,8 +217,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds per workload (default 7)")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--puts", type=int, default=800, help="puts per process in (a) (default 800; 300 more warm up)")
     args = ap.parse_args()
-    res = run(args.rounds)
+    res = run(args.rounds, args.puts + 300)
     print_table(res)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

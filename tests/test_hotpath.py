@@ -1238,3 +1238,127 @@ def test_compiled_chunking_releases_the_gil():
     assert _other_thread_ran_during(lambda: c.canonicalize(text)) > 0
     # the probe does tell: a C call that holds the GIL (bytes.replace) lets nothing run
     assert _other_thread_ran_during(lambda: data.replace(b"\x00", b"\x01")) == 0
+
+
+# ------------------------------------------------------------------ write_nodes (storage/nodes.write's walk)
+
+@pytest.mark.parametrize("entry", TREES["written"], ids=lambda e: e["name"])
+def test_golden_written(impl, entry):
+    """The puts write_nodes makes storing a tree in a fresh store (records, index entries, flags, order),
+    and the records read back as the tree."""
+    build = dict(golden.stored_cases())[entry["name"]]
+    nodes: list = []
+    root = build(impl, nodes)
+    log, ids = golden.written(impl, nodes, [root])
+    assert (len(log), golden.nodes_digest(log)) == (entry["put_count"], entry["puts"])
+    records = {k[len(b"nodes:--"):]: v for k, v in log if k.startswith(b"nodes:")}
+    assert set(ids) == {h for h, _ in nodes} and len(records) == len(ids)
+    fetch = records.__getitem__
+    rec = fetch(ids[root])
+    assert rec[:32] == root
+    if rec[32] == impl.TAG_LIST:
+        want = [item_enc for item_enc in _py().stored_list_encodings(rec, fetch)]
+        assert impl.stored_list_encodings(rec, fetch) == want
+        assert len(want) == int(entry["name"].split()[1])
+    # every record's children have smaller ids (written first) and its hash is its canonical node's
+    for node_id, record in records.items():
+        assert all(c < node_id for c in impl.stored_children(record[32:]))
+
+
+def _write_case(impl):
+    """A put as the server makes them: a list extended by appends and a map, over a store that already
+    holds part of it (some nodes found by hash, one short index key owned by another hash)."""
+    nodes: list = []
+    base = impl.build_list([golden.item_encoding(i) for i in range(21)], nodes)
+    root = nodes[-1][1]
+    old_log, old_ids = golden.written(impl, nodes, [base])
+    txn = golden.WriteLog({(db, k[len(db) + 3:]): v for db, (k, v) in
+                           ((kk.split(b":")[0].decode(), (kk, vv)) for kk, vv in old_log)})
+    fresh: list = []
+    appended = impl.build_list([golden.item_encoding(i) for i in range(21, 40)], fresh, root)
+    m = impl.build_map(golden.map_pairs(50), fresh)
+    value = impl.value_node(b"\xa3abc", fresh)
+    # a short index key taken by another hash: the new node goes under its full key
+    clash = fresh[-1][0][:16]
+    txn.data[("hashes", clash)] = b"\x00" * 7 + b"\x01"
+    known = {h: old_ids[h] for h in old_ids}
+    counter = iter(range(100, 1 << 40))
+    packed = []
+
+    def pack(h, stored, sample):
+        packed.append((h, sample))
+        return b"z" + stored[::-1] if len(stored) > 40 else stored
+
+    out = impl.write_nodes(txn, golden.WRITE_DBS, fresh, known, [appended, m, value], b"",
+                           pack, lambda: next(counter).to_bytes(8, "big"))
+    return txn.log, out, packed
+
+
+def test_write_nodes_twins_agree():
+    """The compiled write_nodes makes exactly the twin's puts (dedup by hash, index clash, pack calls)."""
+    c, py = _write_case(_c()), _write_case(_py())
+    assert c == py
+    log, ids, packed = py
+    assert any(k.startswith(b"hashes:o-") and len(k) == len(b"hashes:o-") + 32 for k, _ in log)  # the full key
+    assert packed and all(sample for _, sample in packed)
+
+
+@pytest.mark.parametrize("scoped", [False, True])
+def test_write_nodes_sealed_twins_agree(scoped):
+    """An encrypted namespace's write: index keys under its scope, value records sealed, a nodescope
+    entry per new node: the same puts from both twins."""
+    outs = []
+    for impl in (_c(), _py()):
+        nodes: list = []
+        root = impl.build_map(golden.map_pairs(40), nodes)
+        counter = iter(range(1, 1 << 40))
+        seal = (lambda h, stored: b"e" + h[:4] + stored, b"SCOPE123ns", frozenset((0x76, 0x7A, 0x63))) \
+            if scoped else None
+        txn = golden.WriteLog()
+        ids = impl.write_nodes(txn, golden.WRITE_DBS, nodes, {}, [root], b"SCOPE123" if scoped else b"",
+                               lambda h, s, sample: s if sample else s + b"!", lambda: next(counter).to_bytes(8, "big"),
+                               seal)
+        outs.append((txn.log, ids))
+    assert outs[0] == outs[1]
+    log = outs[1][0]
+    if scoped:
+        assert sum(k.startswith(b"nodescope:") for k, _ in log) == len(outs[1][1])
+        assert all(k.startswith(b"hashes:--SCOPE123") for k, _ in log if k.startswith(b"hashes:"))
+        assert any(v[32:33] == b"e" for k, v in log if k.startswith(b"nodes:"))
+
+
+def test_write_nodes_missing(impl):
+    """A root neither built nor stored: None (nodes.write raises RetryJob), nothing after it written."""
+    nodes: list = []
+    impl.value_node(b"\x01", nodes)
+    missing = bytes(32)
+    log, ids = golden.written(impl, nodes, [nodes[0][0], missing])
+    assert ids is None and len(log) == 2  # the first root's record and index entry only
+
+
+def test_canonical_node_known(impl):
+    """canonical_node_known = canonical_node with each child's hash read from its record, noted in known."""
+    nodes: list = []
+    root = impl.build_list([golden.item_encoding(i) for i in range(27)], nodes)
+    records = Records(impl).add(nodes)
+    rec = records.record(root)
+    known: dict = {}
+    assert impl.canonical_node_known(rec[32:], records.fetch, known) == dict(nodes)[root]
+    assert known == {records.fetch(i)[:32]: i for i in impl.stored_children(rec[32:])} and len(known) == 2 + 3  # 2 peaks, 3 tail items
+    with pytest.raises(impl.CorruptNode, match="missing node"):
+        impl.canonical_node_known(rec[32:], {}.get, {})
+
+
+def test_write_nodes_short_index_keys_twins_agree():
+    """A 1-byte index key (nearly every node collides, as tests/test_store.py forces): the same puts."""
+    outs = []
+    for impl in (_c(), _py()):
+        nodes: list = []
+        root = impl.build_list([golden.item_encoding(i) for i in range(300)], nodes)
+        counter = iter(range(1, 1 << 40))
+        txn = golden.WriteLog()
+        ids = impl.write_nodes(txn, golden.WRITE_DBS, nodes, {}, [root], b"", lambda h, s, sample: s,
+                               lambda: next(counter).to_bytes(8, "big"), None, 1)
+        outs.append((txn.log, ids))
+    assert outs[0] == outs[1]
+    assert sum(k.startswith(b"hashes:o-") for k, _ in outs[1][0]) > 100  # most went under their full key

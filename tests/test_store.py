@@ -451,3 +451,39 @@ def test_process_mode_replays_the_log_after_a_crash(tmp_path):
         assert not glob.glob(os.path.join(path, "wal-*.log"))  # applied and committed: the log is gone
     finally:
         reopened.close()
+
+
+def _pack_id_by_uuid(checkpoint_id: str):
+    """The reference pack_id: parse and print a UUID object (what layout.pack_id did before its fast path)."""
+    import uuid
+    if len(checkpoint_id) == 36:
+        try:
+            u = uuid.UUID(checkpoint_id)
+        except ValueError:
+            return checkpoint_id
+        if str(u) == checkpoint_id:
+            return u.bytes
+    return checkpoint_id
+
+
+def test_pack_id_matches_uuid_parsing():
+    """layout.pack_id / unpack_id give what uuid.UUID parsing gives, canonical ids and near misses alike."""
+    import uuid
+    rnd = random.Random(5)
+    canon = [str(uuid.UUID(int=rnd.getrandbits(128))) for _ in range(200)] + [str(uuid.UUID(int=0)),
+                                                                            "ffffffff-ffff-ffff-ffff-ffffffffffff"]
+    near = []
+    for c in canon[:50]:
+        near += [c.upper(), c.replace("-", ""), "{" + c[1:-1] + "}", c[:8] + c[9:] + "-", c[:35] + "g",
+                 c[:35] + "\uff11", "\uff11" + c[1:], c[:35] + "\n", c.replace("-", "_"), "urn:uuid:" + c,
+                 c[:8] + "-" + c[9:13].upper() + c[13:], c[:35]]
+    near += ["", "step-1", "0" * 36, "-" * 36]
+    for s in canon + near:
+        assert layout.pack_id(s) == _pack_id_by_uuid(s), s
+        packed = layout.pack_id(s)
+        if isinstance(packed, bytes):
+            assert layout.unpack_id(packed) == str(uuid.UUID(bytes=packed)) == s
+        else:
+            assert layout.unpack_id(packed) == s
+    with pytest.raises(ValueError):
+        layout.unpack_id(b"\x00" * 15)

@@ -186,7 +186,9 @@ def apply_delta(op: ChannelOp, root: bytes, root_id: bytes, reader: nodes.Canoni
             return hp.list_append(None, kept + [hp.value_node(e, built) for e in op.append], built)
         if not op.append:
             return root
-        return hp.build_list(op.append, built, hp.canonical_node(rec[hp.HASH_SIZE:], reader.hash_of))
+        # the base root's children: their hashes read from their records (and noted as known) in one call
+        return hp.build_list(op.append, built, hp.canonical_node_known(rec[hp.HASH_SIZE:], reader.fetch,
+                                                                       reader.known))
     if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
         if is_list_op:
             raise ApiError("BASE_MISMATCH", f"{f}: append/keep_first on a map value", field=f)

@@ -697,3 +697,85 @@ def _collect_stored_map(record: bytes, fetch: RecordFetch, out: list) -> None:
             _collect_stored_map(_get(fetch, child), fetch, out)
     else:
         raise CorruptNode("not a map node")
+
+
+# ------------------------------------------------------------------ stored records: writes
+
+#: Hash index keys are the first INDEX_KEY bytes of a hash (storage/nodes.py: a hit is confirmed against the
+#: record; a second hash with the same short key is indexed under its full 32 bytes).
+INDEX_KEY = 16
+
+
+def write_nodes(txn, dbs: tuple, built: Nodes, known: dict[bytes, bytes], roots: Iterable[bytes],
+                prefix: bytes, pack: Callable, new_id: Callable[[], bytes],
+                seal: tuple | None = None, index_key: int = INDEX_KEY) -> dict[bytes, bytes] | None:
+    """Store what is missing of the trees whose root hashes are ``roots``; return hash -> id (the write
+    half of storage/nodes.write, which owns the rules; None when a node is neither built nor stored).
+
+    ``dbs`` = (nodes, hashes, nodescope) databases of ``txn``; ``built`` the canonical (hash, node) pairs
+    of the request, ``known`` the ids of stored nodes they refer to; ``prefix`` the hash index scope (b"":
+    shared), ``index_key`` the length of its short keys. Top-down: a node found by hash is stored with its
+    whole subtree, so its children are not looked at; a new node's children are stored first (smaller ids). A new value node's stored form is
+    ``pack(h, stored, seal is None)``; ``new_id()`` numbers new records. ``seal`` = (seal, scope tag,
+    sealed tags) for an encrypted namespace: its value records are sealed and each new node gets a
+    nodescope entry. Every LMDB call is positional, in the same order in both twins.
+    """
+    records, index, scopes = dbs
+    ids = dict(known)
+    by_hash = dict(built)
+    get, put = txn.get, txn.put
+    seal_fn = tag = sealed_tags = None
+    if seal is not None:
+        seal_fn, tag, sealed_tags = seal
+    missing = []
+
+    def resolve(h: bytes) -> bytes:
+        node_id = ids.get(h)
+        if node_id is not None:
+            return node_id
+        node_id = get(prefix + h[:index_key], None, index)
+        if node_id is not None:
+            rec = get(node_id, None, records)
+            if rec is None or rec[:HASH_SIZE] != h:
+                node_id = get(prefix + h, None, index)  # the short key belongs to another hash
+        if node_id is None:
+            node = by_hash.get(h)
+            if node is None:
+                missing.append(h)
+                raise _Missing()
+            stored = stored_node(node, resolve)  # children first: they get smaller ids
+            if stored[0] == TAG_VALUE:
+                stored = pack(h, stored, seal_fn is None)
+            node_id = new_id()
+            if seal_fn is not None:
+                if stored[0] in sealed_tags:
+                    stored = seal_fn(h, stored)
+                put(node_id, tag, True, True, False, scopes)
+            put(node_id, h + stored, True, True, True, records)
+            if not put(prefix + h[:index_key], node_id, True, False, False, index):
+                put(prefix + h, node_id, True, True, False, index)
+        ids[h] = node_id
+        return node_id
+
+    try:
+        for h in roots:
+            resolve(h)
+    except _Missing:
+        return None
+    return ids
+
+
+class _Missing(Exception):
+    """write_nodes: a node the request relied on is neither built nor stored."""
+
+
+def canonical_node_known(stored: bytes, fetch: RecordFetch, known: dict[bytes, bytes]) -> bytes:
+    """``canonical_node`` of a stored node whose children are read by id with ``fetch``: each child's hash
+    is the head of its record (CorruptNode when it is missing), noted in ``known`` (hash -> id)."""
+
+    def hash_of(node_id: bytes) -> bytes:
+        h = _get(fetch, node_id)[:HASH_SIZE]
+        known[h] = node_id
+        return h
+
+    return canonical_node(stored, hash_of)

@@ -63,3 +63,6 @@ stored_list_length = _impl.stored_list_length
 stored_list_ids = _impl.stored_list_ids
 stored_list_encodings = _impl.stored_list_encodings
 stored_map_entries = _impl.stored_map_entries
+write_nodes = _impl.write_nodes
+INDEX_KEY = _impl.INDEX_KEY
+canonical_node_known = _impl.canonical_node_known

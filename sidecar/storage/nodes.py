@@ -50,7 +50,7 @@ def fetcher(txn, store: Store) -> Callable[[bytes], bytes | None]:
     return txn.get
 
 
-INDEX_KEY = 16
+INDEX_KEY = hp.INDEX_KEY
 
 
 def index_get(txn, store: Store, h: bytes, ns: str) -> bytes | None:
@@ -159,44 +159,17 @@ def write(txn, store: Store, nodes: list, known: dict[bytes, bytes], roots, ns: 
     namespace, new nodes are indexed under its scope and value records sealed
     with its current key (ENCRYPTION_KEY_MISSING when it has none loaded).
     """
-    ids = dict(known)
-    built = dict(nodes)
-    records = store.db["nodes"]
-    put = txn.put
-    pack = store.packer.pack
     scope = store.scope(ns)
+    db = store.db
     if scope is None:
-        prefix = b""
-        seal = tag = None
-    else:
-        prefix, seal, tag = scope.prefix, scope.seal, scope.tag()
-        sealed_tags = encryption.SEALED_TAGS
-        scopes = store.db["nodescope"]
-
-    def resolve(h: bytes) -> bytes:
-        node_id = ids.get(h)
-        if node_id is not None:
-            return node_id
-        node_id = lookup(txn, store.db, h, prefix)
-        if node_id is None:
-            node = built.get(h)
-            if node is None:
-                raise RetryJob()
-            stored = hp.stored_node(node, resolve)  # children first: they get smaller ids
-            if stored[0] == TAG_VALUE:
-                stored = pack(h, stored, seal is None)  # compression.py: maybe ``z`` + dictionary id + zstd frame
-            node_id = store.new_node_id()
-            if seal is not None:
-                if stored[0] in sealed_tags:
-                    stored = seal(h, stored)  # encryption.py: ``e`` + key id + nonce + AES-GCM
-                put(node_id, tag, db=scopes)
-            put(node_id, h + stored, db=records, append=True)
-            index_put(txn, store, h, node_id, prefix)
-        ids[h] = node_id
-        return node_id
-
-    for h in roots:
-        resolve(h)
+        prefix, seal = b"", None
+    else:  # new nodes indexed under the namespace's scope, value records sealed with its current key
+        prefix, seal = scope.prefix, (scope.seal, scope.tag(), encryption.SEALED_TAGS)
+    # the walk, the index and the record encoding in one hot-path call (compiled: no Python frame per node)
+    ids = hp.write_nodes(txn, (db["nodes"], db["hashes"], db["nodescope"]), nodes, known, roots, prefix,
+                         store.packer.pack, store.new_node_id, seal, INDEX_KEY)
+    if ids is None:
+        raise RetryJob()
     return ids
 
 

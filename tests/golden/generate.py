@@ -2,6 +2,7 @@
 
     python tests/golden/generate.py
     python tests/golden/generate.py --add-stored   # only add trees.json's "stored" section
+    python tests/golden/generate.py --add-written  # only add trees.json's "written" section
 
 Run this ONLY when the storage format version changes (sidecar.storage.layout.FORMAT_NAME),
 and review the diff: the committed files are the contract that both hot-path
@@ -549,6 +550,7 @@ def generate_trees() -> dict:
         "cdc": cdc,
         "chunked_values": chunked,
         "stored": generate_stored(),
+        "written": generate_written(),
     }
 
 
@@ -594,6 +596,54 @@ def generate_stored() -> list:
     return out
 
 
+class WriteLog:
+    """A stand-in for an LMDB write transaction (``get``/``put`` with py-lmdb's positional arguments) that
+    logs every put: what ``write_nodes`` of either implementation writes, call by call."""
+
+    def __init__(self, data: dict | None = None) -> None:
+        self.data = dict(data or {})
+        self.log: list[tuple[bytes, bytes]] = []
+
+    def get(self, key, default=None, db=None):
+        return self.data.get((db, bytes(key)), default)
+
+    def put(self, key, value, dupdata=True, overwrite=True, append=False, db=None):
+        k = (db, bytes(key))
+        if not overwrite and k in self.data:
+            return False
+        self.data[k] = bytes(value)
+        flags = (b"o" if overwrite else b"-") + (b"a" if append else b"-")
+        self.log.append((db.encode() + b":" + flags + bytes(key), bytes(value)))
+        return True
+
+
+WRITE_DBS = ("nodes", "hashes", "nodescope")
+
+
+def written(hp, nodes, roots, txn=None, prefix=b"", seal=None, pack=None):
+    """(write log, ids) of ``hp.write_nodes`` storing ``nodes`` in a fresh store (ids from 1; value nodes
+    stored as they are unless ``pack``)."""
+    txn = txn if txn is not None else WriteLog()
+    counter = iter(range(1, 1 << 62))
+    ids = hp.write_nodes(txn, WRITE_DBS, nodes, {}, roots, prefix,
+                         pack or (lambda h, stored, sample: stored),
+                         lambda: next(counter).to_bytes(8, "big"), seal)
+    return txn.log, ids
+
+
+def generate_written() -> list:
+    """The puts ``write_nodes`` makes storing each stored case's tree in a fresh store (top-down walk,
+    children first: ids in that order, not the builders' emit order)."""
+    from sidecar.storage import _hotpath_py as hp
+    out = []
+    for name, build in stored_cases():
+        nodes: list = []
+        root = build(hp, nodes)
+        log, _ = written(hp, nodes, [root])
+        out.append({"name": name, "put_count": len(log), "puts": nodes_digest(log)})
+    return out
+
+
 def _format_name() -> str:
     from sidecar.storage import layout
     return layout.FORMAT_NAME
@@ -618,10 +668,27 @@ def add_stored() -> None:
     assert {k: v for k, v in new.items() if k != "stored"} == old, "an existing vector changed"
 
 
+def add_written() -> None:
+    """Add the "written" section to trees.json, leaving every existing vector as it is."""
+    path = HERE / "trees.json"
+    before = path.read_text()
+    data = json.loads(before)
+    if "written" in data:
+        raise SystemExit("trees.json already has a written section (regenerate everything only on a format change)")
+    data["written"] = generate_written()
+    _write(path, data)
+    old = json.loads(before)
+    new = json.loads(path.read_text())
+    assert {k: v for k, v in new.items() if k != "written"} == old, "an existing vector changed"
+
+
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     if sys.argv[1:] == ["--add-stored"]:
         add_stored()
+        return
+    if sys.argv[1:] == ["--add-written"]:
+        add_written()
         return
     for name, data in [("values.json", generate_values()), ("trees.json", generate_trees())]:
         _write(HERE / name, data)
