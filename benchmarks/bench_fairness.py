@@ -2,13 +2,13 @@
 (one TCP connection, 32 threads putting 2 KB checkpoints at once) while a second client puts small
 checkpoints one at a time; the second client's p99 alone is printed next to its p99 under the flood.
 
-    .venv/bin/python benchmarks/bench_fairness.py [--rounds 4] [--puts 150] [--streams 16]
+    .venv/bin/python benchmarks/bench_fairness.py [--rounds 4] [--puts 150] [--streams N]
     .venv/bin/python benchmarks/run.py --only fairness
 
 Target: the flooded p99 within 3x of the p99 alone. Alone and flooded are measured in alternating rounds
 (the flooder is stopped with SIGSTOP for the "alone" rounds), so the load of other processes on a shared
-machine weighs on both alike. ``--streams N`` runs the sidecar with --max-streams-per-connection N (0: gRPC's
-default).
+machine weighs on both alike. The sidecar runs with its defaults; ``--streams N`` runs it with
+--max-streams-per-connection N instead (0: gRPC's default, no limit).
 """
 from __future__ import annotations
 
@@ -66,10 +66,10 @@ def _victim(addr: str, n: int, tag: str) -> list[float]:
     return out
 
 
-def _start(data: Path, port: int, streams: int, extra: list[str] = ()) -> subprocess.Popen:
+def _start(data: Path, port: int, streams: int | None, extra: list[str] = ()) -> subprocess.Popen:
     data.mkdir(parents=True)
     log = data.parent / "sidecar.log"
-    args = (["--max-streams-per-connection", str(streams)] if streams else []) + list(extra)
+    args = (["--max-streams-per-connection", str(streams)] if streams is not None else []) + list(extra)
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "sidecar", "serve", "--data-dir", str(data), "--listen",
                                  f"127.0.0.1:{port}", *args], stdout=out, stderr=subprocess.STDOUT, text=True,
@@ -85,7 +85,8 @@ def _start(data: Path, port: int, streams: int, extra: list[str] = ()) -> subpro
     raise RuntimeError(f"sidecar did not start: {log.read_text()}")
 
 
-def run(base: Path, rounds: int = 4, puts: int = 150, streams: int = 16, log=print, extra: list[str] = ()) -> dict:
+def run(base: Path, rounds: int = 4, puts: int = 150, streams: int | None = None, log=print,
+        extra: list[str] = ()) -> dict:
     port = _free_port()
     addr = f"127.0.0.1:{port}"
     proc = _start(base / "data", port, streams, extra)
@@ -140,9 +141,20 @@ def table(res: dict) -> str:
         lines.append(f"{label:26s}{res[key]['p50_ms']:9.2f}ms{res[key]['p99_ms']:9.2f}ms")
     lines.append(f"flooded / alone p99: {res['ratio_p99']:.2f} x ({res['flood_puts']:,} flood puts, "
                  f"{res['flood_puts_per_second']:,.0f}/s while flooding, "
-                 f"--max-streams-per-connection {res['streams_per_connection'] or 'off'}"
+                 f"--max-streams-per-connection {_streams(res['streams_per_connection'])}"
                  f"{''.join(' ' + a for a in res.get('sidecar_args', ()))})")
     return "\n".join(lines)
+
+
+def _streams(n: int | None) -> str:
+    if n is None:
+        try:
+            from sidecar.api.callguard import DEFAULT_MAX_STREAMS
+        except ImportError:
+            return "default"
+        n = DEFAULT_MAX_STREAMS
+        return f"{n or 'off'} (default)"
+    return f"{n or 'off'}"
 
 
 def checks(res: dict) -> list[tuple[str, bool, str]]:
@@ -154,7 +166,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--puts", type=int, default=150, help="victim puts per round and mode")
-    ap.add_argument("--streams", type=int, default=16, help="--max-streams-per-connection of the sidecar (0: off)")
+    ap.add_argument("--streams", type=int, default=None,
+                    help="--max-streams-per-connection of the sidecar (0: off; default: the sidecar's default)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--sidecar-arg", action="append", default=[], metavar="ARG",
                     help="one more argument of `sidecar serve` (repeatable), e.g. --sidecar-arg=--fair-calls=0")

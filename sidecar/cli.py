@@ -109,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="text lines, or one JSON object per line with the request's namespace, thread_id, "
                         "run_id and request_id as keys (default: %(default)s)")
     s.add_argument("--max-streams-per-connection", type=int, default=callguard.DEFAULT_MAX_STREAMS, metavar="N",
-                   help="concurrent calls (HTTP/2 streams) per client connection; more wait in the client "
-                        "(fairness between clients); 0: gRPC's default (default: %(default)s; see "
-                        "docs/security.md 'Limits')")
+                   help="concurrent calls (HTTP/2 streams, open watches and write streams included) per client "
+                        "connection; more wait in the client, so a flooding connection's calls queue ahead of no "
+                        "other client's (fairness between clients); 0: gRPC's default, no limit (default: "
+                        "%(default)s; see docs/security.md 'Limits')")
     s.add_argument("--max-calls-per-connection", type=int, default=callguard.DEFAULT_MAX_CALLS, metavar="N",
                    help="calls in progress per TCP connection before more are refused RESOURCE_EXHAUSTED "
                         "TOO_MANY_CALLS; 0: no limit (default: %(default)s)")

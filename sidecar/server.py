@@ -274,7 +274,11 @@ class Sidecar:
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
             ("grpc.max_send_message_length", self.config.max_message_bytes),
             ("grpc.so_reuseport", 0),
-            *((("grpc.max_concurrent_streams", self.config.max_streams_per_connection),)
+            *((("grpc.max_concurrent_streams", self.config.max_streams_per_connection),
+               # a stream stops counting when HTTP/2 closes it, as the client counts (on, gRPC counts it
+               # until the server's call object is freed, and refuses with RST_STREAM REFUSED_STREAM a
+               # stream the client opened just after another ended: UNAVAILABLE to a bare stub)
+               ("grpc.http.overload_protection", 0))
               if self.config.max_streams_per_connection else ()),
         ])
         if self.config.fair_calls < 0 or self.config.fair_calls and self.config.fair_calls_per_client < 1:

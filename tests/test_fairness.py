@@ -334,7 +334,9 @@ def test_a_flooding_connection_gets_turns_in_round_robin_with_another_on_a_real_
     """One connection has many list calls waiting for the single turn; another connection's call is
     admitted within the next two turns, not after the flood's queue."""
     port = _free_port()
-    side = TcpInProcess(tmp_path / "d", port, fair_calls=1, fair_calls_per_client=1)
+    # no stream limit: the 40 calls of one connection all reach the server and queue in the fair turns
+    # (with the default limit of 4 streams the calls beyond it wait in the client, and no queue forms here)
+    side = TcpInProcess(tmp_path / "d", port, fair_calls=1, fair_calls_per_client=1, max_streams_per_connection=0)
     fq = side.sidecar.guard.fair
     fq.order = []
     addr = f"127.0.0.1:{port}"
@@ -367,6 +369,54 @@ def test_a_flooding_connection_gets_turns_in_round_robin_with_another_on_a_real_
         assert ahead >= 10
     finally:
         side.close()
+
+
+def _most_calls_of_one_connection(limit, tmp_path) -> tuple[int, int]:
+    """(the most calls one connection had in the server at once, calls that failed) for a burst of 40 slow
+    list calls from a bare stub on one channel, with ``--max-streams-per-connection limit`` (None: default)."""
+    port = _free_port()
+    config = {} if limit is None else {"max_streams_per_connection": limit}
+    side = TcpInProcess(tmp_path / f"d{limit}", port, **config)
+    guard = side.sidecar.guard
+    addr = f"127.0.0.1:{port}"
+    try:
+        with Client(addr) as c:
+            with c.write_stream() as ws:
+                for i in range(300):
+                    ws.put_checkpoint("t", {"v": i, "pad": "x" * 200}, checkpoint_id=f"{i:05d}")
+        most = 0
+        failed = 0
+        with grpc.insecure_channel(addr, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+            stub = threads_pb2_grpc.ThreadServiceStub(channel)
+            req = threads_pb2.ListCheckpointsRequest(thread_id="t", page_size=300, include_values=True)
+            for _ in range(3):
+                futures = [stub.ListCheckpoints.future(req, timeout=60) for _ in range(40)]
+                while not all(f.done() for f in futures):
+                    most = max([most, *guard.in_progress.values()])
+                    time.sleep(0.0005)
+                for f in futures:
+                    try:
+                        f.result()
+                    except grpc.RpcError:
+                        failed += 1
+        return most, failed
+    finally:
+        side.close()
+
+
+def test_default_stream_limit_keeps_a_connections_extra_calls_in_the_client_and_refuses_none(tmp_path):
+    """By default one connection has at most DEFAULT_MAX_STREAMS calls in the server (the rest wait in
+    the client for a stream, so they queue ahead of no other client's call), and a bare stub's bursts are
+    not refused (gRPC's stream overload protection, which refused some with UNAVAILABLE, is off); without
+    the limit the same bursts put many more calls in the server at once."""
+    from sidecar.api.callguard import DEFAULT_MAX_STREAMS
+    assert DEFAULT_MAX_STREAMS == 3  # docs/security.md "Fairness" gives the figures of this choice
+    most, failed = _most_calls_of_one_connection(None, tmp_path)
+    assert failed == 0
+    assert 1 <= most <= DEFAULT_MAX_STREAMS, most
+    unlimited, failed = _most_calls_of_one_connection(0, tmp_path)
+    assert failed == 0
+    assert unlimited > DEFAULT_MAX_STREAMS + 4, unlimited
 
 
 def test_a_stuck_streaming_client_does_not_hold_up_another_clients_puts(tmp_path):

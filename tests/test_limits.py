@@ -9,7 +9,7 @@ import time
 import grpc
 import pytest
 
-from agentstate import AgentStateError, Client
+from agentstate import NO_RETRY, AgentStateError, Client
 from agentstate import _requests as rq
 from agentstate import codec
 from agentstate.v1 import threads_pb2 as pb
@@ -265,6 +265,49 @@ def test_large_put_does_not_stall_small_puts(tmp_path):
         print(f"large put {big_seconds * 1000:.0f} ms; {len(during)} small puts during it, "
               f"the longest {longest * 1000:.0f} ms")
         assert len(during) >= 10
+        assert longest < 0.3 * big_seconds, (longest, big_seconds)
+        with proc.client(timeout=120) as c:
+            got = c.get_checkpoint("big", "c")
+            assert len(got.channels["state"].value.map.entries) == len(value)
+    finally:
+        proc.stop()
+
+
+def test_a_300000_key_put_under_steady_small_writes(tmp_path):
+    """Issue 16's large request: a 300,000-key PutCheckpoint while two other clients put small checkpoints
+    without pause. It completes on its first attempt (its client does not retry, so an OVERLOADED refusal
+    for the lag its own work caused would fail it), the small puts go on meanwhile (none waits longer than
+    a fraction of the large put's time), and all of its keys are stored."""
+    proc = SidecarProcess(tmp_path / "data").start()
+    try:
+        value = big_map(300_000)
+        with proc.client(timeout=120) as c:
+            c.put_checkpoint("warm", {"x": 1})
+        stop = threading.Event()
+        done: list = []
+        errors: list = []
+        writers = [threading.Thread(target=_small_puts, args=(proc.address, stop, done, errors, f"w{k}"))
+                   for k in range(2)]
+        for w in writers:
+            w.start()
+        time.sleep(1.0)
+        try:
+            with Client(proc.address, retry=NO_RETRY, timeout=300) as c:
+                started = time.perf_counter()
+                assert c.put_checkpoint("big", {"state": value}, checkpoint_id="c").created
+                ended = time.perf_counter()
+            time.sleep(0.3)
+        finally:
+            stop.set()
+            for w in writers:
+                w.join()
+        assert not errors, errors[:3]
+        big_seconds = ended - started
+        during = [(s, e) for s, e in done if e > started and s < ended]
+        longest = max(e - s for s, e in during)
+        print(f"300,000-key put {big_seconds * 1000:.0f} ms; {len(during)} small puts during it, "
+              f"the longest {longest * 1000:.0f} ms")
+        assert len(during) >= 20
         assert longest < 0.3 * big_seconds, (longest, big_seconds)
         with proc.client(timeout=120) as c:
             got = c.get_checkpoint("big", "c")

@@ -7,14 +7,14 @@ calls are counted and logged):
   ``ipv6:[HOST]:PORT`` is one connection); one more is refused at once with RESOURCE_EXHAUSTED
   ``TOO_MANY_CALLS``, before any work. Unix-socket clients all have the peer ``unix:`` (gRPC names no
   connection there), so they are not counted here; the HTTP/2 limit of concurrent streams per
-  connection (``grpc.max_concurrent_streams``, ``--max-streams-per-connection``) can bound them, and TCP
-  ones too: calls beyond it wait in the client instead of reaching the server (it bounds how many of a
-  flooding connection's calls are ahead of another's; fairness within 3x is still not met:
-  docs/security.md "Limits"). It is off by default: with it
-  a gRPC server refuses a stream a client opened just as another ended (RST_STREAM REFUSED_STREAM,
-  UNAVAILABLE to the client; this repository's clients retry it, a bare stub fails), which a burst of
-  40 calls on one channel hit in tests/test_errors.py. (Making the calls beyond a limit wait in the
-  server instead did not help: measured x31.)
+  connection (``grpc.max_concurrent_streams``, ``--max-streams-per-connection``, default
+  ``DEFAULT_MAX_STREAMS``) bounds them, and TCP ones too: calls beyond it wait in the client instead of
+  reaching the server. That is what keeps a flooding connection's calls from queueing ahead of another
+  client's: gRPC accepts the calls of all connections one at a time, in arrival order, before any handler
+  (or the fair turns) sees them, so without the limit another client's call waited behind every call the
+  flood had sent (docs/security.md "Fairness"). gRPC's stream "overload protection" is turned off with
+  it (server.py): with it on, gRPC refused a stream a client opened just as another ended (RST_STREAM
+  REFUSED_STREAM, UNAVAILABLE to a bare stub; 63 of 400 health checks in bursts of 40 with a limit of 4, 0 of 400 with it off).
 - a unary call whose client sent no deadline gets ``default_deadline`` seconds: past it the handler
   is cancelled and the call ends DEADLINE_EXCEEDED (a write it had already submitted may still be
   applied, as with any deadline: retry with the same request_id). Streaming calls (watches, uploads,
@@ -39,7 +39,7 @@ from .service import abort
 
 DEFAULT_DEADLINE_SECONDS = 330.0  # longer than the longest wait a request may ask for (a claim: 300 s)
 DEFAULT_MAX_CALLS = 256
-DEFAULT_MAX_STREAMS = 0  # HTTP/2 streams per connection: 0 leaves gRPC's default (see the module doc)
+DEFAULT_MAX_STREAMS = 3  # HTTP/2 streams per connection: a client's fair turns (2) and one call ready for the next; 0: gRPC's default
 
 
 #: unary RPCs that may wait by request (a ``wait_timeout``): not admitted through the fair turns then
