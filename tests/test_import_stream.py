@@ -159,10 +159,16 @@ def test_the_longest_write_job_is_a_small_part_of_the_import(tmp_path):
             s = transfer.import_file(store, str(f))
         finally:
             transfer._Importer = real
-        jobs = imp_jobs[0].job_seconds
+        jobs, cpu = imp_jobs[0].job_seconds, imp_jobs[0].job_cpu
         assert s.checkpoints == 10_000 and len(jobs) >= 100
         assert s.longest_job == max(jobs)
-        assert max(jobs) < 0.05 * sum(jobs), (max(jobs), sum(jobs), len(jobs))
+        # the CPU each job holds the writer for (wall clock on this shared machine also counts waits for a core)
+        # (the old import's record transaction alone was about half of it; a job now is a few ms, and the
+        # longest is mostly a collection of Python's cyclic garbage collector landing in it)
+        print(f"{len(jobs)} jobs: CPU longest {max(cpu) * 1000:.1f} ms, median {statistics.median(cpu) * 1000:.1f} "
+              f"ms, total {sum(cpu):.2f} s; wall longest {max(jobs) * 1000:.1f} ms")
+        assert max(cpu) < 0.1 * sum(cpu), (max(cpu), sum(cpu), max(jobs), sum(jobs), len(jobs))
+        assert statistics.median(cpu) < 0.005 * sum(cpu)
     finally:
         store.close()
     assert verify.verify_path(str(tmp_path / "t")).clean
@@ -222,10 +228,14 @@ KILLER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("phase,at", [("importing values", 1), ("importing threads", 7)])
+@pytest.mark.parametrize("phase,at", [("importing values", 1), ("importing threads", 7),
+                                      ("importing records of a large thread", 400)])
 def test_an_import_killed_midway_is_finished_by_running_it_again(tmp_path, phase, at):
     f = tmp_path / "k.asx"
-    synth(f, 20, 30, seed=5)
+    if phase.endswith("large thread"):  # killed while a thread's rows are staged: it never appeared
+        synth(f, 1, 1000, seed=8)
+    else:
+        synth(f, 20, 30, seed=5)
     whole = tmp_path / "whole"
     assert cli("import", "--from", str(f), "--data-dir", str(whole), "--quiet").returncode == 0
     target = tmp_path / "t"
@@ -241,10 +251,17 @@ def test_an_import_killed_midway_is_finished_by_running_it_again(tmp_path, phase
     finally:
         store.close()
     assert in_already == (at if phase == "importing threads" else 0)
+    if phase.endswith("large thread"):
+        store = Store(str(target))
+        try:
+            with store.read() as txn:
+                assert txn.stat(store.db["ckpts"])["entries"] >= 300  # staged, under a key no record names
+        finally:
+            store.close()
     again = cli("import", "--from", str(f), "--data-dir", str(target))
     assert again.returncode == 0, again.stderr
     if in_already:
-        assert f"resumed an interrupted import of this file: {in_already} threads were in already" in again.stderr
+        assert f"resumed an interrupted import of this file: {in_already} threads were in already" in again.stdout
     assert verify.verify_path(str(target)).clean
     assert exported_records(target) == exported_records(whole)
     third = cli("import", "--from", str(f), "--data-dir", str(target), "--quiet")  # done: a plain conflict now

@@ -927,14 +927,29 @@ def _marker_key(p: _Plan) -> bytes:
     return MARKER + p.ns.encode() + SEP + p.blake3.encode()
 
 
+RECORD_JOB = 200  # records per write job of a large thread (staged under its key, then published)
+
+
+@dataclasses.dataclass
+class _Staged:
+    """A thread being written: its new key, its charges so far, what waits for its record."""
+    tkey: int | None = None
+    charges: "usage.ThreadCharges | None" = None
+    late: array.array = dataclasses.field(default_factory=lambda: array.array("I"))  # runs, effects, timers
+    runidx: list = dataclasses.field(default_factory=list)
+    checkpoints: int = 0
+
+
+def _marker_of(store, p: _Plan) -> dict:
+    with store.read() as txn:
+        raw = txn_get(txn, store.db["meta"], _marker_key(p))
+    return {} if raw is None else _marker_decoder.decode(raw)
+
+
 def resumed_threads(store, p: _Plan) -> int:
     """How many of the file's threads (in file order) an interrupted import of this same file into this same
     namespace wrote already (its marker in ``meta``); 0 when none is under way."""
-    with store.read() as txn:
-        raw = txn_get(txn, store.db["meta"], _marker_key(p))
-    if raw is None:
-        return 0
-    done = _marker_decoder.decode(raw).get("done", 0)
+    done = _marker_of(store, p).get("done", 0)
     return done if isinstance(done, int) and 0 <= done <= len(p.threads) else 0
 
 
@@ -951,20 +966,23 @@ class _Importer:
     def __init__(self, store, p: _Plan, replace: bool = False, skip: int = 0, tick=None) -> None:
         self.store, self.p, self.db = store, p, store.db
         self.replace, self.skip = replace, skip
+        self.staged = _marker_of(store, p).get("staging")  # [thread id, key]: rows an interrupted run left
         self.tick = tick or (lambda phase, done, total: None)
         self.node_ids: dict[bytes, bytes] = {}  # of the thread being written (reset per thread)
         self.items = p.items or _Items(p.blobs)
         self.checkpoints = self.replaced = 0
         self.result = (0, 0, 0, 0, 0)
-        self.job_seconds: list[float] = []
+        self.job_seconds: list[float] = []  # each write job's time in the writer (wall clock)
+        self.job_cpu: list[float] = []
 
     def _timed(self, fn):
         def job(txn):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return fn(txn)
             finally:
                 self.job_seconds.append(time.perf_counter() - t0)
+                self.job_cpu.append(time.thread_time() - c0)  # (its CPU: the same less any wait for a core)
         return job
 
     def jobs(self):
@@ -988,11 +1006,20 @@ class _Importer:
             yield self._timed(lambda txn, b=batch: self.write_nodes(txn, b))
         self.tick("importing values", done, len(p.blobs))
         # 2. per thread: the nodes of its lists and maps, then its records
+        if self.staged is not None:  # what an interrupted run of this import staged (no record names it)
+            yield self._timed(lambda txn: self.drop_staged(txn, self.staged))
         for i in range(self.skip, len(p.threads)):
             trec, recs = p.threads[i]
             yield from self._composites(recs)
-            yield self._timed(lambda txn, i=i, trec=trec, recs=recs: self.thread_job(txn, i, trec, recs,
-                                                                                   i == last_thread))
+            st = _Staged()
+            if len(recs) > RECORD_JOB:  # a large thread: its rows in parts, then it appears
+                for j in range(0, len(recs), RECORD_JOB):
+                    part = _Recs(p.index, recs.at[j:j + RECORD_JOB])
+                    yield self._timed(lambda txn, i=i, trec=trec, st=st, part=part: self.stage_job(txn, i, trec, st,
+                                                                                                   part))
+                    self.tick("importing records of a large thread", j + len(part), len(recs))
+            yield self._timed(lambda txn, i=i, trec=trec, st=st: self.publish_job(txn, i, trec, st,
+                                                                                i == last_thread))
             self.tick("importing threads", i + 1, len(p.threads))
         # 3. the namespace's memory and settings
         if p.memory:
@@ -1043,42 +1070,62 @@ class _Importer:
             if keep is not None:
                 keep.add(bytes(got))
 
-    def _marker(self, txn, done: int, last: bool) -> None:
+    def _marker(self, txn, done: int, last: bool, staging: tuple | None = None) -> None:
         key, meta = _marker_key(self.p), self.db["meta"]
         if last:
             txn.delete(key, db=meta)
         else:
             txn.put(key, _str_encoder.encode({"done": done, "threads": len(self.p.threads), "replace": self.replace,
-                                              "blake3": self.p.blake3}), db=meta)
+                                              "blake3": self.p.blake3,
+                                              "staging": list(staging) if staging else None}), db=meta)
 
-    def thread_job(self, txn, i: int, trec: dict, recs, last: bool) -> None:
-        """Thread ``i`` of the file, whole, in ``txn``: its conflicts checked again, its old self refunded
-        (replace), its records, its counters, the namespace's quota checked again, the marker advanced."""
+    def stage_job(self, txn, i: int, trec: dict, st: "_Staged", recs) -> None:
+        """Part of thread ``i``'s rows under its new key (the first part takes the key and notes it in the
+        marker: an import interrupted here leaves rows no record names, dropped when it is run again)."""
+        self.node_ids = {}
+        if st.tkey is None:
+            st.tkey = records.new_tkey(txn, self.store)
+            st.charges = usage.ThreadCharges(self.store, self.p.ns, st.tkey)
+            self._marker(txn, i, False, staging=(trec["id"], st.tkey))
+        self.stage(txn, st, recs)
+        self._keep()
+
+    def publish_job(self, txn, i: int, trec: dict, st: "_Staged", last: bool) -> None:
+        """Thread ``i`` appears, whole: its conflicts checked again, its old self refunded and dropped
+        (replace), its record and the rows under other keys, its counters, the namespace's quota checked again,
+        the marker advanced (dropped after the file's last part)."""
         store, ns = self.store, self.p.ns
         self.node_ids = {}
-        conflicts_in(txn, store, self.p, self.replace, [(trec, recs)], memory=False)
+        if st.tkey is None:  # a small thread: staged in this job too
+            self.stage_job(txn, i, trec, st, self.p.threads[i][1])
+        conflicts_in(txn, store, self.p, self.replace, [(trec, _Recs(self.p.index, st.late))], memory=False)
         before = usage.namespace(txn, store, ns)
-        old = records.thread_any(txn, store, ns, trec["id"])
-        if old is not None and self.replace:
-            usage.drop_thread(txn, store, ns, old.tkey)
-        n, rep = self.thread(txn, trec, recs, self.replace)
-        tkey = records.thread_any(txn, store, ns, trec["id"]).tkey
-        t = usage.rebuild_thread(txn, store, ns, tkey)
-        conv = usage.rebuild_conversation(txn, store, tkey)[1]
+        rep = self.publish(txn, trec, st, self.replace)
+        t = st.charges.finish(txn)
+        conv = usage.rebuild_conversation(txn, store, st.tkey)[1]
         after = usage.namespace(txn, store, ns)
         after.nbytes += t.nbytes + conv
         after.threads += 1
         after.items += t.items
         after.checkpoints += t.checkpoints
         txn.put(layout.ns_usage_key(ns), layout.encode(after), db=self.db["usage"])
-        # over a quota (something else wrote meanwhile): QUOTA_EXCEEDED, and this thread is not written
+        # over a quota (something else wrote meanwhile): QUOTA_EXCEEDED, and this thread does not appear
         usage.check_total(txn, store, ns, before, after, "import")
         self._marker(txn, i + 1, last)
-        keep = store.gc_keep
+        self._keep()
+        self.checkpoints += st.checkpoints
+        self.replaced += rep
+
+    def drop_staged(self, txn, staged) -> None:
+        """The rows an interrupted run staged for a thread that never appeared (the marker names them)."""
+        tid, tkey = staged
+        thread_ops.delete_contents(txn, self.store, self.p.ns, tid, tkey)  # (published, the marker says no more)
+        self._marker(txn, self.skip, False)
+
+    def _keep(self) -> None:
+        keep = self.store.gc_keep
         if keep is not None:
             keep.update(self.node_ids.values())
-        self.checkpoints += n
-        self.replaced += rep
 
     def namespace_job(self, txn) -> None:
         """The namespace's memory and settings in ``txn``: conflicts and quota checked again, marker dropped."""
@@ -1101,42 +1148,62 @@ class _Importer:
             keep.update(self.node_ids.values())
         self.result = (0, 0, items, revs, kept)
 
-    def thread(self, txn, trec: dict, recs: list, replace: bool) -> tuple[int, bool]:
-        """Write one thread with everything on it; (checkpoints written, whether one was replaced)."""
+    def stage(self, txn, st: "_Staged", recs) -> None:
+        """Write the rows of ``recs`` stored under the thread's key (checkpoints, pending writes, steps, events,
+        conversation, ...) under ``st.tkey``, which no thread record names yet: nothing reads them until
+        :meth:`publish`. The records under other keys (runs, effects, timers) wait for it (``st.late``)."""
+        db, ns = self.db, self.p.ns
+        tkey = st.tkey
+        tp = layout.tkey_prefix(tkey)
+        node_of = lambda v: self.node(txn, v)  # noqa: E731
+        charges = st.charges
+        for i, rec in zip(recs.at, recs):
+            kind = rec["t"]
+            if kind not in _BY_KIND:
+                st.late.append(i)
+                continue
+            _, table, parts, cls, decoder = _BY_KIND[kind]
+            key = tp + join_key(parts, rec)
+            if cls is None:
+                value = layout.u64(rec["seq"]) if kind in _SEQ_INDEXES else b""
+            elif kind == "checkpoint":
+                charges.checkpoint(txn, key, layout.manifest_decoder.decode(_manifest(rec, node_of)))
+                st.checkpoints += 1
+                if rec.get("run_id") is not None:
+                    st.runidx.append((layout.run_key(ns, rec["run_id"], tkey, rec["checkpoint_ns"],
+                                                     rec["checkpoint_id"]), layout.run_entry(ns, rec["run_id"])))
+                continue
+            elif kind == "write":
+                charges.write(txn, key, layout.write_decoder.decode(
+                    record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))))
+                continue
+            else:
+                value = record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))
+            txn.put(key, value, db=db[table])
+
+    def publish(self, txn, trec: dict, st: "_Staged", replace: bool) -> bool:
+        """The thread's record (replacing the one of that id, with ``replace``), its runs, effects and timers,
+        its counters: the staged thread appears whole. Whether one was replaced."""
         store, db, ns = self.store, self.db, self.p.ns
         tid = trec["id"]
         replaced = False
         old = records.thread_any(txn, store, ns, tid)
         if old is not None:
             if not replace:
-                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r}", field="thread",
-                               thread_id=tid, namespace=ns)
+                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} ({REPLACE_HINT})",
+                               field="thread", thread_id=tid, namespace=ns)
+            usage.drop_thread(txn, store, ns, old.tkey)
             thread_ops.delete_contents(txn, store, ns, tid, old.tkey)
             txn.delete(layout.thread_key(ns, tid), db=db["threads"])
             replaced = True
-        tkey = records.new_tkey(txn, store)
+        tkey = st.tkey
         txn.put(layout.thread_key(ns, tid), record_bytes(layout.ThreadRec, layout.thread_decoder, trec, tkey=tkey),
                 db=db["threads"])
-        tp = layout.tkey_prefix(tkey)
-        node_of = lambda v: self.node(txn, v)  # noqa: E731
-        n = 0
-        for rec in recs:
+        for key, value in st.runidx:
+            txn.put(key, value, db=db["runidx"])
+        for rec in self.p.index.records(st.late):
             kind = rec["t"]
-            if kind in _BY_KIND:
-                _, table, parts, cls, decoder = _BY_KIND[kind]
-                key = tp + join_key(parts, rec)
-                if cls is None:
-                    value = layout.u64(rec["seq"]) if kind in _SEQ_INDEXES else b""
-                elif kind == "checkpoint":
-                    value = _manifest(rec, node_of)
-                    n += 1
-                    if rec.get("run_id") is not None:
-                        txn.put(layout.run_key(ns, rec["run_id"], tkey, rec["checkpoint_ns"], rec["checkpoint_id"]),
-                                layout.run_entry(ns, rec["run_id"]), db=db["runidx"])
-                else:
-                    value = record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))
-                txn.put(key, value, db=db[table])
-            elif kind == "run":
+            if kind == "run":
                 txn.put(layout.ns_key(ns, rec["run_id"]), record_bytes(layout.RunRec, layout.run_decoder, rec,
                                                                        tkey=tkey), db=db["runs"])
                 txn.put(layout.seq_key(tkey, rec["seq"]), rec["run_id"].encode(), db=db["thruns"])
@@ -1158,7 +1225,7 @@ class _Importer:
                 else:
                     txn.put(layout.cqueue_key(ns, due, tkey, rec["level"], rec["first_seq"]), tid.encode(),
                             db=db["cqueue"])
-        return n, replaced
+        return replaced
 
     def namespace(self, txn, replace: bool) -> tuple[int, int, int]:
         """Write the namespace's memory and settings; (items, revisions, settings kept as the target had them)."""
