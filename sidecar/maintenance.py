@@ -305,7 +305,9 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
             except BlockingIOError:
                 raise ValueError(f"{data_dir} is in use by a sidecar: stop it to import offline, or import "
                                  f"through it (--address)") from None
-            store = Store(data_dir, keys=keys)
+            # "process": the import's jobs are not synced one by one (a crash loses at most a tail of whole
+            # jobs, redone when the import is run again); its last job is, and closing the store commits
+            store = Store(data_dir, keys=keys, durability="process")
             store.quota_defaults = quota_defaults  # (a namespace's own quotas are in the store)
             try:
                 s = transfer.import_file(store, p, replace=replace, progress=progress,

@@ -8,13 +8,16 @@ on them; per namespace also its memory items with their history and vectors, its
 conversation policies and pins. Internal numbers (thread keys, node ids, path and item ids) are never
 written: records name threads, runs and memory items by their ids, values are deduplicated by BLAKE3.
 
-Import reads and verifies the whole file first (storage/exportfile.py: framing, BLAKE3, counts, every
-value reference; then every record is converted to the store's records and every value's tree rebuilt
-and checked against the root hash the file names) and checks every conflict in one snapshot, so a file
-that is damaged or conflicts writes nothing. It then writes the file's values (jobs of about NODE_BATCH
-bytes, reached by nothing yet; garbage collection holds its sweeps meanwhile) and then every record in one
-transaction, which checks the conflicts again: the import appears whole or not at all, also in a serving
-sidecar (import_served, the ImportNamespace RPC) while others write.
+Import verifies the whole file first without holding it (storage/exportfile.py scan: framing, BLAKE3,
+counts, blobs, in one streaming pass that keeps only where records and blobs are; then plan(): every record
+read back by offset, converted to the store's records, every value's tree rebuilt and checked against the
+root hash the file names) and checks every conflict and quota in one snapshot, so a file that is damaged or
+conflicts writes nothing. It then writes in short jobs (_Importer): the values (jobs of NODE_BATCH bytes or
+NODE_JOB values, reached by nothing yet; garbage collection holds its sweeps meanwhile), then each thread whole
+in one job (a large one's rows staged first in jobs of RECORD_JOB records under a key no record names), which
+checks its conflicts and the quota again, then the namespace's memory and settings. A marker in ``meta``
+counts the threads in: an import interrupted midway (a crash, a conflict or quota met meanwhile) is finished
+by running it again (docs/lifecycle.md "Export and import").
 
 Encrypted namespaces: an export writes their values in plaintext (the keys must be loaded, or it refuses
 with ENCRYPTION_KEY_MISSING naming the namespace before writing anything), and its header's ``source``
@@ -476,6 +479,10 @@ class _Recs:
     def __init__(self, index: exportfile.Index, at=None) -> None:
         self.index = index
         self.at = array.array("I") if at is None else at
+        self.late = array.array("I")  # (of a thread's: the places of its runs, effects and timers)
+
+    def late_records(self):
+        return self.index.records(self.late)
 
     def __iter__(self):
         return self.index.records(self.at)
@@ -516,22 +523,23 @@ class _Items:
 
     def __init__(self, blobs) -> None:
         self.blobs = blobs
-        self.built: dict[bytes, tuple[bytes, tuple]] = {}
+        self.built: dict[bytes, bytes] = {}
 
-    def _get(self, h: bytes) -> tuple[bytes, tuple]:
+    def _get(self, h: bytes) -> bytes:
         got = self.built.get(h)
-        if got is None:
+        if got is None:  # root hash, then (hash, 4-byte size) per node: bytes (no object for the cyclic GC)
             nodes: list = []
             root = hp.value_node(self.blobs[h], nodes)
-            got = self.built[h] = (root, tuple((nh, len(n)) for nh, n in nodes))
+            got = self.built[h] = root + b"".join(nh + len(n).to_bytes(4, "big") for nh, n in nodes)
         return got
 
     def hash(self, h: bytes) -> bytes:
-        return self._get(h)[0]
+        return self._get(h)[:H]
 
-    def sizes(self, h: bytes) -> tuple:
-        """((node hash, canonical size), ...) of the blob's value node(s)."""
-        return self._get(h)[1]
+    def sizes(self, h: bytes) -> list:
+        """[(node hash, canonical size), ...] of the blob's value node(s)."""
+        got = self._get(h)
+        return [(got[i:i + H], int.from_bytes(got[i + H:i + H + 4], "big")) for i in range(H, len(got), H + 4)]
 
     def node(self, h: bytes, out: list) -> bytes:
         """The blob's value node hash; its nodes (bytes) appended to ``out``."""
@@ -609,6 +617,8 @@ def plan(contents: exportfile.Index, ns: str | None = None, progress: Progress |
             if current is None or rec.get("thread") != current[0]["id"]:
                 raise ExportFileError(f"{where}: not after its thread's record")
             current[1].at.append(i)
+            if kind not in _BY_KIND:
+                current[1].late.append(i)
         elif kind in NAMESPACE_KINDS:
             if kind == "memory_path":
                 labels_seen.add(tuple(rec.get("labels") or ()))
@@ -726,6 +736,8 @@ def conflicts_in(txn, store, p: _Plan, replace: bool, threads=None, memory: bool
     ns, db = p.ns, store.db
     for trec, recs in p.threads if threads is None else threads:
         tid = trec["id"]
+        if isinstance(recs, _Recs):
+            recs = recs.late_records()  # (only runs and effects can conflict)
         existing = records.thread_any(txn, store, ns, tid)
         if existing is not None and not replace:
             raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} ({REPLACE_HINT})", field="thread",
@@ -935,7 +947,7 @@ class _Staged:
     """A thread being written: its new key, its charges so far, what waits for its record."""
     tkey: int | None = None
     charges: "usage.ThreadCharges | None" = None
-    late: array.array = dataclasses.field(default_factory=lambda: array.array("I"))  # runs, effects, timers
+    late: list = dataclasses.field(default_factory=list)  # its runs, effects and timers (few): for publish
     runidx: list = dataclasses.field(default_factory=list)
     checkpoints: int = 0
 
@@ -975,7 +987,7 @@ class _Importer:
         self.job_seconds: list[float] = []  # each write job's time in the writer (wall clock)
         self.job_cpu: list[float] = []
 
-    def _timed(self, fn):
+    def _timed(self, fn, final: bool = False):
         def job(txn):
             t0, c0 = time.perf_counter(), time.thread_time()
             try:
@@ -983,6 +995,7 @@ class _Importer:
             finally:
                 self.job_seconds.append(time.perf_counter() - t0)
                 self.job_cpu.append(time.thread_time() - c0)  # (its CPU: the same less any wait for a core)
+        job.final = final  # the import's last job (it drops the marker)
         return job
 
     def jobs(self):
@@ -1012,19 +1025,25 @@ class _Importer:
             trec, recs = p.threads[i]
             yield from self._composites(recs)
             st = _Staged()
-            if len(recs) > RECORD_JOB:  # a large thread: its rows in parts, then it appears
-                for j in range(0, len(recs), RECORD_JOB):
-                    part = _Recs(p.index, recs.at[j:j + RECORD_JOB])
+            # a large thread: its rows in parts of RECORD_JOB records, then it appears (with the last part);
+            # the records are read here, outside the jobs
+            starts = range(0, len(recs), RECORD_JOB) if len(recs) else [0]
+            for j in starts:
+                at = recs.at[j:j + RECORD_JOB]
+                part = list(zip(at, p.index.records(at)))
+                st.late.extend(rec for _, rec in part if rec["t"] not in _BY_KIND)
+                if j + RECORD_JOB < len(recs):
                     yield self._timed(lambda txn, i=i, trec=trec, st=st, part=part: self.stage_job(txn, i, trec, st,
                                                                                                    part))
                     self.tick("importing records of a large thread", j + len(part), len(recs))
-            yield self._timed(lambda txn, i=i, trec=trec, st=st: self.publish_job(txn, i, trec, st,
-                                                                                i == last_thread))
+                else:
+                    yield self._timed(lambda txn, i=i, trec=trec, st=st, part=part: self.publish_job(
+                        txn, i, trec, st, part, i == last_thread), i == last_thread)
             self.tick("importing threads", i + 1, len(p.threads))
         # 3. the namespace's memory and settings
         if p.memory:
             yield from self._composites(p.memory)
-            yield self._timed(self.namespace_job)
+            yield self._timed(self.namespace_job, True)
 
     def _composites(self, recs):
         """Write jobs storing the list and map nodes of the values of ``recs`` (their elements are stored)."""
@@ -1079,26 +1098,25 @@ class _Importer:
                                               "blake3": self.p.blake3,
                                               "staging": list(staging) if staging else None}), db=meta)
 
-    def stage_job(self, txn, i: int, trec: dict, st: "_Staged", recs) -> None:
-        """Part of thread ``i``'s rows under its new key (the first part takes the key and notes it in the
-        marker: an import interrupted here leaves rows no record names, dropped when it is run again)."""
-        self.node_ids = {}
+    def stage_job(self, txn, i: int, trec: dict, st: "_Staged", recs: list) -> None:
+        """Part of thread ``i``'s rows ([(place, record)]) under its new key (the first part takes the key and
+        notes it in the marker: an import interrupted here leaves rows no record names, dropped when it is run
+        again)."""
         if st.tkey is None:
+            self.node_ids = {}  # (a cache per thread: bounded by one thread's values)
             st.tkey = records.new_tkey(txn, self.store)
             st.charges = usage.ThreadCharges(self.store, self.p.ns, st.tkey)
             self._marker(txn, i, False, staging=(trec["id"], st.tkey))
         self.stage(txn, st, recs)
         self._keep()
 
-    def publish_job(self, txn, i: int, trec: dict, st: "_Staged", last: bool) -> None:
+    def publish_job(self, txn, i: int, trec: dict, st: "_Staged", part: list, last: bool) -> None:
         """Thread ``i`` appears, whole: its conflicts checked again, its old self refunded and dropped
         (replace), its record and the rows under other keys, its counters, the namespace's quota checked again,
         the marker advanced (dropped after the file's last part)."""
         store, ns = self.store, self.p.ns
-        self.node_ids = {}
-        if st.tkey is None:  # a small thread: staged in this job too
-            self.stage_job(txn, i, trec, st, self.p.threads[i][1])
-        conflicts_in(txn, store, self.p, self.replace, [(trec, _Recs(self.p.index, st.late))], memory=False)
+        self.stage_job(txn, i, trec, st, part)  # the last part (a small thread: all of it)
+        conflicts_in(txn, store, self.p, self.replace, [(trec, st.late)], memory=False)
         before = usage.namespace(txn, store, ns)
         rep = self.publish(txn, trec, st, self.replace)
         t = st.charges.finish(txn)
@@ -1157,11 +1175,10 @@ class _Importer:
         tp = layout.tkey_prefix(tkey)
         node_of = lambda v: self.node(txn, v)  # noqa: E731
         charges = st.charges
-        for i, rec in zip(recs.at, recs):
+        for _, rec in recs:
             kind = rec["t"]
             if kind not in _BY_KIND:
-                st.late.append(i)
-                continue
+                continue  # (in st.late)
             _, table, parts, cls, decoder = _BY_KIND[kind]
             key = tp + join_key(parts, rec)
             if cls is None:
@@ -1201,7 +1218,7 @@ class _Importer:
                 db=db["threads"])
         for key, value in st.runidx:
             txn.put(key, value, db=db["runidx"])
-        for rec in self.p.index.records(st.late):
+        for rec in st.late:
             kind = rec["t"]
             if kind == "run":
                 txn.put(layout.ns_key(ns, rec["run_id"]), record_bytes(layout.RunRec, layout.run_decoder, rec,
@@ -1419,7 +1436,9 @@ def import_file(store, path, *, ns: str | None = None, replace: bool = False,
                 for job in imp.jobs():
                     if p.index is not None:
                         p.index.src.check_unchanged()
-                    store.write(job)
+                    # every job but the last as the store's durability (a "process" store: a crash loses at most
+                    # a tail of whole jobs, which running the import again redoes); the last one synced
+                    store.write(job, "sync" if job.final else None)
             except ExportFileError as e:  # (the file changed after it was verified)
                 raise _stopped(invalid_file(str(e)), imp) from None
             except ApiError as e:
@@ -1430,6 +1449,10 @@ def import_file(store, path, *, ns: str | None = None, replace: bool = False,
             p.close()
 
 
+async def _now(fn, *args):
+    return fn(*args)
+
+
 async def import_served(store, p: _Plan, *, replace: bool = False, check_only: bool = False,
                         allow_plaintext: bool = False, run_off_loop=None) -> ImportSummary:
     """(A serving sidecar's owner loop) :func:`import_file` of a verified plan while others read and write:
@@ -1437,16 +1460,18 @@ async def import_served(store, p: _Plan, *, replace: bool = False, check_only: b
     jobs (_Importer; the file read and the nodes built off the loop by ``run_off_loop(fn, *args)``), each
     thread whole in one job that checks its conflicts and the quota again."""
     started = time.monotonic()
+    off = run_off_loop if run_off_loop is not None else (lambda fn, *a: _now(fn, *a))
     sealed = sealing(store, p, allow_plaintext)
     skip = resumed_threads(store, p)
-    check_conflicts(store, p, replace, skip)
+    await off(check_conflicts, store, p, replace, skip)  # (reads every record of the file: off the loop)
     q = quota_in_effect(store, p.ns)
     if q.max_bytes or q.max_threads or q.max_items:  # before any value is written (the file's part off the loop)
         added = (await run_off_loop(file_usage, p, bool(q.max_bytes), skip) if run_off_loop is not None
                  else file_usage(p, bool(q.max_bytes), skip))
         check_quota(store, p, replace, added, skip)
     if check_only:  # what the import would write
-        kinds = [rec["t"] for _, recs in p.threads[skip:] for rec in recs] + [rec["t"] for rec in p.memory]
+        kinds = await off(lambda: [rec["t"] for _, recs in p.threads[skip:] for rec in recs]
+                          + [rec["t"] for rec in p.memory])
         return _summary(p, (kinds.count("checkpoint"), 0, kinds.count("memory_item"), kinds.count("memory_revision"),
                             0), started, sealed)
     store.check_load()
