@@ -203,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("import", help="import an export file into a data directory (verified first)",
                        description="Import a file made by 'sidecar export' into a data directory no sidecar serves "
                                    "(created if new). The whole file is verified and every conflict checked before "
-                                   "anything is written; each thread is imported in one transaction. An import "
+                                   "anything is written; each thread is imported whole in one transaction, and an "
+                                   "import interrupted midway is finished by running it again. An import "
                                    "that would take the namespace over a quota is refused (QUOTA_EXCEEDED) before "
                                    "anything is written.")
     m.add_argument("--from", dest="source", required=True, metavar="FILE", help="the export file")

@@ -264,8 +264,10 @@ def quota_refusal(e) -> str:
     numbers."""
     m = e.metadata
     return (f"import refused: namespace {m.get('namespace')!r} is over its quota {m.get('quota')} with this file "
-            f"(holds {m.get('usage')}, the import adds {m.get('requested')}, limit {m.get('limit')}); nothing was "
-            f"imported (raise the quota with RetentionService.SetQuota, or free room, and import again)")
+            f"(holds {m.get('usage')}, the import adds {m.get('requested')}, limit {m.get('limit')}); "
+            + (f"{m['threads_imported']} threads were imported before, each whole" if m.get("threads_imported")
+               else "nothing was imported")
+            + " (raise the quota with RetentionService.SetQuota, or free room, and import again)")
 
 
 def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool, check_only: bool,
@@ -292,6 +294,7 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
                  f"\n  blake3 {p.blake3}"
                  + ("\n  exported from an encrypted namespace: its values are in plaintext in the file"
                     if transfer.source_encrypted(p) else ""))
+            p.close()
             return 0
         keys = encryption.load(keys_path)
         os.makedirs(data_dir, mode=0o700, exist_ok=True)
@@ -302,20 +305,24 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
             except BlockingIOError:
                 raise ValueError(f"{data_dir} is in use by a sidecar: stop it to import offline, or import "
                                  f"through it (--address)") from None
-            store = Store(data_dir, keys=keys)
+            # "process": the import's jobs are not synced one by one (a crash loses at most a tail of whole
+            # jobs, redone when the import is run again); its last job is, and closing the store commits
+            store = Store(data_dir, keys=keys, durability="process")
             store.quota_defaults = quota_defaults  # (a namespace's own quotas are in the store)
             try:
                 s = transfer.import_file(store, p, replace=replace, progress=progress,
                                          allow_plaintext=allow_plaintext)
             finally:
                 store.close()
+                p.close()
         finally:
             os.close(fd)
     except exportfile.ExportFileError as e:
         print(f"sidecar import: {source}: {e}; nothing was imported", file=sys.stderr)
         return 2
     except ApiError as e:
-        print(f"sidecar import: {e.reason}: {e}; nothing was imported", file=sys.stderr)
+        done = e.metadata.get("threads_imported")  # stopped midway: whole threads are in (re-run to finish)
+        print(f"sidecar import: {e.reason}: {e}" + ("" if done else "; nothing was imported"), file=sys.stderr)
         if e.reason == "QUOTA_EXCEEDED":
             print(quota_refusal(e), file=sys.stderr)
         return 2
@@ -327,6 +334,9 @@ def cmd_import(source: str, data_dir: str | None, ns: str | None, replace: bool,
          f"{s.checkpoints:,} checkpoints, {s.memory_items:,} memory items, {s.memory_revisions:,} memory revisions, "
          f"{s.records:,} records" + (f"\n  {s.settings_kept:,} namespace settings kept as the target had them"
                                      if s.settings_kept else "")
+         + (f"\n  resumed an interrupted import of this file: {s.resumed:,} threads were in already"
+            if s.resumed else "")
+         + f"\n  longest write transaction {s.longest_job * 1000:.1f} ms"
          + _sealed_note(s.sealed, s.source_encrypted))
     return 0
 

@@ -1,8 +1,8 @@
 """Namespace quotas and imports (ops/transfer.py check_quota, file_usage; docs/security.md "Quotas"): what an
 import will be charged is computed from the file before anything is written, and equals what the store is
 charged after it; an import that would go over a quota, offline (`sidecar import`) or through a serving
-sidecar (TransferService), is refused RESOURCE_EXHAUSTED QUOTA_EXCEEDED and writes nothing; the import's
-record transaction checks the recounted namespace again."""
+sidecar (TransferService), is refused RESOURCE_EXHAUSTED QUOTA_EXCEEDED and writes nothing; each of the
+import's thread transactions checks the recounted namespace again."""
 from __future__ import annotations
 
 import hashlib
@@ -151,24 +151,43 @@ def test_a_replace_is_checked_for_what_it_adds_net(exported, tmp_path):
         store.close()
 
 
-def test_the_record_transaction_checks_the_recount_again(exported, tmp_path, monkeypatch):
-    """Should the check before the values pass (here: skipped), the record transaction refuses the import
-    whole: no record of it is stored."""
+def test_each_thread_transaction_checks_the_quota_again(exported, tmp_path, monkeypatch):
+    """Should the check before the values pass (here: skipped), each thread's transaction checks the recounted
+    namespace again: the thread that would go over is refused whole, the threads before it stay whole (the
+    counters and `sidecar verify` agree at that point), and the same import run again after the quota is raised
+    finishes it (docs/lifecycle.md "Export and import": the atomicity unit is a thread)."""
+    from sidecar.storage import verify  # noqa: PLC0415
     p = transfer.verify_file(str(exported["file"]), "dst")
     want = transfer.file_usage(p)
     store = Store(str(tmp_path / "t"))
     try:
-        set_quota(store, "dst", max_bytes=want.nbytes - 1)
-        monkeypatch.setattr(transfer, "check_quota", lambda *a, **k: None)
-        with pytest.raises(ApiError) as e:
-            transfer.import_file(store, p)
-        assert e.value.reason == "QUOTA_EXCEEDED" and e.value.metadata["requested"] == str(want.nbytes)
+        set_quota(store, "dst", max_threads=want.threads - 1)
+        with monkeypatch.context() as m:
+            m.setattr(transfer, "check_quota", lambda *a, **k: None)
+            with pytest.raises(ApiError) as e:
+                transfer.import_file(store, p)
+        assert e.value.reason == "QUOTA_EXCEEDED" and e.value.metadata["quota"] == "max_threads"
+        assert e.value.metadata["threads_imported"] == str(want.threads - 1)
+        assert "run the same import again to finish it" in e.value.message
         with store.read() as txn:
-            assert txn.stat(store.db["threads"])["entries"] == 0
-            assert txn.stat(store.db["memitems"])["entries"] == 0
-        assert counters(store, "dst") == (0, 0, 0)
+            assert txn.stat(store.db["threads"])["entries"] == want.threads - 1
+            assert txn.stat(store.db["memitems"])["entries"] == 0  # the namespace's part comes last
+        assert counters(store, "dst")[1] == want.threads - 1
     finally:
         store.close()
+    assert verify.verify_path(str(tmp_path / "t")).clean
+    store = Store(str(tmp_path / "t"))
+    try:
+        set_quota(store, "dst", max_threads=want.threads)
+        s = transfer.import_file(store, transfer.verify_file(str(exported["file"]), "dst"))
+        assert s.resumed == want.threads - 1
+        assert counters(store, "dst") == (want.nbytes, want.threads, want.items)
+        with pytest.raises(ApiError) as e:  # finished: the marker is gone, a third run conflicts as any
+            transfer.import_file(store, transfer.verify_file(str(exported["file"]), "dst"))
+        assert e.value.reason == "IMPORT_THREAD_EXISTS"
+    finally:
+        store.close()
+    assert verify.verify_path(str(tmp_path / "t")).clean
 
 
 def test_an_import_through_a_serving_sidecar_is_refused_the_same_way(exported, tmp_path):

@@ -5,8 +5,12 @@ ExportNamespace runs the export in a worker thread over one read snapshot (write
 pages stay until it ends) and hands the file to the call in chunks through a small queue: a slow reader
 slows the export down, a reader that goes away stops it. ImportNamespace gathers the streamed bytes in
 memory (never on disk: the file of an encrypted namespace holds plaintext; at most MAX_IMPORT_BYTES),
-verifies the whole file off the loop, and only then imports it (ops/transfer.import_served): a stream cut
+verifies the whole file off the loop, and only then imports it in short jobs (ops/transfer.import_served): a stream cut
 short, a damaged file or a conflict writes nothing.
+
+The stream is spooled, never held in memory and never on disk in plaintext (exportfile.Spool: an unlinked
+file in the data directory, AES-CTR under a key that lives only in this process), so an import's memory does
+not grow with the file; it is read from there by offset while it is verified and imported.
 """
 from __future__ import annotations
 
@@ -20,12 +24,13 @@ from agentstate.v1 import transfer_pb2 as xpb
 
 from ..errors import ApiError, invalid
 from ..ops import transfer as ops
+from ..storage import exportfile
 from . import validate
 from .context import Ctx
 
 DEFAULT_CHUNK = 1 << 20
 MAX_CHUNK = 4 << 20
-MAX_IMPORT_BYTES = 2 << 30  # an import stream is held in memory while it is verified
+MAX_IMPORT_BYTES = 2 << 30  # an import stream is spooled (encrypted) while it is verified and imported
 QUEUE_CHUNKS = 4  # chunks the export runs ahead of the reader
 PROGRESS_EVERY = 0.5  # seconds between progress messages of one phase
 
@@ -142,24 +147,29 @@ async def import_namespace(ctx: Ctx, requests) -> xpb.ImportNamespaceResponse:
                        f"(import a larger file offline: sidecar import --data-dir)", limit="import_bytes",
                        field="header.size")
     loop = asyncio.get_running_loop()
-    buf = bytearray()  # in memory, never on disk: a file of an encrypted namespace holds plaintext
-    async for msg in it:
-        if msg.WhichOneof("part") != "data":
-            raise invalid("header", "only the first message is a header; the others hold data")
-        buf += msg.data
-        if len(buf) > MAX_IMPORT_BYTES:
-            raise ApiError("LIMIT_EXCEEDED", f"an import through the sidecar takes at most {MAX_IMPORT_BYTES:,} "
-                           f"bytes (import a larger file offline: sidecar import --data-dir)",
-                           limit="import_bytes", field="data")
-    received = len(buf)
-    if h.size and received != h.size:
-        raise ApiError("EXPORT_FILE_INVALID", f"the stream ended after {received:,} of the {h.size:,} bytes "
-                       f"its header announced; nothing was imported", field="data")
-    p = await loop.run_in_executor(None, ops.verify_file, buf, ns)
-    del buf
-    s = await ops.import_served(store, p, replace=h.replace, check_only=h.check_only,
-                                allow_plaintext=h.allow_plaintext,
-                                run_off_loop=lambda fn, *a: loop.run_in_executor(None, fn, *a))
+    # never in plaintext on disk (a file of an encrypted namespace holds plaintext), never whole in memory
+    spool = exportfile.Spool(store.path)
+    p = None
+    try:
+        async for msg in it:
+            if msg.WhichOneof("part") != "data":
+                raise invalid("header", "only the first message is a header; the others hold data")
+            spool.write(msg.data)
+            if spool.size > MAX_IMPORT_BYTES:
+                raise ApiError("LIMIT_EXCEEDED", f"an import through the sidecar takes at most "
+                               f"{MAX_IMPORT_BYTES:,} bytes (import a larger file offline: sidecar import "
+                               f"--data-dir)", limit="import_bytes", field="data")
+        spool.finish()
+        received = spool.size
+        if h.size and received != h.size:
+            raise ApiError("EXPORT_FILE_INVALID", f"the stream ended after {received:,} of the {h.size:,} bytes "
+                           f"its header announced; nothing was imported", field="data")
+        p = await loop.run_in_executor(None, ops.verify_file, spool, ns)
+        s = await ops.import_served(store, p, replace=h.replace, check_only=h.check_only,
+                                    allow_plaintext=h.allow_plaintext,
+                                    run_off_loop=lambda fn, *a: loop.run_in_executor(None, fn, *a))
+    finally:
+        spool.close()
     if not h.check_only:
         ctx.notify([(ns, trec["id"]) for trec, _ in p.threads])
         if s.replaced and ctx.on_garbage is not None:

@@ -8,13 +8,16 @@ on them; per namespace also its memory items with their history and vectors, its
 conversation policies and pins. Internal numbers (thread keys, node ids, path and item ids) are never
 written: records name threads, runs and memory items by their ids, values are deduplicated by BLAKE3.
 
-Import reads and verifies the whole file first (storage/exportfile.py: framing, BLAKE3, counts, every
-value reference; then every record is converted to the store's records and every value's tree rebuilt
-and checked against the root hash the file names) and checks every conflict in one snapshot, so a file
-that is damaged or conflicts writes nothing. It then writes the file's values (jobs of about NODE_BATCH
-bytes, reached by nothing yet; garbage collection holds its sweeps meanwhile) and then every record in one
-transaction, which checks the conflicts again: the import appears whole or not at all, also in a serving
-sidecar (import_served, the ImportNamespace RPC) while others write.
+Import verifies the whole file first without holding it (storage/exportfile.py scan: framing, BLAKE3,
+counts, blobs, in one streaming pass that keeps only where records and blobs are; then plan(): every record
+read back by offset, converted to the store's records, every value's tree rebuilt and checked against the
+root hash the file names) and checks every conflict and quota in one snapshot, so a file that is damaged or
+conflicts writes nothing. It then writes in short jobs (_Importer): the values (jobs of NODE_BATCH bytes or
+NODE_JOB values, reached by nothing yet; garbage collection holds its sweeps meanwhile), then each thread whole
+in one job (a large one's rows staged first in jobs of RECORD_JOB records under a key no record names), which
+checks its conflicts and the quota again, then the namespace's memory and settings. A marker in ``meta``
+counts the threads in: an import interrupted midway (a crash, a conflict or quota met meanwhile) is finished
+by running it again (docs/lifecycle.md "Export and import").
 
 Encrypted namespaces: an export writes their values in plaintext (the keys must be loaded, or it refuses
 with ENCRYPTION_KEY_MISSING naming the namespace before writing anything), and its header's ``source``
@@ -22,6 +25,7 @@ says ``"encrypted": true``; an import seals the values under the target namespac
 """
 from __future__ import annotations
 
+import array
 import dataclasses
 import os
 import struct
@@ -443,49 +447,121 @@ class ImportSummary:
     namespace: str
     sealed: bool = False  # the values were sealed under the target namespace's key
     source_encrypted: bool = False  # the file came from an encrypted namespace
+    resumed: int = 0  # threads an interrupted run of this same import had imported already (not written again)
+    longest_job: float = 0.0  # seconds: the longest write job (the writer's hold) of the import
+
+
+class _Blobs:
+    """The blobs of a verified file, read from it on demand (exportfile.Index): never all in memory."""
+
+    def __init__(self, index: exportfile.Index) -> None:
+        self.index = index
+
+    def __contains__(self, h) -> bool:
+        return h in self.index.blob_at
+
+    def __getitem__(self, h: bytes) -> bytes:
+        return self.index.blob(h)
+
+    def __len__(self) -> int:
+        return len(self.index.blob_at)
+
+    def __iter__(self):
+        return iter(self.index.blob_at)
+
+    def size(self, h: bytes) -> int:
+        return self.index.blob_size(h)
+
+
+class _Recs:
+    """Records of the file by their place in it (read again each time they are iterated)."""
+
+    def __init__(self, index: exportfile.Index, at=None) -> None:
+        self.index = index
+        self.at = array.array("I") if at is None else at
+        self.late = array.array("I")  # (of a thread's: the places of its runs, effects and timers)
+
+    def late_records(self):
+        return self.index.records(self.late)
+
+    def __iter__(self):
+        return self.index.records(self.at)
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def __bool__(self) -> bool:
+        return len(self.at) > 0
 
 
 @dataclasses.dataclass
 class _Plan:
     ns: str
-    threads: list  # (thread record, [records of the thread])
-    memory: list
-    blobs: dict
-    roots: dict  # the file's root hash -> the root this store builds
+    threads: list  # (thread record, _Recs: the thread's records)
+    memory: _Recs
+    blobs: _Blobs
+    roots: dict  # the file's root hash -> the root this store builds (empty: the same, a file of this format)
     records: int
     header: dict
     blake3: str
-    items: "_Items | None" = None  # the value nodes of the blobs, built while checking
+    items: "_Items | None" = None  # the value node hash of each blob, built while checking
+    index: exportfile.Index | None = None
+
+    def root(self, v: dict) -> bytes:
+        r = v.get("root", b"")
+        return self.roots.get(r, r)
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.src.close()
 
 
 class _Items:
-    """The value node of each blob, built once per import (a history's lists share their items: each
-    checkpoint names every item again, and hashing them again made the import quadratic in time)."""
+    """The value node hash of each blob (and the sizes of its nodes), built once per import (a history's lists
+    share their items: each checkpoint names every item again, and hashing them again made the import
+    quadratic in time). Hashes and sizes only: a node's bytes are built again from the file when written."""
 
-    def __init__(self, blobs: dict) -> None:
+    def __init__(self, blobs) -> None:
         self.blobs = blobs
-        self.built: dict[bytes, tuple[bytes, list]] = {}
+        self.built: dict[bytes, bytes] = {}
+
+    def _get(self, h: bytes) -> bytes:
+        got = self.built.get(h)
+        if got is None:  # root hash, then (hash, 4-byte size) per node: bytes (no object for the cyclic GC)
+            nodes: list = []
+            root = hp.value_node(self.blobs[h], nodes)
+            got = self.built[h] = root + b"".join(nh + len(n).to_bytes(4, "big") for nh, n in nodes)
+        return got
+
+    def hash(self, h: bytes) -> bytes:
+        return self._get(h)[:H]
+
+    def sizes(self, h: bytes) -> list:
+        """[(node hash, canonical size), ...] of the blob's value node(s)."""
+        got = self._get(h)
+        return [(got[i:i + H], int.from_bytes(got[i + H:i + H + 4], "big")) for i in range(H, len(got), H + 4)]
 
     def node(self, h: bytes, out: list) -> bytes:
-        got = self.built.get(h)
-        if got is None:
-            nodes: list = []
-            got = self.built[h] = (hp.value_node(self.blobs[h], nodes), nodes)
-        out.extend(got[1])  # (every node of the value, for nodes.write of a batch that may first store it)
-        return got[0]
+        """The blob's value node hash; its nodes (bytes) appended to ``out``."""
+        nodes: list = []
+        root = hp.value_node(self.blobs[h], nodes)
+        out.extend(nodes)
+        return root
 
 
-def _rebuild(v: dict, blobs: dict, built: list | None, items: _Items | None = None) -> bytes:
+def _rebuild(v: dict, blobs, built: list | None, items: _Items | None = None, elements: bool = True) -> bytes:
+    """The root hash of value ``v`` of the file; its nodes appended to ``built``: the list's or map's own
+    nodes, and with ``elements`` the value nodes of its blobs too (read from the file)."""
     out = built if built is not None else []
     shape = v["shape"]
     if items is None:
         items = _Items(blobs)
+    elem = (lambda h: items.node(h, out)) if elements and built is not None else items.hash
     if shape == "list":
-        return hp.list_append(None, [items.node(h, out) for h in v["items"]], out)
+        return hp.list_append(None, [elem(h) for h in v["items"]], out)
     if shape == "map":
-        return hp.map_build([(k, items.node(h, out)) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())],
-                            out)
-    return items.node(v["h"], out)
+        return hp.map_build([(k, elem(h)) for k, h in sorted(v["entries"], key=lambda e: e[0].encode())], out)
+    return elem(v["h"])
 
 
 def _values_in(kind: str, rec: dict):
@@ -505,9 +581,10 @@ def _values_in(kind: str, rec: dict):
         yield "node", rec["node"]
 
 
-def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progress | None = None) -> _Plan:
-    """Check every record of a verified file (kinds, fields, values and their root hashes) without a store;
-    ExportFileError on the first problem."""
+def plan(contents: exportfile.Index, ns: str | None = None, progress: Progress | None = None) -> _Plan:
+    """Check every record of a verified file (kinds, fields, values and their root hashes) without a store,
+    reading the records one at a time; ExportFileError on the first problem. The plan holds where each
+    thread's records are, not the records."""
     tick = progress or (lambda phase, done, total: None)
     header = contents.header
     scope = header.get("scope") or {}
@@ -518,46 +595,51 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
     if not target or len(target.encode()) > limits.MAX_NAMESPACE_BYTES or "\x00" in target:
         raise ExportFileError(f"namespace {target!r}: 1 to {limits.MAX_NAMESPACE_BYTES} bytes, no NUL")
     same_format = (header.get("source") or {}).get("store_format") == layout.FORMAT_NAME
-    blobs = contents.blobs
-    roots: dict[bytes, bytes] = {}
+    blobs = _Blobs(contents)
+    roots: dict[bytes, bytes] = {}  # (another format's roots only)
+    checked: set[bytes] = set()
     threads: list = []
-    memory: list = []
+    memory = _Recs(contents)
     current = None
     labels_seen: set[tuple] = set()
     items = _Items(blobs)
-    total = len(contents.records)
-    for i, rec in enumerate(contents.records):
+    total = len(contents)
+    for i, rec in enumerate(contents.records()):
         kind = rec["t"]
         where = f"record {i + 1} ({kind})"
         if kind == "thread":
             tid = rec.get("id")
             if not isinstance(tid, str) or not tid or len(tid.encode()) > limits.MAX_ID_BYTES or "\x00" in tid:
                 raise ExportFileError(f"{where}: a thread id must be 1 to {limits.MAX_ID_BYTES} bytes, no NUL")
-            current = (rec, [])
+            current = (rec, _Recs(contents))
             threads.append(current)
         elif kind in THREAD_KINDS:
             if current is None or rec.get("thread") != current[0]["id"]:
                 raise ExportFileError(f"{where}: not after its thread's record")
-            current[1].append(rec)
+            current[1].at.append(i)
+            if kind not in _BY_KIND:
+                current[1].late.append(i)
         elif kind in NAMESPACE_KINDS:
             if kind == "memory_path":
                 labels_seen.add(tuple(rec.get("labels") or ()))
             elif kind in ("memory_item", "memory_revision") and tuple(rec.get("labels") or ()) not in labels_seen:
                 raise ExportFileError(f"{where}: not after its memory path's record")
-            memory.append(rec)
+            memory.at.append(i)
         else:
             raise ExportFileError(f"{where}: unknown record kind")
         for what, v in _values_in(kind, rec):
             exportfile.check_value(v, blobs, f"{where} {what}")
             root = v.get("root", b"")
-            if root not in roots:
+            if root not in checked:
                 try:
-                    got = _rebuild(v, blobs, None, items)
+                    got = _rebuild(v, blobs, None, items, elements=False)
                 except hp.UnsupportedValue as e:
                     raise ExportFileError(f"{where} {what}: not a value of the value model ({e})") from None
                 if same_format and got != root:
                     raise ExportFileError(f"{where} {what}: the value does not hash to the root the file names")
-                roots[root] = got
+                checked.add(root)
+                if got != root:
+                    roots[root] = got
         try:
             _check_fields(kind, rec)
         except Exception as e:  # noqa: BLE001 - any field the store's records cannot hold
@@ -565,7 +647,7 @@ def plan(contents: exportfile.Contents, ns: str | None = None, progress: Progres
         if i % 1000 == 0:
             tick("checking", i, total)
     tick("checking", total, total)
-    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3, items)
+    return _Plan(ns or src_ns, threads, memory, blobs, roots, total, header, contents.blake3, items, contents)
 
 
 _NODE = b"\x00" * 8
@@ -640,18 +722,22 @@ def _manifest(rec: dict, node_of) -> bytes:
 REPLACE_HINT = "import with replace to replace it: sidecar import --replace, ImportNamespaceRequest.replace"
 
 
-def check_conflicts(store, p: _Plan, replace: bool) -> None:
+def check_conflicts(store, p: _Plan, replace: bool, skip: int = 0) -> None:
     """ALREADY_EXISTS (IMPORT_THREAD_EXISTS or IMPORT_CONFLICT) when the target holds what the file would
-    create, unless ``replace`` (threads and memory items are then replaced)."""
+    create, unless ``replace`` (threads and memory items are then replaced); ``skip``: the first threads of
+    the file are not looked at (a resumed import wrote them)."""
     with store.read() as txn:
-        conflicts_in(txn, store, p, replace)
+        conflicts_in(txn, store, p, replace, p.threads[skip:])
 
 
-def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
-    """check_conflicts in the transaction ``txn`` (the import's own write: nothing can come in between)."""
+def conflicts_in(txn, store, p: _Plan, replace: bool, threads=None, memory: bool = True) -> None:
+    """check_conflicts in the transaction ``txn`` (an import's own write: nothing can come in between), of
+    ``threads`` (default: the file's) and, with ``memory``, of its memory items and vector spaces."""
     ns, db = p.ns, store.db
-    for trec, recs in p.threads:
+    for trec, recs in p.threads if threads is None else threads:
         tid = trec["id"]
+        if isinstance(recs, _Recs):
+            recs = recs.late_records()  # (only runs and effects can conflict)
         existing = records.thread_any(txn, store, ns, tid)
         if existing is not None and not replace:
             raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} ({REPLACE_HINT})", field="thread",
@@ -668,6 +754,8 @@ def conflicts_in(txn, store, p: _Plan, replace: bool) -> None:
                     raise conflict("effect", f"effect {rec['idempotency_key']!r} of thread {tid!r} exists in "
                                    f"namespace {ns!r} on another thread", field="idempotency_key",
                                    idempotency_key=rec["idempotency_key"], thread_id=tid)
+    if not memory:
+        return
     if not replace:
         for rec in p.memory:
             if rec["t"] not in ("memory_item", "memory_revision"):
@@ -697,23 +785,23 @@ def _value_bytes(p: _Plan, v: dict) -> int:
     node: usage._value_bytes of the value once stored)."""
     shape = v["shape"]
     if shape == "list":
-        return len(array_header(len(v["items"]))) + sum(len(p.blobs[h]) for h in v["items"])
+        return len(array_header(len(v["items"]))) + sum(p.blobs.size(h) for h in v["items"])
     if shape == "map":
-        return len(map_header(len(v["entries"]))) + sum(len(_str_encoder.encode(k)) + len(p.blobs[h])
+        return len(map_header(len(v["entries"]))) + sum(len(_str_encoder.encode(k)) + p.blobs.size(h)
                                                         for k, h in v["entries"])
-    return len(p.blobs[v["h"]])
+    return p.blobs.size(v["h"])
 
 
-def file_usage(p: _Plan, with_bytes: bool = True) -> layout.UsageRec:
+def file_usage(p: _Plan, with_bytes: bool = True, skip: int = 0) -> layout.UsageRec:
     """What the file's records will be charged once imported (storage/usage.py: what
     ``usage.rebuild_namespace`` counts of them): its threads; its conversation items, artifact versions and
     memory items; and, with ``with_bytes``, per thread the canonical bytes of the distinct nodes its
     checkpoints and pending writes reach plus their metadata, its artifacts' sizes and conversation items, and
     the memory items' values and old versions. CPU only (no store): the value nodes are built as the import
-    builds them."""
-    u = layout.UsageRec(1, 0, len(p.threads), 0, 0)
+    builds them. ``skip``: the first threads are not counted (imported already: a resumed import)."""
+    u = layout.UsageRec(1, 0, len(p.threads) - skip, 0, 0)
     items = p.items or _Items(p.blobs)
-    for _, recs in p.threads:
+    for _, recs in p.threads[skip:]:
         seen_roots: set[bytes] = set()
         seen: set[bytes] = set()
         for rec in recs:
@@ -737,16 +825,21 @@ def file_usage(p: _Plan, with_bytes: bool = True) -> layout.UsageRec:
                     len(bytes(item.metadata)) if item.metadata is not None else 0)
             if kind in ("checkpoint", "write"):
                 for _, v in _values_in(kind, rec):
-                    root = p.roots[v["root"]]
+                    root = p.root(v)
                     if root in seen_roots:
                         continue
                     seen_roots.add(root)
                     built: list = []
-                    _rebuild(v, p.blobs, built, items)
+                    _rebuild(v, p.blobs, built, items, elements=False)
                     for h, node in built:
                         if h not in seen:
                             seen.add(h)
                             u.nbytes += len(node)
+                    for bh in _blobs_of(v):
+                        for h, size in items.sizes(bh):
+                            if h not in seen:
+                                seen.add(h)
+                                u.nbytes += size
     live = {(tuple(r["labels"]), r["key"]): r["version"] for r in p.memory if r["t"] == "memory_item"}
     u.items += len(live)
     if with_bytes:
@@ -759,14 +852,19 @@ def file_usage(p: _Plan, with_bytes: bool = True) -> layout.UsageRec:
     return u
 
 
-def replaced_usage(txn, store, p: _Plan, replace: bool) -> layout.UsageRec:
+def _blobs_of(v: dict) -> list:
+    shape = v["shape"]
+    return v["items"] if shape == "list" else [e[1] for e in v["entries"]] if shape == "map" else [v["h"]]
+
+
+def replaced_usage(txn, store, p: _Plan, replace: bool, skip: int = 0) -> layout.UsageRec:
     """What the import refunds of what the target holds: the threads and memory items (with their history)
     a ``replace`` replaces."""
     u = layout.UsageRec(1, 0, 0, 0, 0)
     if not replace:
         return u
     ns, db = p.ns, store.db
-    for trec, _ in p.threads:
+    for trec, _ in p.threads[skip:]:
         old = records.thread_any(txn, store, ns, trec["id"])
         t = None if old is None else usage.thread(txn, store, old.tkey)
         if t is None:
@@ -800,19 +898,19 @@ def quota_in_effect(store, ns: str) -> usage.Quota:
         return usage.quota_of(txn, store, ns)
 
 
-def check_quota(store, p: _Plan, replace: bool, added: layout.UsageRec | None = None) -> None:
+def check_quota(store, p: _Plan, replace: bool, added: layout.UsageRec | None = None, skip: int = 0) -> None:
     """QUOTA_EXCEEDED (RESOURCE_EXHAUSTED, as any write) when the import would take its namespace over a quota
     (storage/usage.py), checked before anything is written; ``added``: :func:`file_usage` of the plan, else
     computed here (its bytes only when a max_bytes quota is in effect). The import's record transaction checks
-    the recounted namespace again."""
+    the recounted namespace again. ``skip``: the threads a resumed import has imported already."""
     q = quota_in_effect(store, p.ns)
     if not (q.max_bytes or q.max_threads or q.max_items):
         return
     if added is None:
-        added = file_usage(p, with_bytes=bool(q.max_bytes))
+        added = file_usage(p, with_bytes=bool(q.max_bytes), skip=skip)
     with store.read() as txn:
         before = usage.namespace(txn, store, p.ns)
-        gone = replaced_usage(txn, store, p, replace)
+        gone = replaced_usage(txn, store, p, replace, skip)
         after = layout.UsageRec(1, before.nbytes - gone.nbytes + added.nbytes if q.max_bytes else before.nbytes,
                                 before.threads - gone.threads + added.threads, before.items - gone.items + added.items,
                                 0)
@@ -831,93 +929,298 @@ def _has_history(txn, db, path_id: int, key: str) -> bool:
     return False
 
 
+NODE_BATCH = 256 << 10  # value bytes per write job of an import (bounds the writer's hold of one job)
+NODE_JOB = 256  # values per write job of an import (as NODE_BATCH: many small values)
+MARKER = b"import/"  # meta: + namespace + NUL + the file's BLAKE3 (hex) -> an import under way (_Importer)
+_marker_decoder = msgspec.msgpack.Decoder(dict)
+
+
+def _marker_key(p: _Plan) -> bytes:
+    return MARKER + p.ns.encode() + SEP + p.blake3.encode()
+
+
+RECORD_JOB = 200  # records per write job of a large thread (staged under its key, then published)
+
+
+@dataclasses.dataclass
+class _Staged:
+    """A thread being written: its new key, its charges so far, what waits for its record."""
+    tkey: int | None = None
+    charges: "usage.ThreadCharges | None" = None
+    late: list = dataclasses.field(default_factory=list)  # its runs, effects and timers (few): for publish
+    runidx: list = dataclasses.field(default_factory=list)
+    checkpoints: int = 0
+
+
+def _marker_of(store, p: _Plan) -> dict:
+    with store.read() as txn:
+        raw = txn_get(txn, store.db["meta"], _marker_key(p))
+    return {} if raw is None else _marker_decoder.decode(raw)
+
+
+def resumed_threads(store, p: _Plan) -> int:
+    """How many of the file's threads (in file order) an interrupted import of this same file into this same
+    namespace wrote already (its marker in ``meta``); 0 when none is under way."""
+    done = _marker_of(store, p).get("done", 0)
+    return done if isinstance(done, int) and 0 <= done <= len(p.threads) else 0
+
+
 class _Importer:
-    def __init__(self, store, p: _Plan) -> None:
+    """Writes a verified plan as a sequence of write jobs (:meth:`jobs`), each short and each leaving the store
+    consistent: the values first (every blob's value node, then per thread the nodes of its lists and maps:
+    jobs of about NODE_BATCH bytes, reached by nothing yet; garbage collection holds its sweeps meanwhile),
+    then one job per thread holding all its records (a thread appears whole or not at all), then one job for
+    the namespace's memory and settings. Each thread job checks the thread's conflicts and the namespace's
+    quota again and advances a marker in ``meta`` (the file's BLAKE3, how many threads are in): an import
+    interrupted (a crash, a conflict or a quota met midway) is finished by running it again, which skips the
+    threads the marker counts. The last job drops the marker."""
+
+    def __init__(self, store, p: _Plan, replace: bool = False, skip: int = 0, tick=None) -> None:
         self.store, self.p, self.db = store, p, store.db
-        self.node_ids: dict[bytes, bytes] = {}
+        self.replace, self.skip = replace, skip
+        self.staged = _marker_of(store, p).get("staging")  # [thread id, key]: rows an interrupted run left
+        self.tick = tick or (lambda phase, done, total: None)
+        self.node_ids: dict[bytes, bytes] = {}  # of the thread being written (reset per thread)
+        self.items = p.items or _Items(p.blobs)
+        self.checkpoints = self.replaced = 0
+        self.result = (0, 0, 0, 0, 0)
+        self.job_seconds: list[float] = []  # each write job's time in the writer (wall clock)
+        self.job_cpu: list[float] = []
+
+    def _timed(self, fn, final: bool = False):
+        def job(txn):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return fn(txn)
+            finally:
+                self.job_seconds.append(time.perf_counter() - t0)
+                self.job_cpu.append(time.thread_time() - c0)  # (its CPU: the same less any wait for a core)
+        job.final = final  # the import's last job (it drops the marker)
+        return job
+
+    def jobs(self):
+        """The import's write jobs, in order (each ``fn(txn)``); the CPU work between them (reading the file,
+        building nodes) is done by the generator, outside any transaction."""
+        p = self.p
+        last_thread = len(p.threads) - 1 if not p.memory else -1
+        # 1. every blob's value node (elements of lists and maps, and single values)
+        batch, size, done = [], 0, 0
+        for h in p.blobs:
+            built: list = []
+            root = self.items.node(h, built)
+            batch.append((root, built))
+            size += p.blobs.size(h) + 64
+            done += 1
+            if size >= NODE_BATCH or len(batch) >= NODE_JOB:
+                yield self._timed(lambda txn, b=batch: self.write_nodes(txn, b))
+                self.tick("importing values", done, len(p.blobs))
+                batch, size = [], 0
+        if batch:
+            yield self._timed(lambda txn, b=batch: self.write_nodes(txn, b))
+        self.tick("importing values", done, len(p.blobs))
+        # 2. per thread: the nodes of its lists and maps, then its records
+        if self.staged is not None:  # what an interrupted run of this import staged (no record names it)
+            yield self._timed(lambda txn: self.drop_staged(txn, self.staged))
+        for i in range(self.skip, len(p.threads)):
+            trec, recs = p.threads[i]
+            yield from self._composites(recs)
+            st = _Staged()
+            # a large thread: its rows in parts of RECORD_JOB records, then it appears (with the last part);
+            # the records are read here, outside the jobs
+            starts = range(0, len(recs), RECORD_JOB) if len(recs) else [0]
+            for j in starts:
+                at = recs.at[j:j + RECORD_JOB]
+                part = list(zip(at, p.index.records(at)))
+                st.late.extend(rec for _, rec in part if rec["t"] not in _BY_KIND)
+                if j + RECORD_JOB < len(recs):
+                    yield self._timed(lambda txn, i=i, trec=trec, st=st, part=part: self.stage_job(txn, i, trec, st,
+                                                                                                   part))
+                    self.tick("importing records of a large thread", j + len(part), len(recs))
+                else:
+                    yield self._timed(lambda txn, i=i, trec=trec, st=st, part=part: self.publish_job(
+                        txn, i, trec, st, part, i == last_thread), i == last_thread)
+            self.tick("importing threads", i + 1, len(p.threads))
+        # 3. the namespace's memory and settings
+        if p.memory:
+            yield from self._composites(p.memory)
+            yield self._timed(self.namespace_job, True)
+
+    def _composites(self, recs):
+        """Write jobs storing the list and map nodes of the values of ``recs`` (their elements are stored)."""
+        p = self.p
+        batch, size, seen = [], 0, set()
+        for rec in recs:
+            for _, v in _values_in(rec["t"], rec):
+                if v["shape"] == "value":
+                    continue
+                root = p.root(v)
+                if root in seen:
+                    continue
+                seen.add(root)
+                built: list = []
+                _rebuild(v, p.blobs, built, self.items, elements=False)
+                batch.append((root, built))
+                size += sum(len(n) for _, n in built)
+                if size >= NODE_BATCH or len(batch) >= NODE_JOB:
+                    yield self._timed(lambda txn, b=batch: self.write_nodes(txn, b))
+                    batch, size = [], 0
+        if batch:
+            yield self._timed(lambda txn, b=batch: self.write_nodes(txn, b))
 
     def node(self, txn, v: dict) -> bytes:
-        root = self.p.roots[v.get("root", b"")]
+        root = self.p.root(v)
         got = self.node_ids.get(root)
         if got is None:
             got = nodes.index_get(txn, self.store, root, self.p.ns)
-            if got is None:
+            if got is None:  # (written by the jobs before; built again should they be gone)
                 built: list = []
-                _rebuild(v, self.p.blobs, built, self.p.items)
+                _rebuild(v, self.p.blobs, built, self.items)
                 got = nodes.write(txn, self.store, built, {}, [root], self.p.ns)[root]
             self.node_ids[root] = bytes(got)
         return self.node_ids[root]
 
     def write_nodes(self, txn, batch: list) -> None:
-        """Store the values of ``batch`` (build()'s [(root, nodes)]) that the store does not hold yet."""
+        """Store the values of ``batch`` ([(root, nodes)]) that the store does not hold yet."""
         keep = self.store.gc_keep
         for root, built in batch:
             got = nodes.index_get(txn, self.store, root, self.p.ns)
             if got is None:
                 got = nodes.write(txn, self.store, built, {}, [root], self.p.ns)[root]
-            self.node_ids[root] = bytes(got)
             if keep is not None:
                 keep.add(bytes(got))
 
-    def write_all(self, txn, replace: bool, tick=None) -> tuple[int, int, int, int, int]:
-        """Every record of the file, in the transaction ``txn`` (conflicts checked in it first):
-        (checkpoints, threads replaced, memory items, memory revisions, settings kept)."""
-        conflicts_in(txn, self.store, self.p, replace)
-        before = usage.namespace(txn, self.store, self.p.ns)
-        checkpoints = replaced = 0
-        for i, (trec, recs) in enumerate(self.p.threads):
-            n, rep = self.thread(txn, trec, recs, replace)
-            checkpoints += n
-            replaced += rep
-            if tick is not None:
-                tick("importing threads", i + 1, len(self.p.threads))
-        items = revs = kept = 0
-        if self.p.memory:
-            items, revs, kept = self.namespace(txn, replace)
-        usage.rebuild_namespace(txn, self.store, self.p.ns)  # the records above were written directly
-        # over a quota: QUOTA_EXCEEDED, and this transaction (every record of the file) is dropped
-        usage.check_total(txn, self.store, self.p.ns, before, usage.namespace(txn, self.store, self.p.ns), "import")
+    def _marker(self, txn, done: int, last: bool, staging: tuple | None = None) -> None:
+        key, meta = _marker_key(self.p), self.db["meta"]
+        if last:
+            txn.delete(key, db=meta)
+        else:
+            txn.put(key, _str_encoder.encode({"done": done, "threads": len(self.p.threads), "replace": self.replace,
+                                              "blake3": self.p.blake3,
+                                              "staging": list(staging) if staging else None}), db=meta)
+
+    def stage_job(self, txn, i: int, trec: dict, st: "_Staged", recs: list) -> None:
+        """Part of thread ``i``'s rows ([(place, record)]) under its new key (the first part takes the key and
+        notes it in the marker: an import interrupted here leaves rows no record names, dropped when it is run
+        again)."""
+        if st.tkey is None:
+            self.node_ids = {}  # (a cache per thread: bounded by one thread's values)
+            st.tkey = records.new_tkey(txn, self.store)
+            st.charges = usage.ThreadCharges(self.store, self.p.ns, st.tkey)
+            self._marker(txn, i, False, staging=(trec["id"], st.tkey))
+        self.stage(txn, st, recs)
+        self._keep()
+
+    def publish_job(self, txn, i: int, trec: dict, st: "_Staged", part: list, last: bool) -> None:
+        """Thread ``i`` appears, whole: its conflicts checked again, its old self refunded and dropped
+        (replace), its record and the rows under other keys, its counters, the namespace's quota checked again,
+        the marker advanced (dropped after the file's last part)."""
+        store, ns = self.store, self.p.ns
+        self.stage_job(txn, i, trec, st, part)  # the last part (a small thread: all of it)
+        conflicts_in(txn, store, self.p, self.replace, [(trec, st.late)], memory=False)
+        before = usage.namespace(txn, store, ns)
+        rep = self.publish(txn, trec, st, self.replace)
+        t = st.charges.finish(txn)
+        conv = usage.rebuild_conversation(txn, store, st.tkey)[1]
+        after = usage.namespace(txn, store, ns)
+        after.nbytes += t.nbytes + conv
+        after.threads += 1
+        after.items += t.items
+        after.checkpoints += t.checkpoints
+        txn.put(layout.ns_usage_key(ns), layout.encode(after), db=self.db["usage"])
+        # over a quota (something else wrote meanwhile): QUOTA_EXCEEDED, and this thread does not appear
+        usage.check_total(txn, store, ns, before, after, "import")
+        self._marker(txn, i + 1, last)
+        self._keep()
+        self.checkpoints += st.checkpoints
+        self.replaced += rep
+
+    def drop_staged(self, txn, staged) -> None:
+        """The rows an interrupted run staged for a thread that never appeared (the marker names them)."""
+        tid, tkey = staged
+        thread_ops.delete_contents(txn, self.store, self.p.ns, tid, tkey)  # (published, the marker says no more)
+        self._marker(txn, self.skip, False)
+
+    def _keep(self) -> None:
         keep = self.store.gc_keep
         if keep is not None:
             keep.update(self.node_ids.values())
-        return checkpoints, replaced, items, revs, kept
 
-    def thread(self, txn, trec: dict, recs: list, replace: bool) -> tuple[int, bool]:
-        """Write one thread with everything on it; (checkpoints written, whether one was replaced)."""
+    def namespace_job(self, txn) -> None:
+        """The namespace's memory and settings in ``txn``: conflicts and quota checked again, marker dropped."""
+        store, ns = self.store, self.p.ns
+        self.node_ids = {}
+        conflicts_in(txn, store, self.p, self.replace, [])
+        before = usage.namespace(txn, store, ns)
+        mem_before = (usage.rebuild_memory(txn, store, ns).get(ns, 0) + usage.rebuild_history(txn, store, ns).get(ns, 0),
+                      usage._memory_items(txn, store).get(ns, 0))
+        items, revs, kept = self.namespace(txn, self.replace)
+        mem_after = (usage.rebuild_memory(txn, store, ns).get(ns, 0) + usage.rebuild_history(txn, store, ns).get(ns, 0),
+                     usage._memory_items(txn, store).get(ns, 0))
+        after = layout.UsageRec(1, before.nbytes + mem_after[0] - mem_before[0], before.threads,
+                                before.items + mem_after[1] - mem_before[1], before.checkpoints)
+        txn.put(layout.ns_usage_key(ns), layout.encode(after), db=self.db["usage"])
+        usage.check_total(txn, store, ns, before, after, "import")
+        self._marker(txn, len(self.p.threads), True)
+        keep = store.gc_keep
+        if keep is not None:
+            keep.update(self.node_ids.values())
+        self.result = (0, 0, items, revs, kept)
+
+    def stage(self, txn, st: "_Staged", recs) -> None:
+        """Write the rows of ``recs`` stored under the thread's key (checkpoints, pending writes, steps, events,
+        conversation, ...) under ``st.tkey``, which no thread record names yet: nothing reads them until
+        :meth:`publish`. The records under other keys (runs, effects, timers) wait for it (``st.late``)."""
+        db, ns = self.db, self.p.ns
+        tkey = st.tkey
+        tp = layout.tkey_prefix(tkey)
+        node_of = lambda v: self.node(txn, v)  # noqa: E731
+        charges = st.charges
+        for _, rec in recs:
+            kind = rec["t"]
+            if kind not in _BY_KIND:
+                continue  # (in st.late)
+            _, table, parts, cls, decoder = _BY_KIND[kind]
+            key = tp + join_key(parts, rec)
+            if cls is None:
+                value = layout.u64(rec["seq"]) if kind in _SEQ_INDEXES else b""
+            elif kind == "checkpoint":
+                charges.checkpoint(txn, key, layout.manifest_decoder.decode(_manifest(rec, node_of)))
+                st.checkpoints += 1
+                if rec.get("run_id") is not None:
+                    st.runidx.append((layout.run_key(ns, rec["run_id"], tkey, rec["checkpoint_ns"],
+                                                     rec["checkpoint_id"]), layout.run_entry(ns, rec["run_id"])))
+                continue
+            elif kind == "write":
+                charges.write(txn, key, layout.write_decoder.decode(
+                    record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))))
+                continue
+            else:
+                value = record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))
+            txn.put(key, value, db=db[table])
+
+    def publish(self, txn, trec: dict, st: "_Staged", replace: bool) -> bool:
+        """The thread's record (replacing the one of that id, with ``replace``), its runs, effects and timers,
+        its counters: the staged thread appears whole. Whether one was replaced."""
         store, db, ns = self.store, self.db, self.p.ns
         tid = trec["id"]
         replaced = False
         old = records.thread_any(txn, store, ns, tid)
         if old is not None:
             if not replace:
-                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r}", field="thread",
-                               thread_id=tid, namespace=ns)
+                raise conflict("thread", f"thread {tid!r} exists in namespace {ns!r} ({REPLACE_HINT})",
+                               field="thread", thread_id=tid, namespace=ns)
+            usage.drop_thread(txn, store, ns, old.tkey)
             thread_ops.delete_contents(txn, store, ns, tid, old.tkey)
             txn.delete(layout.thread_key(ns, tid), db=db["threads"])
             replaced = True
-        tkey = records.new_tkey(txn, store)
+        tkey = st.tkey
         txn.put(layout.thread_key(ns, tid), record_bytes(layout.ThreadRec, layout.thread_decoder, trec, tkey=tkey),
                 db=db["threads"])
-        tp = layout.tkey_prefix(tkey)
-        node_of = lambda v: self.node(txn, v)  # noqa: E731
-        n = 0
-        for rec in recs:
+        for key, value in st.runidx:
+            txn.put(key, value, db=db["runidx"])
+        for rec in st.late:
             kind = rec["t"]
-            if kind in _BY_KIND:
-                _, table, parts, cls, decoder = _BY_KIND[kind]
-                key = tp + join_key(parts, rec)
-                if cls is None:
-                    value = layout.u64(rec["seq"]) if kind in _SEQ_INDEXES else b""
-                elif kind == "checkpoint":
-                    value = _manifest(rec, node_of)
-                    n += 1
-                    if rec.get("run_id") is not None:
-                        txn.put(layout.run_key(ns, rec["run_id"], tkey, rec["checkpoint_ns"], rec["checkpoint_id"]),
-                                layout.run_entry(ns, rec["run_id"]), db=db["runidx"])
-                else:
-                    value = record_bytes(cls, decoder, rec, **_node_fields(kind, rec, node_of))
-                txn.put(key, value, db=db[table])
-            elif kind == "run":
+            if kind == "run":
                 txn.put(layout.ns_key(ns, rec["run_id"]), record_bytes(layout.RunRec, layout.run_decoder, rec,
                                                                        tkey=tkey), db=db["runs"])
                 txn.put(layout.seq_key(tkey, rec["seq"]), rec["run_id"].encode(), db=db["thruns"])
@@ -939,7 +1242,7 @@ class _Importer:
                 else:
                     txn.put(layout.cqueue_key(ns, due, tkey, rec["level"], rec["first_seq"]), tid.encode(),
                             db=db["cqueue"])
-        return n, replaced
+        return replaced
 
     def namespace(self, txn, replace: bool) -> tuple[int, int, int]:
         """Write the namespace's memory and settings; (items, revisions, settings kept as the target had them)."""
@@ -1054,60 +1357,24 @@ class _Importer:
         return len(items), revs, kept
 
 
-def verify_file(path: str, ns: str | None = None, progress: Progress | None = None) -> _Plan:
-    """Read, verify and check every record of an export file (no store needed); EXPORT_FILE_INVALID or
-    EXPORT_VERSION_UNSUPPORTED when it cannot be imported whole."""
+def verify_file(path, ns: str | None = None, progress: Progress | None = None) -> _Plan:
+    """Read, verify and check every record of an export file (a path, or an exportfile.Source: a spooled
+    stream; no store needed), keeping where its records and blobs are, not what they hold (memory grows with
+    the number of records and distinct values, not with the bytes); EXPORT_FILE_INVALID or
+    EXPORT_VERSION_UNSUPPORTED when it cannot be imported whole. The plan reads the file again when imported:
+    ``close()`` it after."""
+    src = None
     try:
-        return plan(exportfile.read(path, progress), ns, progress)
+        src = path if isinstance(path, exportfile.Source) else exportfile.Source(path)
+        return plan(exportfile.scan(src, progress), ns, progress)
     except ExportFileError as e:
+        if src is not None and src is not path:
+            src.close()
         raise invalid_file(str(e), unsupported=e.unsupported) from None
-
-
-def _values(p: _Plan):
-    """Every value of the file once (by the root the store builds), in file order."""
-    seen: set[bytes] = set()
-    for trec, recs in p.threads:
-        for rec in recs:
-            for _, v in _values_in(rec["t"], rec):
-                root = p.roots[v["root"]]
-                if root not in seen:
-                    seen.add(root)
-                    yield root, v
-    for rec in p.memory:
-        for _, v in _values_in(rec["t"], rec):
-            root = p.roots[v["root"]]
-            if root not in seen:
-                seen.add(root)
-                yield root, v
-
-
-NODE_BATCH = 1 << 20  # value bytes per write job of an import's first phase
-
-
-def _node_batches(p: _Plan):
-    """The values of the file in batches of about NODE_BATCH bytes of encodings: [(root, value)]."""
-    batch, size = [], 0
-    for root, v in _values(p):
-        batch.append((root, v))
-        shape = v["shape"]
-        hs = v["items"] if shape == "list" else [e[1] for e in v["entries"]] if shape == "map" else [v["h"]]
-        size += sum(len(p.blobs[h]) for h in hs) + 64
-        if size >= NODE_BATCH:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
-
-
-def build(p: _Plan, batch: list) -> list:
-    """The canonical nodes of each value of ``batch``: [(root, nodes)] (CPU only: off the loop)."""
-    out = []
-    items = p.items or _Items(p.blobs)
-    for root, v in batch:
-        built: list = []
-        _rebuild(v, p.blobs, built, items)
-        out.append((root, built))
-    return out
+    except BaseException:
+        if src is not None and src is not path:
+            src.close()
+        raise
 
 
 def sealing(store, p: _Plan, allow_plaintext: bool = False) -> bool:
@@ -1127,58 +1394,97 @@ def source_encrypted(p: _Plan) -> bool:
     return bool((p.header.get("source") or {}).get("encrypted"))
 
 
-def _summary(p: _Plan, result, started: float, sealed: bool) -> ImportSummary:
+def _summary(p: _Plan, result, started: float, sealed: bool, imp: "_Importer | None" = None) -> ImportSummary:
     checkpoints, replaced, items, revs, kept = result
     return ImportSummary(len(p.threads), replaced, checkpoints, items, revs, kept, p.records,
-                         time.monotonic() - started, p.ns, sealed, source_encrypted(p))
+                         time.monotonic() - started, p.ns, sealed, source_encrypted(p),
+                         imp.skip if imp is not None else 0, max(imp.job_seconds, default=0.0) if imp else 0.0)
 
 
-def import_file(store, path: str | _Plan, *, ns: str | None = None, replace: bool = False,
+def _result(imp: "_Importer") -> tuple:
+    return (imp.checkpoints, imp.replaced) + imp.result[2:]
+
+
+def _stopped(e: ApiError, imp: "_Importer") -> ApiError:
+    """An error met after threads of the import were written (its marker is stored): the message says how
+    many are in and how to finish (each is whole; running the same import again finishes it)."""
+    done = resumed_threads(imp.store, imp.p)
+    if done:
+        e.message = (f"{e.message}; the import stopped after {done:,} of {len(imp.p.threads):,} threads, each "
+                     f"imported whole: run the same import again to finish it")
+        e.args = (e.message,)
+        e.metadata["threads_imported"] = str(done)
+    return e
+
+
+def import_file(store, path, *, ns: str | None = None, replace: bool = False,
                 progress: Progress | None = None, allow_plaintext: bool = False) -> ImportSummary:
     """Verify the export file ``path`` whole (or take the plan :func:`verify_file` made of it), check
-    conflicts, then write it into ``store`` (a writable Store no sidecar serves): its values first (jobs of
-    about NODE_BATCH bytes, reached by nothing yet), then every record in one transaction."""
+    conflicts and quotas, then write it into ``store`` (a writable Store no sidecar serves) in short jobs
+    (_Importer): each thread whole in one. An import interrupted midway is finished by running it again."""
     started = time.monotonic()
     tick = progress or (lambda phase, done, total: None)
     p = path if isinstance(path, _Plan) else verify_file(path, ns, progress)
-    sealed = sealing(store, p, allow_plaintext)
-    check_conflicts(store, p, replace)
-    check_quota(store, p, replace)  # before any value is written
-    imp = _Importer(store, p)
-    with store.hold_sweeps():
-        done = 0
-        for batch in _node_batches(p):
-            store.write(lambda txn, b=build(p, batch): imp.write_nodes(txn, b))
-            done += len(batch)
-            tick("importing values", done, len(p.roots))
-        result = store.write(lambda txn: imp.write_all(txn, replace, tick))
-    return _summary(p, result, started, sealed)
+    try:
+        sealed = sealing(store, p, allow_plaintext)
+        skip = resumed_threads(store, p)
+        check_conflicts(store, p, replace, skip)
+        check_quota(store, p, replace, skip=skip)  # before any value is written
+        imp = _Importer(store, p, replace, skip, tick)
+        with store.hold_sweeps():
+            try:
+                for job in imp.jobs():
+                    if p.index is not None:
+                        p.index.src.check_unchanged()
+                    # every job but the last as the store's durability (a "process" store: a crash loses at most
+                    # a tail of whole jobs, which running the import again redoes); the last one synced
+                    store.write(job, "sync" if job.final else None)
+            except ExportFileError as e:  # (the file changed after it was verified)
+                raise _stopped(invalid_file(str(e)), imp) from None
+            except ApiError as e:
+                raise _stopped(e, imp) from None
+        return _summary(p, _result(imp), started, sealed, imp)
+    finally:
+        if not isinstance(path, _Plan):
+            p.close()
+
+
+async def _now(fn, *args):
+    return fn(*args)
 
 
 async def import_served(store, p: _Plan, *, replace: bool = False, check_only: bool = False,
                         allow_plaintext: bool = False, run_off_loop=None) -> ImportSummary:
     """(A serving sidecar's owner loop) :func:`import_file` of a verified plan while others read and write:
-    conflicts checked in a snapshot first (a refusal writes nothing); the values written in jobs of about
-    NODE_BATCH bytes (their nodes built off the loop by ``run_off_loop(fn, *args)``), reached by nothing
-    until the last job; garbage collection holds its sweeps meanwhile; then every record in one job, which
-    checks the conflicts again (a thread created meanwhile refuses the whole import)."""
+    conflicts and quotas checked in a snapshot first (a refusal writes nothing); then the import's short write
+    jobs (_Importer; the file read and the nodes built off the loop by ``run_off_loop(fn, *args)``), each
+    thread whole in one job that checks its conflicts and the quota again."""
     started = time.monotonic()
+    off = run_off_loop if run_off_loop is not None else (lambda fn, *a: _now(fn, *a))
     sealed = sealing(store, p, allow_plaintext)
-    check_conflicts(store, p, replace)
+    skip = resumed_threads(store, p)
+    await off(check_conflicts, store, p, replace, skip)  # (reads every record of the file: off the loop)
     q = quota_in_effect(store, p.ns)
     if q.max_bytes or q.max_threads or q.max_items:  # before any value is written (the file's part off the loop)
-        added = (await run_off_loop(file_usage, p, bool(q.max_bytes)) if run_off_loop is not None
-                 else file_usage(p, bool(q.max_bytes)))
-        check_quota(store, p, replace, added)
+        added = (await run_off_loop(file_usage, p, bool(q.max_bytes), skip) if run_off_loop is not None
+                 else file_usage(p, bool(q.max_bytes), skip))
+        check_quota(store, p, replace, added, skip)
     if check_only:  # what the import would write
-        kinds = [rec["t"] for _, recs in p.threads for rec in recs] + [rec["t"] for rec in p.memory]
+        kinds = await off(lambda: [rec["t"] for _, recs in p.threads[skip:] for rec in recs]
+                          + [rec["t"] for rec in p.memory])
         return _summary(p, (kinds.count("checkpoint"), 0, kinds.count("memory_item"), kinds.count("memory_revision"),
                             0), started, sealed)
     store.check_load()
-    imp = _Importer(store, p)
+    imp = _Importer(store, p, replace, skip)
+    jobs = imp.jobs()
+    end = object()
     with store.hold_sweeps():
-        for batch in _node_batches(p):
-            built = await run_off_loop(build, p, batch) if run_off_loop is not None else build(p, batch)
-            await store.run(lambda txn, b=built: imp.write_nodes(txn, b), flow_controlled=True)
-        result = await store.run(lambda txn: imp.write_all(txn, replace), flow_controlled=True)
-    return _summary(p, result, started, sealed)
+        try:
+            while True:
+                job = await run_off_loop(next, jobs, end) if run_off_loop is not None else next(jobs, end)
+                if job is end:
+                    break
+                await store.run(job, flow_controlled=True)
+        except ApiError as e:
+            raise _stopped(e, imp) from None
+    return _summary(p, _result(imp), started, sealed, imp)

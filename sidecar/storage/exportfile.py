@@ -12,6 +12,7 @@ ops/transfer.py's.
 """
 from __future__ import annotations
 
+import array
 import datetime as dt
 import io
 import os
@@ -216,12 +217,203 @@ def read(path, progress: Callable[[str, int, int], None] | None = None) -> Conte
     return contents
 
 
+# ----------------------------------------------------------------- reading by offset (an import)
+
+class Source:
+    """A file an import reads twice and more: sequentially (:meth:`reader`) and by offset (:meth:`pread`).
+    A path's file is read in place; a serving sidecar's import stream is spooled (:class:`Spool`)."""
+
+    def __init__(self, path: str) -> None:
+        self.name = path
+        self._f = open(path, "rb")
+        st = os.fstat(self._f.fileno())
+        self.size = st.st_size
+        self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def reader(self) -> BinaryIO:
+        return open(self.name, "rb")
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return os.pread(self._f.fileno(), n, offset)
+
+    def check_unchanged(self) -> None:
+        """ExportFileError when the file was changed after it was verified (an import reads it again)."""
+        st = os.stat(self.name)
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != self._stamp:
+            raise ExportFileError(f"{self.name} changed while it was imported (verify it again)")
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class Spool(Source):
+    """An import stream kept on disk while it is verified and imported, never in plaintext: each byte is
+    AES-256-CTR encrypted under a key made for this spool and kept only in memory, in a file unlinked as soon
+    as it is created (nothing is left of it once the process ends, and what is on disk is useless without the
+    key). Bounded memory whatever the stream's size (a file of an encrypted namespace holds plaintext)."""
+
+    def __init__(self, directory: str) -> None:
+        from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes  # noqa: PLC0415
+        self._Cipher, self._algo, self._modes = Cipher, algorithms, modes
+        self._key, self._iv = os.urandom(32), int.from_bytes(os.urandom(16), "big") & ~((1 << 64) - 1)
+        self.name = "the stream"
+        fd, tmp = tempfile.mkstemp(prefix=".import-spool-", dir=directory)
+        os.unlink(tmp)  # only this process's descriptor reaches it
+        self._f = os.fdopen(fd, "w+b")
+        self._enc = self._cipher(0).encryptor()
+        self.size = 0
+
+    def _cipher(self, block: int):
+        iv = ((self._iv + block) % (1 << 128)).to_bytes(16, "big")
+        return self._Cipher(self._algo.AES(self._key), self._modes.CTR(iv))
+
+    def write(self, data: bytes) -> None:
+        self._f.write(self._enc.update(data))
+        self.size += len(data)
+
+    def finish(self) -> None:
+        self._f.flush()
+
+    def pread(self, n: int, offset: int) -> bytes:
+        n = max(0, min(n, self.size - offset))
+        data = os.pread(self._f.fileno(), n, offset)
+        dec = self._cipher(offset // 16).decryptor()
+        skip = offset % 16
+        return dec.update(b"\0" * skip + data)[skip:] if skip else dec.update(data)
+
+    def reader(self) -> BinaryIO:
+        return io.BufferedReader(_SpoolReader(self), 1 << 20)
+
+    def check_unchanged(self) -> None:
+        pass  # unlinked: nothing but this process writes it
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _SpoolReader(io.RawIOBase):
+    def __init__(self, spool: Spool) -> None:
+        self.spool, self.pos = spool, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self.spool.pread(len(b), self.pos)
+        b[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+
+class Index:
+    """A verified export file read by offset (:func:`scan`): its header, counts and BLAKE3, where each record
+    is (not the records), and where each blob is (not its bytes). What it holds grows with the number of
+    records (12 bytes each) and of distinct values (about 120 bytes each), never with the bytes of the file."""
+
+    def __init__(self, src: Source, header: dict) -> None:
+        self.src, self.header = src, header
+        self.offsets = array.array("Q")  # of each record's MessagePack map (not blobs, header, trailer)
+        self.lengths = array.array("I")
+        self.blob_at: dict[bytes, int] = {}  # blob hash -> offset << 32 | length of its encoding
+        self.counts: dict[str, int] = {}
+        self.blake3 = ""
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def record(self, i: int) -> dict:
+        """The ``i``-th record (0: the first after the header, blobs apart)."""
+        n = self.lengths[i]
+        data = self.src.pread(n, self.offsets[i])
+        if len(data) != n:
+            raise ExportFileError(f"{self.src.name} changed while it was imported (a record is cut short)")
+        try:
+            return _dec.decode(data)
+        except msgspec.DecodeError:
+            raise ExportFileError(f"{self.src.name} changed while it was imported (a record does not decode)") \
+                from None
+
+    def records(self, indices=None) -> Iterator[dict]:
+        for i in range(len(self.offsets)) if indices is None else indices:
+            yield self.record(i)
+
+    def blob_size(self, h: bytes) -> int:
+        return self.blob_at[h] & 0xFFFFFFFF
+
+    def blob(self, h: bytes) -> bytes:
+        """The encoding the blob ``h`` holds, checked against its hash again (read again from the file)."""
+        at = self.blob_at[h]
+        n = at & 0xFFFFFFFF
+        enc = self.src.pread(n, at >> 32)
+        if len(enc) != n or blob_hash(enc) != h:
+            raise ExportFileError(f"{self.src.name} changed while it was imported (blob {h.hex()})")
+        return enc
+
+
+def scan(src: Source, progress: Callable[[str, int, int], None] | None = None) -> Index:
+    """Read and verify a whole export file in one streaming pass, keeping where things are, not what they
+    hold: framing, header and version, every blob against its hash, the trailer's counts and BLAKE3 (as
+    :func:`read`). Raises ExportFileError."""
+    path, total = src.name, src.size
+    h = blake3()
+    index: Index | None = None
+    counts: dict[str, int] = {}
+    trailer: dict | None = None
+    tick = (lambda done: progress("reading", done, total)) if progress else None
+    offset = 0
+    with src.reader() as f:
+        for frame, rec in frames(f, tick):
+            kind = rec["t"]
+            at, offset = offset, offset + len(frame)
+            if trailer is not None:
+                raise ExportFileError("records after the trailer")
+            if index is None:
+                if kind != "header" or rec.get("format") != FORMAT:
+                    raise ExportFileError(f"{path}: not an {FORMAT} file (no header)")
+                version = rec.get("version")
+                if version not in READABLE:
+                    raise ExportFileError(f"{path}: export format version {version!r}; this sidecar reads "
+                                          f"{', '.join(map(str, READABLE))}", unsupported=True)
+                index = Index(src, rec)
+            elif kind == "end":
+                trailer = rec
+                continue
+            elif kind == "header":
+                raise ExportFileError("a second header")
+            h.update(frame)
+            counts[kind] = counts.get(kind, 0) + 1
+            if kind == "blob":
+                bh, enc = rec.get("h"), rec.get("enc")
+                if not isinstance(bh, bytes) or not isinstance(enc, bytes) or blob_hash(enc) != bh:
+                    raise ExportFileError(f"a blob does not match its hash ({bh.hex() if isinstance(bh, bytes) else bh!r})")
+                if bh not in index.blob_at:
+                    # where its bytes are (MessagePack holds bin bytes verbatim): read back from there
+                    pos = frame.rfind(enc) if enc else len(frame)
+                    index.blob_at[bh] = (at + pos) << 32 | len(enc)
+            elif kind != "header":
+                index.offsets.append(at + 4)
+                index.lengths.append(len(frame) - 4)
+    if index is None:
+        raise ExportFileError(f"{path}: empty")
+    if trailer is None:
+        raise ExportFileError(f"{path}: cut short (no trailer)")
+    digest = h.hexdigest()
+    if trailer.get("blake3") != digest:
+        raise ExportFileError(f"{path}: damaged (BLAKE3 {digest} of the records, the trailer says "
+                              f"{trailer.get('blake3')!r})")
+    if trailer.get("counts") != counts:
+        raise ExportFileError(f"{path}: the trailer's counts {trailer.get('counts')!r} are not the file's {counts!r}")
+    index.counts, index.blake3, index.bytes = counts, digest, total
+    return index
+
+
 # ----------------------------------------------------------------- values
 
 SHAPES = ("value", "list", "map")
 
 
-def check_value(v, blobs: dict[bytes, bytes], where: str) -> None:
+def check_value(v, blobs, where: str) -> None:
     """ExportFileError unless ``v`` is a value of the file's model whose blobs are all present."""
     if not isinstance(v, dict) or v.get("shape") not in SHAPES or not isinstance(v.get("root", b""), bytes):
         raise ExportFileError(f"{where}: not a value")

@@ -759,6 +759,52 @@ def rebuild_thread(txn, store, ns: str, tkey: int) -> UsageRec:
     return rec
 
 
+class ThreadCharges:
+    """:func:`rebuild_thread` in steps, for a thread written in several transactions before its record exists
+    (ops/transfer.py: a large thread of an import): give its checkpoints in key order (:meth:`checkpoint`, each
+    stored once its charge is known: when the next of its checkpoint namespace comes, or at :meth:`finish`),
+    then its pending writes (:meth:`write`); :meth:`finish` stores the thread's counter row. Holds the ids of
+    the nodes charged so far (a node is charged to the first checkpoint that reaches it)."""
+
+    def __init__(self, store, ns: str, tkey: int) -> None:
+        self.store, self.ns, self.tkey = store, ns, tkey
+        self.seen: set[bytes] = set()
+        self.last: dict[str, tuple[bytes, layout.Manifest, ChargeRec]] = {}
+        self.total = 0
+        self.checkpoints = 0
+
+    def checkpoint(self, txn, key: bytes, m: layout.Manifest) -> None:
+        nodes_db = self.store.db["nodes"]
+        roots = [i for _, i in m.channels] + ([m.extra] if m.extra is not None else [])
+        n = len(bytes(m.metadata)) + _physical(lambda i: txn.get(i, db=nodes_db), roots, self.seen)
+        cns = layout.split_ckpt_key(key)[1]
+        base = b""
+        prev = self.last.get(cns)
+        if prev is not None:
+            prev[2].deps.append(key)
+            _save(txn, self.store, prev[0], prev[2], prev[1])
+            base = prev[0]
+        self.last[cns] = (key, m, ChargeRec(1, n, base, []))
+        self.total += n
+        self.checkpoints += 1
+
+    def write(self, txn, key: bytes, w: layout.WriteRec) -> None:
+        nodes_db = self.store.db["nodes"]
+        n = _physical(lambda i: txn.get(i, db=nodes_db), [w.value], self.seen)
+        w.fmt, w.charge = 3, n
+        txn.put(key, layout.encode(w), db=self.store.db["writes"])
+        self.total += n
+
+    def finish(self, txn) -> UsageRec:
+        for key, m, rec in self.last.values():
+            _save(txn, self.store, key, rec, m)
+        self.last = {}
+        items, art_bytes = _thread_items(txn, self.store, self.tkey)
+        rec = UsageRec(1, self.total + art_bytes, 0, items, self.checkpoints, self.ns)
+        txn.put(layout.thread_usage_key(self.tkey), layout.encode(rec), db=self.store.db["usage"])
+        return rec
+
+
 def _value_bytes(txn, store, node_id: bytes) -> int:
     """The canonical encoding's length of the value rooted at ``node_id`` (what its write was charged), as
     ``nodes.value_encoding`` builds it (not importable here: nodes imports the store, which imports this
