@@ -1,7 +1,7 @@
 """Import benchmark (not a test): time, peak RSS and each write job's hold of an offline import of a synthetic export.
 
-    python tests/bench_import.py make FILE THREADS CHECKPOINTS VALUE_BYTES   # e.g. /tmp/big.asx 200 100 8000: 20k ckpts, 204 MB
-    DUR=process python tests/bench_import.py run FILE TARGET_DIR            # DUR: the Store's durability (the CLI's: process)
+    python benchmarks/bench_import.py make FILE THREADS CHECKPOINTS VALUE_BYTES   # e.g. /tmp/big.asx 200 100 8000: 20k ckpts, 204 MB
+    DUR=process python benchmarks/bench_import.py run FILE TARGET_DIR            # DUR: the Store's durability (the CLI's: process)
 
 Run from outside the repository with PYTHONPATH=<a checkout> to measure another tree (its Store.write is wrapped here,
 so any version's jobs are timed the same way)."""
@@ -11,7 +11,7 @@ import sys
 import time
 
 if sys.argv[1] == "make":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
     from test_import_stream import synth
     print(synth(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), value_bytes=int(sys.argv[5]), seed=9))
     sys.exit(0)
