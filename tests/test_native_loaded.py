@@ -83,3 +83,18 @@ def test_the_read_path_selector_picks_the_expected_module():
     mod = importlib.import_module("sidecar.storage._reads_c")  # ImportError here = not built: a failure
     assert mod.NATIVE is True and mod.__file__.endswith((".so", ".pyd"))
     assert type(mod.list_wire).__name__ in ("cython_function_or_method", "builtin_function_or_method")
+
+
+def test_the_client_list_decoding_selector_picks_the_expected_module():
+    import importlib
+
+    import agentstate._lists as lists
+
+    if os.environ.get("SIDECAR_NO_EXTENSIONS"):
+        assert lists.implementation.__name__ == "agentstate._lists_py" and lists.NATIVE is False
+    else:
+        assert lists.implementation.__name__ == "agentstate._lists_c", (
+            "agentstate._lists fell back to pure Python: build the extension (pip install -e .)")
+        assert lists.NATIVE is True
+    mod = importlib.import_module("agentstate._lists_c")  # ImportError here = not built: a failure
+    assert mod.NATIVE is True and mod.__file__.endswith((".so", ".pyd"))
