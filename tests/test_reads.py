@@ -215,3 +215,60 @@ def test_the_selector(monkeypatch):
         assert reads.implementation.__name__ == "sidecar.storage._reads_py" and reads.NATIVE is False
     else:
         assert reads.implementation.__name__ == "sidecar.storage._reads_c" and reads.NATIVE is True
+
+
+# ----------------------------------------------------------------- GetCheckpoint's serialized response
+
+def _drive(coro):
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise RuntimeError("the handler suspended")
+
+
+def test_get_wire_parses_to_the_response_get_builds(tmp_path):
+    """The servicer answers with checkpoints.get_wire's bytes: list values spliced in as built. Parsed,
+    they are get()'s message, for every kind of request."""
+    from conftest import SidecarProcess
+
+    from agentstate import Append, SetKeys
+    from agentstate.v1 import threads_pb2 as pb
+    from sidecar.api import checkpoints
+    from sidecar.storage.store import Store
+
+    side = SidecarProcess(tmp_path / "d").start()
+    try:
+        with side.client() as c:
+            first = c.put_checkpoint("t", {"messages": [codec.decode(e) for e in messages(20)],
+                                           "empty": [], "mixed": [codec.decode(e) for e in MIXED],
+                                           "m": {"a": 1, "b": [1, 2]}, "s": "scalar"},
+                                     metadata={"step": 1}, extra={"x": 1})
+            second = c.put_checkpoint("t", {"messages": Append([{"role": "user", "content": "more"}]),
+                                            "m": SetKeys({"c": 3})}, parent_id=first.checkpoint.checkpoint_id)
+            c.put_writes("t", second.checkpoint.checkpoint_id, [("task", 0, "messages", [1, 2]), ("task", 1, "s", "w")])
+            roots = {n: cv.root for n, cv in c.get_checkpoint("t", first.checkpoint.checkpoint_id).channels.items()}
+    finally:
+        side.stop()
+    store = Store(str(tmp_path / "d"))
+    try:
+        requests = [
+            pb.GetCheckpointRequest(thread_id="t"),
+            pb.GetCheckpointRequest(thread_id="t", checkpoint_id=first.checkpoint.checkpoint_id),
+            pb.GetCheckpointRequest(thread_id="t", channels=["messages", "s"]),
+            pb.GetCheckpointRequest(thread_id="t", omit_values=True),
+            pb.GetCheckpointRequest(thread_id="t", include_pending_writes=True),
+            pb.GetCheckpointRequest(thread_id="t", known_roots={"messages": roots["messages"], "m": roots["m"]}),
+            pb.GetCheckpointRequest(thread_id="t", known_roots={"empty": roots["empty"]}),
+        ]
+        for req in requests:
+            want = _drive(checkpoints.get(store, req))
+            got = _drive(checkpoints.get_wire(store, req))
+            assert type(got) is bytes
+            assert pb.GetCheckpointResponse.FromString(got) == want, req
+            assert pb.GetCheckpointResponse.FromString(got).SerializeToString(deterministic=True) == \
+                want.SerializeToString(deterministic=True)
+        full = pb.GetCheckpointResponse.FromString(_drive(checkpoints.get_wire(store, requests[0])))
+        assert len(full.checkpoint.channels["messages"].value.list.items) == 21
+    finally:
+        store.close()
