@@ -470,8 +470,13 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+def _head(number: int, size: int) -> bytes:
+    """The tag and length of a length-delimited field of ``size`` bytes."""
+    return _varint(number << 3 | 2) + _varint(size)
+
+
 def _len_field(number: int, body: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(body)) + body
+    return _head(number, len(body)) + body
 
 
 async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
@@ -486,10 +491,16 @@ async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
     if not lists:
         return head
     parts = [head]
-    for name, (root, body) in lists.items():
-        cv = _len_field(_ROOT_FIELD, root) + _len_field(_VALUE_FIELD, _len_field(_LIST_FIELD, body))
-        entry = _len_field(1, name.encode()) + _len_field(2, cv)  # a map entry: key 1, value 2
-        parts.append(_len_field(_CHECKPOINT_FIELD, _len_field(_CHANNELS_FIELD, entry)))
+    for name, (root, body) in lists.items():  # headers made by length: the body is copied once, by the join
+        list_head = _head(_LIST_FIELD, len(body))
+        value_head = _head(_VALUE_FIELD, len(list_head) + len(body))
+        root_field = _len_field(_ROOT_FIELD, root)
+        cv_len = len(root_field) + len(value_head) + len(list_head) + len(body)
+        entry_head = _len_field(1, name.encode()) + _head(2, cv_len)  # a map entry: key 1, value 2
+        entry_len = len(entry_head) + cv_len
+        channels_head = _head(_CHANNELS_FIELD, entry_len)
+        parts += [_head(_CHECKPOINT_FIELD, len(channels_head) + entry_len), channels_head, entry_head, root_field,
+                  value_head, list_head, body]
     return b"".join(parts)
 
 
