@@ -3,10 +3,13 @@
 ``_native/_hotpath_c.pyx`` is compiled (Cython) into the extension module
 ``sidecar.storage._hotpath_c``, ``_native/_vectors_c.pyx`` (the memory vector kernel) into
 ``sidecar.storage._vectors_c``, ``_native/_migrate_c.pyx`` (list items migrated on read) into
-``sidecar.storage._migrate_c``, and ``_native/_mirror_c.pyx`` (the LangGraph savers'
-value mirrors) into ``agentstate.langgraph._mirror_c``. If they cannot be built
+``sidecar.storage._migrate_c``, ``_native/_reads_c.pyx`` (the read path's response building) into
+``sidecar.storage._reads_c``, ``_native/_mirror_c.pyx`` (the LangGraph savers'
+value mirrors) into ``agentstate.langgraph._mirror_c``, and ``_native/_lists_c.pyx`` (the client's
+decoding of long list values) into ``agentstate._lists_c``. If they cannot be built
 (no compiler), the install still succeeds and the selectors (``sidecar.storage.hotpath``,
-``agentstate.langgraph._mirror``) use the pure-Python twins; set
+``sidecar.storage.migrate``, ``sidecar.storage.reads``, ``agentstate.langgraph._mirror``,
+``agentstate._lists``) use the pure-Python twins; set
 ``SIDECAR_REQUIRE_EXTENSIONS=1`` to make a failed build an error instead.
 The ``agentstate`` client package (clients/python) ships in the same
 distribution, since the server uses its generated stubs and codec.
@@ -47,7 +50,9 @@ if cythonize is not None and not os.environ.get("SIDECAR_NO_EXTENSIONS"):
     ext_modules = cythonize(
         [Extension("sidecar.storage._hotpath_c", ["_native/_hotpath_c.pyx"], extra_compile_args=["-O3"]),
          Extension("sidecar.storage._migrate_c", ["_native/_migrate_c.pyx"], extra_compile_args=["-O3"]),
+         Extension("sidecar.storage._reads_c", ["_native/_reads_c.pyx"], extra_compile_args=["-O3"]),
          Extension("agentstate.langgraph._mirror_c", ["_native/_mirror_c.pyx"], extra_compile_args=["-O3"]),
+         Extension("agentstate._lists_c", ["_native/_lists_c.pyx"], extra_compile_args=["-O3"]),
          Extension("sidecar.storage._vectors_c", ["_native/_vectors_c.pyx"], include_dirs=["_native"],
                    depends=["_native/_vectors_dot.h"],
                    extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"])],

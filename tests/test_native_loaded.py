@@ -82,3 +82,36 @@ def test_selector_exports_every_name_from_the_chosen_module():
 
     for name in COMPILED_FUNCTIONS[:-2] + ["CorruptNode", "UnsupportedValue", "HASH_SIZE", "KIND_LIST", "TAG_MAP"]:
         assert getattr(hp, name) is getattr(hp.implementation, name), name
+
+
+def test_the_read_path_selector_picks_the_expected_module():
+    """sidecar.storage.reads (GetCheckpoint's list values as wire bytes) follows the same rule."""
+    import importlib
+
+    import sidecar.storage.reads as reads
+
+    if os.environ.get("SIDECAR_NO_EXTENSIONS"):
+        assert reads.implementation.__name__ == "sidecar.storage._reads_py"
+        assert reads.NATIVE is False
+    else:
+        assert reads.implementation.__name__ == "sidecar.storage._reads_c", (
+            "sidecar.storage.reads fell back to pure Python: build the extension (pip install -e .)")
+        assert reads.NATIVE is True
+    mod = importlib.import_module("sidecar.storage._reads_c")  # ImportError here = not built: a failure
+    assert mod.NATIVE is True and mod.__file__.endswith((".so", ".pyd"))
+    assert type(mod.list_wire).__name__ in ("cython_function_or_method", "builtin_function_or_method")
+
+
+def test_the_client_list_decoding_selector_picks_the_expected_module():
+    import importlib
+
+    import agentstate._lists as lists
+
+    if os.environ.get("SIDECAR_NO_EXTENSIONS"):
+        assert lists.implementation.__name__ == "agentstate._lists_py" and lists.NATIVE is False
+    else:
+        assert lists.implementation.__name__ == "agentstate._lists_c", (
+            "agentstate._lists fell back to pure Python: build the extension (pip install -e .)")
+        assert lists.NATIVE is True
+    mod = importlib.import_module("agentstate._lists_c")  # ImportError here = not built: a failure
+    assert mod.NATIVE is True and mod.__file__.endswith((".so", ".pyd"))

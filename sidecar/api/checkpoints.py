@@ -21,7 +21,7 @@ from ..ops.puts import RunRecords
 from ..state import checkpoints, runstate, schemas
 from ..state.checkpoints import ChannelOp, PutInput, PutPlan, WritesPlan
 from ..storage import hotpath as hp
-from ..storage import layout, nodes, records, usage
+from ..storage import layout, nodes, reads, records, usage
 from ..storage.layout import Manifest
 from ..storage.metadata import encode as encode_metadata
 from ..storage.store import RetryJob, Store
@@ -366,9 +366,12 @@ def read_writes(txn, store: Store, tkey: int, cns: str, checkpoint_id: str, out,
 def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: str, tkey: int, cns: str,
                     checkpoint_id: str, m: Manifest, fetch, *, values: bool, channels=None,
                     known_roots=None, pending_writes: bool = False, known_lists: dict | None = None,
-                    extra: bool | None = None, outcome: schemas.Outcome | None = None) -> None:
+                    extra: bool | None = None, outcome: schemas.Outcome | None = None,
+                    wire_lists: dict | None = None) -> None:
     """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in;
-    ``outcome`` (state/schemas.on_read) is the migration a reader's read_schema_version asked for."""
+    ``outcome`` (state/schemas.on_read) is the migration a reader's read_schema_version asked for.
+    ``wire_lists`` (a dict): list values sent whole are not filled in but put there, channel name ->
+    (root, ListValue wire bytes), their channels left out of ``out`` (see :func:`get_wire`)."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = out.stored_schema_version = m.schema_version
@@ -394,6 +397,12 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
         if root_id is None:  # a value migrated on read (api_schemas.migrated_roots)
             api_schemas.fill_migrated(cv, root, migrated[name], known_roots.get(name) if known_roots else None)
             continue
+        if wire_lists is not None and not (known_roots and name in known_roots):
+            rec = nodes.record(fetch, root_id)
+            if rec[hp.HASH_SIZE] == hp.TAG_LIST:
+                wire_lists[name] = (root, reads.list_wire(rec, fetch))
+                del out.channels[name]
+                continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
                      known_lists, ns=ns)
     if (values if extra is None else extra) and m.extra is not None:
@@ -422,7 +431,7 @@ def fill_channel(cv: pb.ChannelValue, txn, store: Store, root: bytes, root_id: b
     wire.read_value(cv.value, root_id, fetch)
 
 
-async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointResponse:
+async def get(store: Store, req: pb.GetCheckpointRequest, wire_lists: dict | None = None) -> pb.GetCheckpointResponse:
     ns = validate.namespace(req.namespace)
     thread_id = validate.ident(req.thread_id, "thread_id")
     cns = validate.checkpoint_ns(req.checkpoint_ns)
@@ -441,8 +450,58 @@ async def get(store: Store, req: pb.GetCheckpointRequest) -> pb.GetCheckpointRes
         fill_checkpoint(resp.checkpoint, txn, store, ns, thread_id, rec.tkey, cns, resolved_id, m,
                         fetch, values=not req.omit_values, channels=channels,
                         known_roots=dict(req.known_roots), pending_writes=req.include_pending_writes,
-                        extra=True, outcome=outcome)
+                        extra=True, outcome=outcome, wire_lists=wire_lists)
     return resp
+
+
+_CHECKPOINT_FIELD = pb.GetCheckpointResponse.DESCRIPTOR.fields_by_name["checkpoint"].number
+_CHANNELS_FIELD = pb.Checkpoint.DESCRIPTOR.fields_by_name["channels"].number
+_ROOT_FIELD = pb.ChannelValue.DESCRIPTOR.fields_by_name["root"].number
+_VALUE_FIELD = pb.ChannelValue.DESCRIPTOR.fields_by_name["value"].number
+_LIST_FIELD = wire.Value.DESCRIPTOR.fields_by_name["list"].number
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _head(number: int, size: int) -> bytes:
+    """The tag and length of a length-delimited field of ``size`` bytes."""
+    return _varint(number << 3 | 2) + _varint(size)
+
+
+def _len_field(number: int, body: bytes) -> bytes:
+    return _head(number, len(body)) + body
+
+
+async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
+    """:func:`get`'s response, serialized: list values sent whole go in as the wire bytes reads.list_wire
+    built, never parsed into the message and serialized again. Each such channel is one more
+    ``checkpoint { channels { key, value { root, value { list } } } }`` after the rest of the response
+    (protobuf merges a repeated occurrence of a message field), so a client parses the message
+    :func:`get` returns."""
+    lists: dict = {}
+    resp = await get(store, req, lists)
+    head = resp.SerializeToString()
+    if not lists:
+        return head
+    parts = [head]
+    for name, (root, body) in lists.items():  # headers made by length: the body is copied once, by the join
+        list_head = _head(_LIST_FIELD, len(body))
+        value_head = _head(_VALUE_FIELD, len(list_head) + len(body))
+        root_field = _len_field(_ROOT_FIELD, root)
+        cv_len = len(root_field) + len(value_head) + len(list_head) + len(body)
+        entry_head = _len_field(1, name.encode()) + _head(2, cv_len)  # a map entry: key 1, value 2
+        entry_len = len(entry_head) + cv_len
+        channels_head = _head(_CHANNELS_FIELD, entry_len)
+        parts += [_head(_CHECKPOINT_FIELD, len(channels_head) + entry_len), channels_head, entry_head, root_field,
+                  value_head, list_head, body]
+    return b"".join(parts)
 
 
 async def list_(store: Store, req: pb.ListCheckpointsRequest) -> pb.ListCheckpointsResponse:

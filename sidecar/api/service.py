@@ -99,10 +99,21 @@ def add_to_server(servicer, service_descriptor, server: grpc.aio.Server,
         handlers[method.name] = kind(
             behavior,
             request_deserializer=_tolerant(message_factory.GetMessageClass(method.input_type)),
-            response_serializer=message_factory.GetMessageClass(method.output_type).SerializeToString)
+            response_serializer=_serializer(message_factory.GetMessageClass(method.output_type)))
     name = service_descriptor.full_name
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, handlers),))
     server.add_registered_method_handlers(name, handlers)
+
+
+def _serializer(cls):
+    """A response's bytes: its SerializeToString, or the bytes a handler serialized itself
+    (checkpoints.get_wire)."""
+    serialize = cls.SerializeToString
+
+    def ser(resp):
+        return resp if type(resp) is bytes else serialize(resp)
+
+    return ser
 
 
 def handler(fn):
@@ -224,7 +235,7 @@ class ThreadService(threads_pb2_grpc.ThreadServiceServicer):
 
     @handler
     async def GetCheckpoint(self, request, context):
-        return await checkpoints.get(self.store, request)
+        return await checkpoints.get_wire(self.store, request)  # serialized there (list values as built)
 
     @handler
     async def ListCheckpoints(self, request, context):

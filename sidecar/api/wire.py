@@ -19,7 +19,7 @@ from agentstate.v1 import values_pb2
 
 from ..storage import hotpath as hp
 from .. import limits
-from ..storage import metadata, nodes
+from ..storage import metadata, nodes, reads
 from ..errors import invalid, limit, unsupported_value
 from ..storage.layout import metadata_decoder
 
@@ -110,11 +110,9 @@ def read_value(out: Value, root_id: bytes, fetch: Fetch) -> None:
     """Fill ``out`` with the value whose root node has id ``root_id`` (``fetch``: id -> record)."""
     rec = nodes.record(fetch, root_id)
     tag = rec[hp.HASH_SIZE]
-    if tag == hp.TAG_LIST:
-        items = out.list.items
+    if tag == hp.TAG_LIST:  # the ListValue's wire bytes in one call (storage/reads.py), parsed once
         out.list.SetInParent()
-        for enc in hp.stored_list_encodings(rec, fetch):
-            set_value(items.add(), enc)
+        out.list.MergeFromString(reads.list_wire(rec, fetch))
     elif tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
         out.map.SetInParent()
         entries = out.map.entries

@@ -160,12 +160,25 @@ def remember(h: bytes, encoding: bytes) -> None:
             _cache_bytes -= len(_cache.pop(next(iter(_cache)))) + _ENTRY_COST
 
 
+#: Other process-wide read caches keyed by node hash (storage/wirecache.py): emptied with this one.
+_also_forget: list[Callable[[], None]] = []
+
+
 def forget_cache() -> None:
-    """Empty the read cache (tests, tools: as a new process starts)."""
+    """Empty the read cache, and every cache registered by :func:`on_forget` (tests, tools: as a new
+    process starts)."""
     global _cache_bytes
     with _cache_lock:
         _cache.clear()
         _cache_bytes = 0
+    for fn in _also_forget:
+        fn()
+
+
+def on_forget(fn: Callable[[], None]) -> None:
+    """Have :func:`forget_cache` call ``fn`` too."""
+    if fn not in _also_forget:
+        _also_forget.append(fn)
 
 
 def unpack_record(record: bytes) -> bytes:

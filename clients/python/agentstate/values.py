@@ -6,7 +6,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 import grpc
 
-from . import codec
+from . import _lists, codec
 from .codec import Opaque
 from .errors import InvalidArgument
 from .v1 import threads_pb2, values_pb2
@@ -67,7 +67,15 @@ def from_value(value: values_pb2.Value) -> Any:
     if kind == "opaque":
         return Opaque(value.opaque.type, value.opaque.data)
     if kind == "list":
-        return [from_value(v) for v in value.list.items]
+        items = value.list.items
+        if _lists.NATIVE and len(items) > 1:  # all msgpack items: one decoder call for the whole list
+            array = _lists.msgpack_array(value.list.SerializeToString())
+            if array is not None:
+                try:
+                    return codec.decode(array)
+                except Exception:  # noqa: BLE001 - decoded item by item below: the same error as before
+                    pass
+        return [from_value(v) for v in items]
     if kind == "map":
         # a protobuf map has no order on the wire: give the entries the order of the canonical encoding
         # (keys by their UTF-8 bytes), so a map reads back the same every time
