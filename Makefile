@@ -75,4 +75,4 @@ check-breaking: $(STAMP) $(NODE_STAMP)
 	$(PY) scripts/check_breaking.py --self-test
 
 clean:
-	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/storage/*.so clients/python/agentstate/langgraph/*.so $(NODE_DIR)/node_modules $(NODE_DIR)/dist .tools
+	rm -rf $(VENV) build *.egg-info _native/*.c sidecar/storage/*.so clients/python/agentstate/*.so clients/python/agentstate/langgraph/*.so $(NODE_DIR)/node_modules $(NODE_DIR)/dist .tools
