@@ -46,7 +46,8 @@ test-pure: $(STAMP)
 	  tests/test_mirror.py tests/test_langgraph_exact.py tests/test_conversations.py tests/test_context.py tests/test_valuetext.py \
 	  tests/test_valuetext_golden.py tests/test_conversation_nodes.py tests/test_memory_vindex.py tests/test_encryption.py \
 	  tests/test_limits.py tests/test_fairness.py tests/test_verify.py tests/test_schemas_diff.py tests/test_wal_batch.py tests/test_memory_probe.py \
-	  tests/test_import_quotas.py tests/test_schemas_migrate.py tests/test_import_stream.py tests/test_reads.py
+	  tests/test_import_quotas.py tests/test_schemas_migrate.py tests/test_import_stream.py tests/test_reads.py \
+	  tests/test_stream_connections.py
 
 # The TypeScript client: unit tests, API tests, stream tests, LangGraph.js validation and graph tests.
 test-ts: $(STAMP) $(NODE_STAMP)

@@ -68,6 +68,7 @@ type Client struct {
 	Namespace     string
 	Retry         RetryPolicy
 	autoRID       bool
+	streams       *streamConns
 }
 
 // reconnect makes the connection try again soon after the sidecar comes back: gRPC's default waits
@@ -121,8 +122,11 @@ func Dial(address string, opts *Options) (*Client, error) {
 	if ns == "" {
 		ns = "default"
 	}
-	return &Client{Conn: conn, Threads: pb.NewThreadServiceClient(conn), Admin: pb.NewAdminServiceClient(conn),
-		Runs: pb.NewRunServiceClient(conn), Events: pb.NewEventServiceClient(conn),
+	streams := &streamConns{dial: func() (*grpc.ClientConn, error) { return grpc.NewClient(address, dial...) },
+		open: map[*grpc.ClientConn]struct{}{}}
+	return &Client{Conn: conn, streams: streams,
+		Threads: ownThreads{pb.NewThreadServiceClient(conn), streams}, Admin: pb.NewAdminServiceClient(conn),
+		Runs: pb.NewRunServiceClient(conn), Events: ownEvents{pb.NewEventServiceClient(conn), streams},
 		Effects: pb.NewEffectServiceClient(conn), Artifacts: pb.NewArtifactServiceClient(conn),
 		Conversations: pb.NewConversationServiceClient(conn),
 		Memory:        &Memory{MemoryServiceClient: pb.NewMemoryServiceClient(conn), namespace: ns},
@@ -131,8 +135,13 @@ func Dial(address string, opts *Options) (*Client, error) {
 		Namespace:     ns, Retry: policy, autoRID: !opts.NoRequestIDs}, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.Conn.Close() }
+// Close closes the connection and the long-lived streams' own (streams.go).
+func (c *Client) Close() error {
+	if c.streams != nil {
+		c.streams.closeAll()
+	}
+	return c.Conn.Close()
+}
 
 func newUUID() string {
 	var u UUID

@@ -51,6 +51,10 @@ class AsyncClient:
         self.wait_for_ready = wait_for_ready
         self._own_channel = channel is None
         self.channel = channel or transport.aio_channel(address, channel_options(options), token, tls)
+        own = [*channel_options(options), transport.OWN_CONNECTION]
+        #: the long-lived streams' connections (agentstate.transport.StreamConnections)
+        self.stream_connections = transport.StreamConnections(
+            None if channel else lambda: transport.aio_channel(address, own, token, tls), self.channel)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, conversations, effects, events, memory, runs  # facets of the other services
@@ -68,6 +72,8 @@ class AsyncClient:
         self.transfer = transfer.AsyncTransfer(self)
 
     async def close(self) -> None:
+        for closing in self.stream_connections.close_all():
+            await closing
         if self._own_channel:
             await self.channel.close()
 

@@ -82,6 +82,10 @@ class Client:
         self.wait_for_ready = wait_for_ready
         self._own_channel = channel is None
         self.channel = channel or transport.channel(address, channel_options(options), token, tls)
+        own = [*channel_options(options), transport.OWN_CONNECTION]
+        #: the long-lived streams' connections (agentstate.transport.StreamConnections)
+        self.stream_connections = transport.StreamConnections(
+            None if channel else lambda: transport.channel(address, own, token, tls), self.channel)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, conversations, effects, events, memory, runs  # facets of the other services
@@ -99,6 +103,7 @@ class Client:
         self.transfer = transfer.Transfer(self)
 
     def close(self) -> None:
+        self.stream_connections.close_all()
         if self._own_channel:
             self.channel.close()
 

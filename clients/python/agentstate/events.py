@@ -1,7 +1,9 @@
 """events: the EventService facet of the client (``client.events``; ``AsyncClient.events`` has the same
 calls as coroutines, ``list`` and ``watch`` as async iterators).
 
-``watch`` follows a thread's log and resumes by itself: when the stream
+``watch`` with ``follow`` (the default) goes on a connection of its own
+(``client.stream_connections``), closed when the iteration ends, so an open
+watch takes none of the client's channel's streams. It follows a thread's log and resumes by itself: when the stream
 breaks (the sidecar restarted, the network hiccupped) it reconnects from the
 last sequence number it yielded, so the caller sees every event exactly
 once, in order.
@@ -91,16 +93,22 @@ class Events(EventCalls, SyncFacet):
         last yielded sequence for up to ``retry_for`` seconds of failed attempts. ``idle_timeout`` ends the
         iteration (without error) when no event came for that long."""
         cursor = self._cursor(thread_id, after, run_id, follow, resume, retry_for)
-        while True:
-            call = self.stub.WatchEvents(cursor.request(), timeout=None)
-            try:
-                while (item := _next(call, idle_timeout)) is not None:
-                    yield cursor.seen(item)
-                return
-            except grpc.RpcError as e:
-                time.sleep(cursor.pause_after(e))
-            finally:
-                call.cancel()
+        conns = self.client.stream_connections
+        channel = conns.open() if follow else self.client.channel  # a follow watch: a connection of its own
+        try:
+            stub = events_pb2_grpc.EventServiceStub(channel)
+            while True:
+                call = stub.WatchEvents(cursor.request(), timeout=None)
+                try:
+                    while (item := _next(call, idle_timeout)) is not None:
+                        yield cursor.seen(item)
+                    return
+                except grpc.RpcError as e:
+                    time.sleep(cursor.pause_after(e))
+                finally:
+                    call.cancel()
+        finally:
+            conns.release(channel)
 
 
 class AsyncEvents(EventCalls, AsyncFacet):
@@ -111,16 +119,22 @@ class AsyncEvents(EventCalls, AsyncFacet):
                     idle_timeout: float | None = None) -> AsyncIterator[epb.Event]:
         """As :meth:`Events.watch`, an async iterator."""
         cursor = self._cursor(thread_id, after, run_id, follow, resume, retry_for)
-        while True:
-            call = self.stub.WatchEvents(cursor.request(), timeout=None)
-            try:
-                while (item := await _read(call, idle_timeout)) is not None:
-                    yield cursor.seen(item)
-                return
-            except grpc.RpcError as e:
-                await asyncio.sleep(cursor.pause_after(e))
-            finally:
-                call.cancel()
+        conns = self.client.stream_connections
+        channel = conns.open() if follow else self.client.channel  # a follow watch: a connection of its own
+        try:
+            stub = events_pb2_grpc.EventServiceStub(channel)
+            while True:
+                call = stub.WatchEvents(cursor.request(), timeout=None)
+                try:
+                    while (item := await _read(call, idle_timeout)) is not None:
+                        yield cursor.seen(item)
+                    return
+                except grpc.RpcError as e:
+                    await asyncio.sleep(cursor.pause_after(e))
+                finally:
+                    call.cancel()
+        finally:
+            await conns.arelease(channel)
 
 
 def _next(call, idle_timeout: float | None):

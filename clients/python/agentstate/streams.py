@@ -12,6 +12,10 @@ the response or raising the :class:`AgentStateError` the unary call would
 raise; a failed request does not stop the stream. At most ``window``
 requests are unacknowledged at a time (sending waits beyond that).
 
+The stream goes on a connection of its own (``client.stream_connections``),
+closed when the stream ends, so it takes none of the streams the sidecar
+allows the client's channel (``--max-streams-per-connection``).
+
 When the stream itself breaks (sidecar restarting: UNAVAILABLE), the
 unacknowledged requests are sent again, in order, on a new stream, until the
 client's timeout has passed: every request is made safe to repeat first (a
@@ -33,7 +37,7 @@ import grpc
 
 from . import _requests as rq
 from .errors import AgentStateError, Unavailable, from_rpc_error, _BY_CODE
-from .v1 import threads_pb2 as pb
+from .v1 import threads_pb2 as pb, threads_pb2_grpc
 
 DEFAULT_WINDOW = 512
 _MAX_PER_MESSAGE = 256
@@ -104,6 +108,8 @@ class WriteStream(_Builders):
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._closed = False
         self._broken: BaseException | None = None
+        self._channel = client.stream_connections.open()  # a connection of its own, closed with the stream
+        self._stub = threads_pb2_grpc.ThreadServiceStub(self._channel)
         self._thread = threading.Thread(target=self._run, name="agentstate-write-stream", daemon=True)
         self._thread.start()
 
@@ -171,12 +177,18 @@ class WriteStream(_Builders):
             yield msg
 
     def _run(self) -> None:
+        try:
+            self._stream()
+        finally:
+            self.client.stream_connections.release(self._channel)
+
+    def _stream(self) -> None:
         deadline = None
         resend: list = []
         attempt = 0
         while True:
             try:
-                call = self.client.threads.StreamWrites(self._requests(resend),
+                call = self._stub.StreamWrites(self._requests(resend),
                                                         wait_for_ready=self.client.wait_for_ready or None)
             except ValueError as e:  # the client's channel was closed
                 self._fail_all(Unavailable(grpc.StatusCode.UNAVAILABLE, str(e)))
@@ -240,6 +252,8 @@ class AsyncWriteStream(_Builders):
         self._outbox: asyncio.Queue = asyncio.Queue()
         self._broken: BaseException | None = None
         self._closed = False
+        self._channel = client.stream_connections.open()  # a connection of its own, closed with the stream
+        self._stub = threads_pb2_grpc.ThreadServiceStub(self._channel)
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def send(self, request) -> asyncio.Future:
@@ -298,12 +312,18 @@ class AsyncWriteStream(_Builders):
                 return
 
     async def _run(self) -> None:
+        try:
+            await self._stream()
+        finally:
+            await self.client.stream_connections.arelease(self._channel)
+
+    async def _stream(self) -> None:
         deadline = None
         resend: list = []
         attempt = 0
         while True:
             try:
-                call = self.client.threads.StreamWrites(wait_for_ready=self.client.wait_for_ready or None)
+                call = self._stub.StreamWrites(wait_for_ready=self.client.wait_for_ready or None)
             except (ValueError, RuntimeError) as e:  # the client's channel was closed
                 self._broken = Unavailable(grpc.StatusCode.UNAVAILABLE, str(e))
                 for _, fut in self._unacked.values():

@@ -145,3 +145,69 @@ def aio_channel(address: str, options: list, token: str | None = None,
         return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
     return grpc.aio.secure_channel(address, tls.credentials(), options=[*options, *tls.options()],
                                    interceptors=interceptors)
+
+
+#: The channel option that gives a channel a connection of its own: without it grpc-python shares one
+#: TCP connection (one subchannel) between channels with the same target and options.
+OWN_CONNECTION = ("grpc.use_local_subchannel_pool", 1)
+
+
+class StreamConnections:
+    """Connections of their own for the long-lived streams of one client (a follow watch, a write stream).
+
+    The sidecar lets a connection have a few streams at once (``--max-streams-per-connection``, default
+    3; more wait in the client), so a stream that stays open must not take a slot of the channel every
+    other call goes on. ``open()`` makes a channel like the client's (same target, options, TLS, token)
+    but on a connection of its own; ``release()`` closes it when the stream ends; the client's ``close()``
+    closes any still open. ``make`` None (the client was given a channel it cannot copy): streams go on
+    that channel."""
+
+    def __init__(self, make, shared) -> None:
+        import threading  # noqa: PLC0415
+
+        self._make, self._shared = make, shared
+        self._lock = threading.Lock()
+        self._open: set = set()
+        self._closed = False
+
+    def open(self):
+        if self._make is None:
+            return self._shared
+        ch = self._make()
+        with self._lock:
+            if not self._closed:
+                self._open.add(ch)
+                return ch
+        closing = ch.close()
+        if closing is not None:  # an aio channel: we are in its loop
+            import asyncio  # noqa: PLC0415
+
+            asyncio.ensure_future(closing)
+        raise ValueError("the client is closed")
+
+    def _take(self, ch) -> bool:
+        with self._lock:
+            if ch in self._open:
+                self._open.discard(ch)
+                return True
+        return False
+
+    def release(self, ch) -> None:
+        if ch is not self._shared and self._take(ch):
+            ch.close()
+
+    async def arelease(self, ch) -> None:
+        if ch is not self._shared and self._take(ch):
+            await ch.close()
+
+    def count(self) -> int:
+        """How many stream connections are open now."""
+        with self._lock:
+            return len(self._open)
+
+    def close_all(self) -> list:
+        """Close every stream connection (the sync ones at once); returns what aio channels' close gave."""
+        with self._lock:
+            self._closed = True
+            chans, self._open = list(self._open), set()
+        return [ch.close() for ch in chans]

@@ -24,7 +24,7 @@ import * as grpc from "@grpc/grpc-js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { GenService, GenServiceMethods } from "@bufbuild/protobuf/codegenv2";
 import type { DescMessage, DescMethod, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
-import { connect, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub, type TlsOptions } from "./rpc.js";
+import { connect, OWN_CONNECTION, type OwnConnection, DEFAULT_RETRY, DEFAULT_TIMEOUT_MS, resumable, stub, type CallOptions, type RetryPolicy, type Stub, type TlsOptions } from "./rpc.js";
 import { safeAsSent } from "./retries.js";
 import { HeldRun } from "./runs.js";
 import { Conversations } from "./conversations.js";
@@ -190,6 +190,9 @@ export class Client {
   private readonly policy: RetryPolicy;
   private readonly autoRequestId: boolean;
   private readonly waitForReady?: boolean;
+  private readonly connectOwn: () => grpc.Client;
+  private readonly streamClients = new Map<grpc.Client, AbortController>();
+  private closed = false;
 
   /** `address` is `unix:PATH` (relative or absolute) or `HOST:PORT`. */
   constructor(address: string = DEFAULT_ADDRESS, opts: ClientOptions = {}) {
@@ -200,6 +203,8 @@ export class Client {
     this.autoRequestId = opts.autoRequestId ?? true;
     this.waitForReady = opts.waitForReady;
     this.grpcClient = connect(address, opts.credentials, opts.channelOptions, { token: opts.token, tls: opts.tls });
+    this.connectOwn = () => connect(address, opts.credentials, { ...opts.channelOptions, ...OWN_CONNECTION },
+                                    { token: opts.token, tls: opts.tls });
     this.threads = this.stub(ThreadService);
     this.admin = this.stub(AdminService);
     this.runs = this.stub(RunService);
@@ -219,7 +224,27 @@ export class Client {
       policy: this.policy,
       autoRequestId: this.autoRequestId,
       waitForReady: this.waitForReady,
+      ownConnection: () => this.openStreamConnection(),
     });
+  }
+
+  /**
+   * A channel like this client's (address, credentials, token, options) on a connection of its own, for a
+   * long-lived stream (a follow watch): `release()` closes it; `close()` closes any still open. The
+   * sidecar allows a connection 3 streams at once by default, so an open watch on the client's channel
+   * would take one of the slots every other call needs.
+   */
+  openStreamConnection(): OwnConnection {
+    if (this.closed) throw new TypeError("the client is closed");
+    const client = this.connectOwn();
+    const abort = new AbortController();
+    this.streamClients.set(client, abort);
+    return { client, signal: abort.signal, release: () => { if (this.streamClients.delete(client)) client.close(); } };
+  }
+
+  /** How many stream connections are open now. */
+  get streamConnections(): number {
+    return this.streamClients.size;
   }
 
   // ------------------------------------------------------------ runs
@@ -263,6 +288,12 @@ export class Client {
   }
 
   close(): void {
+    this.closed = true;
+    for (const [c, abort] of this.streamClients) {
+      abort.abort(); // grpc-js's close waits for open calls: cancel them
+      c.close();
+    }
+    this.streamClients.clear();
     this.grpcClient.close();
   }
 

@@ -13,6 +13,9 @@ export { newId } from "./ids.js";
 export {
   connect,
   serverStream,
+  longLived,
+  OWN_CONNECTION,
+  type OwnConnection,
   resumable,
   stub,
   withRetries,

@@ -289,6 +289,34 @@ export interface StubOptions {
   waitForReady?: boolean;
   /** Overrides the table of retries.ts: whether a call may be retried (no request_id is filled in). */
   idempotent?: (method: DescMethod, request: unknown) => boolean;
+  /** A connection of its own for a long-lived stream (see longLived), closed when the stream ends. */
+  ownConnection?: () => OwnConnection;
+}
+
+/**
+ * Whether a server stream may stay open indefinitely, so it goes on a connection of its own (the sidecar
+ * lets one connection have `--max-streams-per-connection` streams at once, default 3; more wait in the
+ * client): WatchEvents with `follow`. The other server streams (DownloadArtifact, ExportNamespace,
+ * MigrateThread/Namespace) end on their own and stay on the client's channel.
+ */
+export function longLived(path: string, request: unknown): boolean {
+  return path === "/agentstate.v1.EventService/WatchEvents" && (request as { follow?: boolean }).follow === true;
+}
+
+/** A connection of a stream's own: `signal` aborts when the client closes (grpc-js waits for open calls). */
+export interface OwnConnection { client: grpc.Client; signal: AbortSignal; release: () => void }
+
+/** The channel option that gives a grpc-js channel a connection (subchannel) of its own. */
+export const OWN_CONNECTION = { "grpc.use_local_subchannel_pool": 1 } as const;
+
+async function* onOwnConnection<O>(own: OwnConnection,
+                                   stream: (client: grpc.Client) => AsyncGenerator<O, void, undefined>,
+): AsyncGenerator<O, void, undefined> {
+  try {
+    yield* stream(own.client);
+  } finally {
+    own.release();
+  }
 }
 
 /** Make a typed stub of `service` on a grpc-js client. */
@@ -315,12 +343,17 @@ export function stub<S extends GenServiceMethods>(client: grpc.Client, service: 
         });
       };
     } else if (method.methodKind === "server_streaming") {
-      out[method.localName] = (init: unknown, o: CallOptions = {}) =>
-        serverStream(client, path, ser, de, create(method.input, init as never), {
+      out[method.localName] = (init: unknown, o: CallOptions = {}) => {
+        const req = create(method.input, init as never);
+        const open = (c: grpc.Client, signal?: AbortSignal) => serverStream(c, path, ser, de, req, {
           deadline: o.timeoutMs !== undefined ? new Date(Date.now() + o.timeoutMs) : undefined,
           metadata: o.headers,
-          signal: o.signal,
+          signal,
         });
+        if (!opts.ownConnection || !longLived(path, req)) return open(client, o.signal);
+        const own = opts.ownConnection();
+        return onOwnConnection(own, (c) => open(c, o.signal ? AbortSignal.any([o.signal, own.signal]) : own.signal));
+      };
     }
   }
   return out as Stub<S>;
