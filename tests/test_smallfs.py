@@ -80,9 +80,11 @@ def test_small_filesystem_fills_then_recovers(smallfs, durability, map_size):
             assert full == 5 and len(acked) > 20, (full, len(acked))
             st = os.statvfs(smallfs)
             # full but for the reserve the store gave up so that deletes find room (Store.full); in process
-            # mode it stops earlier, keeping room to commit what its log holds
+            # mode it stops earlier, keeping room to commit what its log holds (twice the log's bytes since the
+            # last commit, plus the reserve: on a slow machine the log between two commits passed 1.5 MiB, and
+            # CI once saw 4 MiB + 4 KiB free, so the bound allows 5 MiB of the 8 still free)
             free = st.f_bavail * st.f_frsize
-            assert map_size or free <= (RESERVE_BYTES + (256 << 10) if durability == "sync" else SIZE // 2), free
+            assert map_size or free <= (RESERVE_BYTES + (256 << 10) if durability == "sync" else SIZE * 5 // 8), free
             assert not (data / RESERVE_NAME).exists()
             with pytest.raises(AgentStateError) as info:  # new writes: refused at once while the disk is full
                 c.put_checkpoint("one-more", {"x": 1})
