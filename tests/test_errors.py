@@ -428,6 +428,20 @@ def test_malformed_request_body(module_sidecar, c):
             assert "agentstate.v1.CreateThreadRequest" in raised.value.details()
 
 
+def test_unknown_method_is_unimplemented(module_sidecar, c):
+    """Methods are served by name through generic handlers (api/service.py): a method no service has, or a
+    service that does not exist, is UNIMPLEMENTED, and the real methods beside it still answer."""
+    with grpc.insecure_channel(module_sidecar.address) as channel_:
+        for path in ("/agentstate.v1.ThreadService/NoSuchMethod", "/agentstate.v1.NoSuchService/GetThread"):
+            call = channel_.unary_unary(path, request_serializer=None, response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as raised:
+                call(b"", timeout=10)
+            assert raised.value.code() == CODES.UNIMPLEMENTED, path
+    t = f"t-{uuid.uuid4().hex[:8]}"
+    c.create_thread(t)
+    assert c.get_thread(t).thread_id == t
+
+
 def test_failing_jobs_in_a_group_commit_write_nothing(c, t):
     """Concurrent puts are committed together; the failing ones in the batch leave no trace."""
     c.collect_garbage()
