@@ -371,7 +371,8 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
     """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in;
     ``outcome`` (state/schemas.on_read) is the migration a reader's read_schema_version asked for.
     ``wire_lists`` (a dict): list values sent whole are not filled in but put there, channel name ->
-    (root, ListValue wire bytes), their channels left out of ``out`` (see :func:`get_wire`)."""
+    (root, ListValue wire bytes), their channels left out of ``out`` (see :func:`get_wire`); a list migrated
+    item-wise on read (state/schemas.MigratedItems) too, with the wire bytes its migration built."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = out.stored_schema_version = m.schema_version
@@ -395,6 +396,12 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             cv.root = root
             continue
         if root_id is None:  # a value migrated on read (api_schemas.migrated_roots)
+            shape, payload = migrated[name]
+            built = getattr(payload, "wire", None)  # a list migrated item-wise: its ListValue wire bytes
+            if wire_lists is not None and built is not None and not (known_roots and name in known_roots):
+                wire_lists[name] = (root, built)
+                del out.channels[name]
+                continue
             api_schemas.fill_migrated(cv, root, migrated[name], known_roots.get(name) if known_roots else None)
             continue
         if wire_lists is not None and not (known_roots and name in known_roots):

@@ -24,4 +24,5 @@ implementation = _impl
 program = _impl.program
 apply_item = _impl.apply_item
 migrate_list = _impl.migrate_list
+migrate_items = _impl.migrate_items
 is_normal = _impl.is_normal
