@@ -239,7 +239,8 @@ def fill_migrated(cv, root: bytes, prepared: tuple, known: bytes | None) -> None
         out.list.SetInParent()
         built = getattr(payload, "wire", None)  # state/schemas.MigratedItems: the wire bytes made with it
         if built is not None:
-            out.list.MergeFromString(built)
+            for part in built:  # whole ``items`` entries each
+                out.list.MergeFromString(part)
             return
         items = out.list.items
         for enc in payload:

@@ -321,7 +321,8 @@ compression.on_forget(_subtrees.clear)  # as storage/wirecache.py: what a new pr
 
 class MigratedItems(list):
     """The item encodings of a list migrated on read (the ``payload`` of its ("parts", ...) entry, a list)
-    with ``wire``: the ``ListValue`` wire bytes of them (what a read sends, storage/reads.items_wire)."""
+    with ``wire``: the ``ListValue`` wire bytes of them (what a read sends, storage/reads.items_wire) as a
+    tuple of parts to be joined (each whole ``items`` entries: a kept subtree's bytes are not copied here)."""
 
     __slots__ = ("wire",)
 
@@ -362,7 +363,7 @@ def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[MigratedItem
         encs += t_encs
         wires.append(reads.items_wire(t_encs))
         node += t_hashes
-    encs.wire = b"".join(wires)
+    encs.wire = tuple(wires)
     return encs, hp.hash_bytes(b"".join(node))
 
 
@@ -825,41 +826,62 @@ def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]],
     versions = plan(rec, name, stored, read)
     ids = dict(channels)
     steps = compile_plan(versions)
-    key = blake3(b"".join([steps.key, _encoder.encode((stored, read)),
-                           *(ch.encode() + b"\x00" + nodes.record(fetch, node_id)[:hp.HASH_SIZE]
-                             for ch, node_id in channels)])).digest()
+    head = steps.key + _encoder.encode((stored, read))
+    roots = [(ch, nodes.record(fetch, node_id)) for ch, node_id in channels]
+    key = blake3(b"".join([head, *(ch.encode() + b"\x00" + r[:hp.HASH_SIZE] for ch, r in roots)])).digest()
     out = _cache.get(key)
     if out is None:
-        doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
-                     for ch, node_id in channels}
-        ops, lists = steps.ops, {}
-        for ch in steps.itemwise:
-            if ch in ids:
-                rec0 = nodes.record(fetch, ids[ch])
-                if rec0[hp.HASH_SIZE] != hp.TAG_LIST:  # not a stored list: the whole steps say what is wrong
+        lists: dict | None = {}
+        for ch, r in roots:
+            if ch in steps.itemwise:
+                if r[hp.HASH_SIZE] != hp.TAG_LIST:  # not a stored list: the whole steps say what is wrong
                     lists = None
                     break
-                lists[ch] = rec0
+                lists[ch] = r
         if lists:
-            ops = steps.rest
-            lists = {ch: _migrate_items(steps, ch, rec0, fetch) for ch, rec0 in lists.items()}
-        for op in ops:
-            op(doc, ())
-        out, size = [], 0
-        for ch, v in sorted(doc.items()):
-            if lists and ch in lists:
-                payload, root = lists[ch]
-                size += sum(map(len, payload)) + len(payload.wire)
-                out.append((ch, ("parts", (hp.KIND_LIST, payload, root))))
-            elif type(v) is Unread:
-                out.append((ch, ("from", v.ref)))
-            else:
-                shape, payload = parts(v)
-                size += len(payload) if shape == hp.KIND_SCALAR else sum(
-                    len(x) if shape == hp.KIND_LIST else len(x[1]) + len(x[0]) for x in payload)
-                out.append((ch, ("parts", (shape, payload, tree_of(shape, payload, [])))))
+            lists = {ch: _migrate_items(steps, ch, r, fetch) for ch, r in lists.items()}
+            # the other channels' part: what steps.rest makes of them depends on them and on which channels
+            # are there, never on the item-wise lists' content (no step but their map_items reads them:
+            # Plan), so it is kept by their roots alone and reused when only the lists changed
+            rest_key = blake3(b"".join([b"rest\x00", head, *(ch.encode() + b"\x00" + (
+                b"list" if ch in lists else r[:hp.HASH_SIZE]) for ch, r in roots)])).digest()
+            rest = _cache.get(rest_key)
+            if rest is None:
+                rest, size = _run(steps.rest, channels, fetch, lists)
+                _cache.put(rest_key, rest, size + 64 * len(rest))
+            out, size = [], 0
+            for ch, ref in rest:
+                if ref is None:
+                    payload, root = lists[ch]
+                    size += 2 * sum(map(len, payload.wire))  # the encodings and their wire bytes
+                    ref = ("parts", (hp.KIND_LIST, payload, root))
+                out.append((ch, ref))
+        else:
+            out, size = _run(steps.ops, channels, fetch, {})
         _cache.put(key, out, size + 64 * len(out))
     return [(ch, ("stored", ids[ref[1]]) if ref[0] == "from" else ref) for ch, ref in out]
+
+
+def _run(ops: list, channels: list[tuple[str, bytes]], fetch, lists: dict) -> tuple[list, int]:
+    """The document of ``channels`` through ``ops``: [(name, ref)] in name order (ref ("from", the stored
+    channel it is), ("parts", ...) of a value migrated, or None for a channel in ``lists``: left unread, the
+    caller puts its list there) and the bytes of the encodings made."""
+    doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
+                 for ch, node_id in channels}
+    for op in ops:
+        op(doc, ())
+    out, size = [], 0
+    for ch, v in sorted(doc.items()):
+        if ch in lists:
+            out.append((ch, None))
+        elif type(v) is Unread:
+            out.append((ch, ("from", v.ref)))
+        else:
+            shape, payload = parts(v)
+            size += len(payload) if shape == hp.KIND_SCALAR else sum(
+                len(x) if shape == hp.KIND_LIST else len(x[1]) + len(x[0]) for x in payload)
+            out.append((ch, ("parts", (shape, payload, tree_of(shape, payload, [])))))
+    return out, size
 
 
 def _outcome(rec: SchemaRec, m, read: int, fetch, writes=None) -> Outcome:
