@@ -765,7 +765,8 @@ def list_from(txn, store, ns: str, after: str | None) -> Iterator[tuple[str, Sch
 class Outcome:
     """What a read returns for one checkpoint: ``channels`` None means the values as stored; otherwise
     (name, ref) pairs in name order where ref is ("stored", root node id) or ("parts", (shape, payload,
-    root hash)) of a value migrated on read (:func:`parts`, :func:`tree_of`)."""
+    root hash)) of a value migrated on read (:func:`parts`, :func:`tree_of`); the payload of a list migrated
+    item by item is a :class:`MigratedItems` (its encodings, with the ListValue wire bytes a read sends)."""
 
     status: int
     version: int  # the version of the values returned
@@ -853,7 +854,7 @@ def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]],
             for ch, ref in rest:
                 if ref is None:
                     payload, root = lists[ch]
-                    size += 2 * sum(map(len, payload.wire))  # the encodings and their wire bytes
+                    size += sum(map(len, payload.wire))  # about its encodings (a few bytes an item more)
                     ref = ("parts", (hp.KIND_LIST, payload, root))
                 out.append((ch, ref))
         else:
