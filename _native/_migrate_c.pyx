@@ -33,6 +33,10 @@ DEF MAX_DEPTH = 64
 DEF STACK_ENTRIES = 48
 
 _OPS = {"rename": 0, "drop": 1, "add": 2, "convert": 3}
+cdef int _TAG_VALUE = _hp.TAG_VALUE
+cdef int _TAG_PACKED = _hp.TAG_PACKED
+if _hp.HASH_SIZE != 32:
+    raise ImportError("hash size differs from the compiled migration's: rebuild the extension")
 
 # kinds of a head
 DEF K_INT = 1
@@ -754,28 +758,43 @@ def apply_item(Program prog, encoding):
 
 def migrate_list(Program prog, record, fetch, dict cache, bytes prefix, fallback):
     """As _migrate_py.migrate_list."""
+    return migrate_items(prog, _hp.stored_list_ids(record, fetch), fetch, cache, prefix, fallback)[:3]
+
+
+def migrate_items(Program prog, ids, fetch, dict cache, bytes prefix, fallback, Py_ssize_t start=0):
+    """As _migrate_py.migrate_items."""
     cdef list encs = [], hashes = [], fresh = []
-    cdef list ids = _hp.stored_list_ids(record, fetch)
-    cdef Py_ssize_t n
+    cdef list id_list = ids if type(ids) is list else list(ids)
+    cdef Py_ssize_t n, size
     cdef object hit, rec, enc, stored
-    cdef bytes key
+    cdef bytes key, brec
+    cdef bint plain = True
+    cdef int tag
     stored_encoding = _hp.stored_encoding
     value_node = _hp.value_node
     hash_size = _hp.HASH_SIZE
     hasher = _blake3()  # one per call (never shared between threads), reused for the items' value nodes
     update, digest, reset = hasher.update, hasher.digest, hasher.reset
-    for n in range(len(ids)):
-        node_id = ids[n]
+    for n in range(len(id_list)):
+        node_id = id_list[n]
         rec = fetch(node_id)
         if rec is None:
             raise _hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
-        key = prefix + bytes(rec[:hash_size])
+        brec = rec if type(rec) is bytes else bytes(rec)
+        size = PyBytes_GET_SIZE(brec)
+        if size <= 32:
+            plain = False
+        else:
+            tag = (<const unsigned char*>PyBytes_AS_STRING(brec))[32]
+            if tag != _TAG_VALUE and tag != _TAG_PACKED:
+                plain = False
+        key = prefix + brec[:hash_size]
         hit = cache.get(key)
         if hit is None:
             stored = stored_encoding(rec, fetch)
             enc = _apply(prog, stored if type(stored) is bytes else bytes(stored))
             if enc is None:
-                enc = fallback(n, stored)
+                enc = fallback(start + n, stored)
             if PyBytes_GET_SIZE(enc) <= CHUNK_THRESHOLD:  # one ``v`` node: hp.value_node's hash, made here
                 update(b"v")
                 update(enc)
@@ -786,4 +805,4 @@ def migrate_list(Program prog, record, fetch, dict cache, bytes prefix, fallback
             fresh.append((key, hit))
         encs.append(hit[0])
         hashes.append(hit[1])
-    return encs, hashes, fresh
+    return encs, hashes, fresh, plain

@@ -102,16 +102,41 @@ cdef inline bint _ext_head(unsigned char c) noexcept nogil:
     return c == 0xC7 or c == 0xC8 or c == 0xC9 or (0xD4 <= c <= 0xD8)
 
 
+cdef int _entry(Buf* buf, const unsigned char* e, Py_ssize_t elen) except -1:
+    """Append the ``items`` entry of the item encoding ``e`` (``elen`` bytes)."""
+    cdef Py_ssize_t vlen
+    cdef bytes w
+    if elen and _ext_head(e[0]):  # perhaps an opaque value: the twin's function decides
+        w = _value_wire(PyBytes_FromStringAndSize(<char*>e, elen))
+        _reserve(buf, 1 + 10 + PyBytes_GET_SIZE(w))
+        buf.data[buf.size] = 0x0A
+        buf.size += 1
+        _put_varint(buf, PyBytes_GET_SIZE(w))
+        memcpy(buf.data + buf.size, PyBytes_AS_STRING(w), PyBytes_GET_SIZE(w))
+        buf.size += PyBytes_GET_SIZE(w)
+        return 0
+    vlen = 1 + _varint_len(elen) + elen
+    _reserve(buf, 2 + 10 + 10 + elen)
+    buf.data[buf.size] = 0x0A
+    buf.size += 1
+    _put_varint(buf, vlen)
+    buf.data[buf.size] = 0x0A
+    buf.size += 1
+    _put_varint(buf, elen)
+    memcpy(buf.data + buf.size, e, elen)
+    buf.size += elen
+    return 0
+
+
 cdef int _item(Buf* buf, const unsigned char* item_id, object fetch) except -1:
     """Append one item's ``items`` entry; returns 1 when it may be cached, 0 when not."""
     cdef bytes rec = _fetch(fetch, PyBytes_FromStringAndSize(<char*>item_id, C_ID))
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), elen, vlen
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), elen
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(rec)
     cdef const unsigned char* e
     cdef int tag, ok
     cdef PyObject* hit
     cdef object enc
-    cdef bytes w
     if n <= C_HASH:
         raise _Corrupt("value record too short")
     tag = p[C_HASH]
@@ -131,25 +156,7 @@ cdef int _item(Buf* buf, const unsigned char* item_id, object fetch) except -1:
                 enc = bytes(enc)
         e = <const unsigned char*>PyBytes_AS_STRING(enc)
         elen = PyBytes_GET_SIZE(enc)
-    if elen and _ext_head(e[0]):  # perhaps an opaque value: the twin's function decides
-        w = _value_wire(PyBytes_FromStringAndSize(<char*>e, elen))
-        _reserve(buf, 1 + 10 + PyBytes_GET_SIZE(w))
-        buf.data[buf.size] = 0x0A
-        buf.size += 1
-        _put_varint(buf, PyBytes_GET_SIZE(w))
-        memcpy(buf.data + buf.size, PyBytes_AS_STRING(w), PyBytes_GET_SIZE(w))
-        buf.size += PyBytes_GET_SIZE(w)
-        return ok
-    vlen = 1 + _varint_len(elen) + elen
-    _reserve(buf, 2 + 10 + 10 + elen)
-    buf.data[buf.size] = 0x0A
-    buf.size += 1
-    _put_varint(buf, vlen)
-    buf.data[buf.size] = 0x0A
-    buf.size += 1
-    _put_varint(buf, elen)
-    memcpy(buf.data + buf.size, e, elen)
-    buf.size += elen
+    _entry(buf, e, elen)
     return ok
 
 
@@ -224,6 +231,21 @@ def list_wire(record, fetch):
                 pos += C_ID
         for i in range(<Py_ssize_t>(count % C_LEAF_ITEMS)):
             _item(&buf, p + pos + C_ID * i, fetch)
+        return PyBytes_FromStringAndSize(<char*>buf.data, buf.size)
+    finally:
+        free(buf.data)
+
+
+def items_wire(encodings):
+    """The ``ListValue`` wire bytes of a list of the item encodings ``encodings`` (as _reads_py.items_wire)."""
+    cdef Buf buf
+    cdef bytes enc
+    buf.data = NULL
+    buf.size = buf.cap = 0
+    try:
+        for x in encodings:
+            enc = x if type(x) is bytes else bytes(x)
+            _entry(&buf, <const unsigned char*>PyBytes_AS_STRING(enc), PyBytes_GET_SIZE(enc))
         return PyBytes_FromStringAndSize(<char*>buf.data, buf.size)
     finally:
         free(buf.data)

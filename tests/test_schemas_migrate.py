@@ -312,3 +312,215 @@ def test_a_read_migrated_on_the_fast_path_equals_the_client_side_migration(nscli
     doc = {k: engine.decode(codec.encode(v)) for k, v in value.items()}
     engine.apply(doc, [SchemaVersionRec(2, _recs(v2))])
     assert {k: codec.encode(v) for k, v in values.items()} == {k: engine.encode(v) for k, v in doc.items()}
+
+
+# ---------------------------------------------------------------- a stored list tree, by its subtrees
+
+from sidecar.storage import _hotpath_py as hpy  # noqa: E402
+from sidecar.storage import _reads_py as rpy  # noqa: E402
+from sidecar.storage import compression, reads  # noqa: E402
+
+
+class _Tree:
+    """id -> record of stored lists as the server keeps them (hash + stored node), every fetch logged."""
+
+    def __init__(self) -> None:
+        self.records: dict[bytes, bytes] = {}
+        self.ids: dict[bytes, bytes] = {}
+        self.log: list[bytes] = []
+
+    def add(self, encodings: list[bytes]) -> bytes:
+        """Store a list of ``encodings``; its root record."""
+        built: list = []
+        root = hpy.build_list(encodings, built)
+        for h, node in built:
+            if h not in self.ids:
+                node_id = (len(self.records) + 1).to_bytes(hp.ID_SIZE, "big")
+                self.records[node_id] = h + hpy.stored_node(node, self.ids.__getitem__)
+                self.ids[h] = node_id
+        return self.records[self.ids[root]]
+
+    def fetch(self, node_id: bytes):
+        self.log.append(node_id)
+        return self.records.get(node_id)
+
+
+def _fresh() -> None:
+    engine._items.clear()
+    engine._subtrees.clear()
+
+
+def _check_list(plan: engine.Plan, tree: _Tree, encodings: list[bytes]):
+    """``_migrate_items`` of the stored list of ``encodings`` equals the engine on the whole list: the same
+    encodings, the root ``hp.list_append`` builds, the wire bytes of those items (item by item, both twins)."""
+    root = tree.add(encodings)
+    want = _engine_items(plan, encodings)
+    got, h = engine._migrate_items(plan, "m", root, tree.fetch)
+    assert (list(got), h) == want
+    wire = b"".join(got.wire)
+    assert wire == rpy.items_wire(want[0]) == reads.items_wire(want[0])
+    from agentstate.v1 import values_pb2
+    from sidecar.api import wire as api_wire
+    v = values_pb2.ListValue()
+    for enc in want[0]:
+        api_wire.set_value(v.items.add(), enc)
+    assert wire == v.SerializeToString()  # what GetCheckpoint built item by item before
+    return root, got
+
+
+_message = st.fixed_dictionaries({"role": st.sampled_from(["user", "ai"]), "text": st.text(max_size=30),
+                                  "tokens": st.sampled_from(["1", "22", "x", 7, "-3"])},
+                                 optional={"junk": _values, "a": _values})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_message, max_size=70), st.integers(min_value=0, max_value=3))
+def test_a_stored_list_tree_migrates_by_subtrees_as_the_engine_migrates_it(items, seed):
+    plan = _plan([s.rename("text", "content"), s.convert("tokens", "int"), s.add("meta", {}), s.drop("junk")])
+    tree = _Tree()
+    encodings = [codec.encode(x) for x in items]
+    _fresh()
+    try:
+        want = _engine_items(plan, encodings)
+    except engine.MigrationError as e:
+        want = e
+    for _ in range(3):  # cold; then from the subtrees kept; then from the items kept alone
+        try:
+            _check_list(plan, tree, encodings)
+        except engine.MigrationError as e:
+            assert isinstance(want, engine.MigrationError) and (str(e), e.path) == (str(want), want.path)
+        else:
+            assert not isinstance(want, engine.MigrationError)
+        engine._subtrees.clear()
+    # successive versions of the list (appended, last changed, one in the middle changed, cut), each as the
+    # engine migrates it, with what the reads before kept
+    good = [e for e, x in zip(encodings, items) if type(x["tokens"]) is int or x["tokens"].lstrip("-").isdigit()]
+    nxt = [codec.encode({"role": "ai", "text": f"v{seed}/{i}", "tokens": str(i)}) for i in range(12)]
+    for version in (good, good + nxt[:1], good + nxt[:9], good[:-1] + nxt[1:2], good[: len(good) // 2] + nxt,
+                    nxt[:3] + good, good[:5]):
+        _check_list(plan, tree, version)
+
+
+def test_only_the_changed_part_of_a_list_is_read_again():
+    plan = _plan([s.rename("text", "content"), s.convert("tokens", "int")])
+    tree = _Tree()
+    msgs = [codec.encode({"role": "user", "text": f"m{i}", "tokens": str(i)}) for i in range(203)]
+    _fresh()
+    _check_list(plan, tree, msgs[:200])  # 25 leaves: peaks of 16, 8 and 1 leaves
+    assert len(engine._subtrees.entries) == 25 + 2  # every leaf, and the two peaks above leaves
+    tree.log.clear()
+    _check_list(plan, tree, msgs[:200])
+    assert len(tree.log) == 3  # the peaks, kept
+    tree.log.clear()
+    _check_list(plan, tree, msgs[:203])
+    assert len(tree.log) == 3 + 3  # the same peaks, kept, and the three tail items
+    changed = msgs[:199] + [codec.encode({"role": "ai", "text": "new", "tokens": "9"})]
+    tree.log.clear()
+    _check_list(plan, tree, changed)
+    assert len(tree.log) == 2 + 1 + 8  # two peaks kept; the last leaf, new, and its items (7 of them kept)
+
+
+def test_a_subtree_holding_a_chunked_item_is_not_kept():
+    plan = _plan([s.drop("junk")])
+    tree = _Tree()
+    msgs = [codec.encode({"i": i, "junk": 1}) for i in range(16)]
+    msgs[3] = codec.encode({"i": 3, "big": "q" * (hpy.CHUNK_THRESHOLD + 10)})
+    _fresh()
+    root, _ = _check_list(plan, tree, msgs)
+    leaves = [r[:32] for r in tree.records.values() if r[32:33] == b"l"]
+    kept = [plan.key + b"m\x00" + h in engine._subtrees.entries for h in leaves]
+    assert sorted(kept) == [False, True]  # the leaf with the chunked item is not kept, the other is
+    assert not any(plan.key + b"m\x00" + r[:32] in engine._subtrees.entries
+                   for r in tree.records.values() if r[32:33] == b"n")  # nor the peak above both
+    _check_list(plan, tree, msgs)  # and read again as the engine migrates it
+
+
+def test_a_failing_item_after_a_kept_subtree_names_its_index():
+    plan = _plan([s.convert("tokens", "int")])
+    tree = _Tree()
+    good = [codec.encode({"tokens": str(i)}) for i in range(16)]
+    _fresh()
+    _check_list(plan, tree, good)
+    bad = good[:8] + good[8:11] + [codec.encode({"tokens": "nope"})] + good[12:]
+    with pytest.raises(engine.MigrationError) as e:
+        engine._migrate_items(plan, "m", tree.add(bad), tree.fetch)
+    assert e.value.path == ["m", "11", "tokens"] and "cannot convert 'nope' to int" in str(e.value)
+    del tree.records[tree.ids[hp.hash_bytes(b"v" + good[9])]]
+    engine._subtrees.clear()
+    with pytest.raises(hp.CorruptNode, match="missing node"):
+        engine._migrate_items(plan, "m", tree.add(good), tree.fetch)
+
+
+def test_migrate_items_twins_agree_from_an_offset():
+    recs_ = _recs([s.rename("a", "b"), s.convert("n", "int")])
+    tree = _Tree()
+    encs = [codec.encode({"a": i, "n": str(i)}) for i in range(6)] + [codec.encode({"n": "x"}), codec.encode(
+        {"n": "q" * (hpy.CHUNK_THRESHOLD + 1)})]
+    root = tree.add(encs + [codec.encode(0)])
+    ids = hp.stored_list_ids(root, tree.fetch)[:8]
+    plan = _plan([s.rename("a", "b"), s.convert("n", "int")])
+    outs = []
+    for twin in TWINS:
+        seen = []
+
+        def fallback(n, stored):
+            seen.append(n)
+            return b"\xa4left"  # what the engine would say stands in here: the index is what is checked
+
+        got = twin.migrate_items(twin.program(_tuples(recs_)), ids[2:], tree.fetch, {}, b"p", fallback, 10)
+        outs.append((got, seen))
+        assert seen == [14, 15]  # the item that does not convert and the chunked one, at their list index
+        assert got[3] is False  # a chunked item's record: not a plain value node
+        assert twin.migrate_items(twin.program(_tuples(recs_)), ids[:3], tree.fetch, {}, b"p", fallback)[3] is True
+        assert twin.migrate_list(twin.program(_tuples(recs_)), root, tree.fetch, {}, b"p",
+                                 lambda n, stored: b"\xc0")[0][:6] == [engine.encode({"b": i, "n": i}) for i in range(6)]
+    assert outs[0] == outs[-1]
+    assert plan.itemwise  # (the engine's plan for the same steps takes the list item-wise)
+
+
+# ---------------------------------------------------------------- over the API: migrated == stored at the version
+
+def test_first_reads_of_migrated_checkpoints_equal_the_same_state_stored_at_the_version(nsclient, tid):
+    """Checkpoints stored at version 1 and read at 3 (each read the first of its checkpoint, sharing messages
+    with the ones before, as a thread's do) answer exactly what the same state stored at version 3 answers:
+    the same channel values and roots, spliced (GetCheckpoint), parsed item by item (ListCheckpoints), or
+    only the root (known_roots); and the values the engine gives for the stored ones."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_schemas import _states  # the state at version 1 and at 3
+    from agentstate import checkpoint_values
+    from test_schemas import V2, V3
+
+    nsclient.schemas.register("agent", [[], V2, V3])
+    for n in (1, 9, 70):
+        for k in range(4):
+            v1, v3 = _states(n, k, unshared=k == 3)
+            if k == 2:  # a longer list: the one before, appended to
+                v1, v3 = _states(n + 5, k)
+            nsclient.put_checkpoint(f"{tid}-old-{n}-{k}", v1, schema="agent", schema_version=1)
+            nsclient.put_checkpoint(f"{tid}-new-{n}-{k}", v3, schema="agent", schema_version=3)
+            a = nsclient.get_checkpoint(f"{tid}-old-{n}-{k}", read_schema_version=3)
+            b = nsclient.get_checkpoint(f"{tid}-new-{n}-{k}", read_schema_version=3)
+            assert a.migration == engine.STATUS_MIGRATED and b.migration == engine.STATUS_CURRENT
+            assert a.channels == b.channels and checkpoint_values(a) == v3
+            again = nsclient.get_checkpoint(f"{tid}-old-{n}-{k}", read_schema_version=3)
+            assert again.channels == b.channels
+            listed = list(nsclient.list_checkpoints(f"{tid}-old-{n}-{k}", include_values=True,
+                                                    read_schema_version=3))
+            assert [c.channels for c in listed] == [b.channels]
+            known = {"messages": b.channels["messages"].root}
+            ka = nsclient.get_checkpoint(f"{tid}-old-{n}-{k}", read_schema_version=3, known_roots=known)
+            kb = nsclient.get_checkpoint(f"{tid}-new-{n}-{k}", read_schema_version=3, known_roots=known)
+            assert ka.channels["messages"] == kb.channels["messages"] == pb_root(b.channels["messages"].root)
+            # the engine on the stored values
+            stored = checkpoint_values(nsclient.get_checkpoint(f"{tid}-old-{n}-{k}"))
+            doc = {ch: engine.decode(codec.encode(v)) for ch, v in stored.items()}
+            engine.apply(doc, [SchemaVersionRec(2, _recs(V2)), SchemaVersionRec(3, _recs(V3))])
+            assert {ch: codec.encode(v) for ch, v in checkpoint_values(a).items()} == \
+                {ch: engine.encode(v) for ch, v in doc.items()}
+
+
+def pb_root(root: bytes):
+    from agentstate.v1 import threads_pb2 as pb
+    return pb.ChannelValue(root=root)

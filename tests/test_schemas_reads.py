@@ -224,3 +224,40 @@ def test_the_item_cache_stays_within_its_bound():
         assert cache.size <= 10_000 + 300
         assert cache.size == sum(len(k) + len(v[0]) + 128 for k, v in cache.entries.items())
     assert (499).to_bytes(4, "big") * 8 in cache.entries
+
+
+def test_the_other_channels_part_is_reused_only_for_the_same_other_channels(nsclient):
+    """Checkpoints that share their messages but not their other channels, or the other way round: each read
+    equals the engine on the whole value; one whose other channels fail fails with the engine's error every
+    time, whatever was read before with the same lists or the same other channels."""
+    import uuid
+    c = nsclient
+    register_three(c, "agent")
+    base = state_v1()
+    del base["blob"]
+    base["messages"] = [{"role": "user", "text": f"m{i}", "tokens": str(i)} for i in range(20)]
+    variants = []
+    for last, msgs in (("L0", 20), ("L1", 20), ("L1", 21), ("L0", 21), ("L2", 19)):
+        v = copy.deepcopy(base)
+        v["profile"]["last"] = last
+        v["messages"] = v["messages"][:msgs] if msgs <= 20 else v["messages"] + [
+            {"role": "ai", "text": "more", "tokens": "7"}]
+        variants.append(v)
+    bad = copy.deepcopy(variants[1])
+    bad["profile"]["age"] = "thirty"  # the convert to int fails: the other channels' part raises
+    bad_too = copy.deepcopy(variants[4])
+    bad_too["profile"]["age"] = "thirty"
+    for value in variants + [bad, variants[1], bad_too, bad]:
+        tid = f"r-{uuid.uuid4().hex[:12]}"
+        c.put_checkpoint(tid, value, schema="agent", schema_version=1)
+        if value["profile"]["age"] == "thirty":
+            with expect_error(FP, "SCHEMA_MIGRATION_FAILED", path="profile/age"):
+                c.get_checkpoint(tid, read_schema_version=3)
+            continue
+        cp = c.get_checkpoint(tid, read_schema_version=3)
+        assert cp.migration == s.MIGRATED
+        assert values_of(cp) == codec.decode(_v3_of(value))
+        direct = c.put_checkpoint(f"{tid}-3", codec.decode(_v3_of(value)), schema="agent", schema_version=3)
+        assert cp.channels == c.get_checkpoint(f"{tid}-3", read_schema_version=3).channels
+        assert {k: v.root for k, v in cp.channels.items()} == {
+            k: v.root for k, v in direct.checkpoint.channels.items()}

@@ -371,7 +371,9 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
     """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in;
     ``outcome`` (state/schemas.on_read) is the migration a reader's read_schema_version asked for.
     ``wire_lists`` (a dict): list values sent whole are not filled in but put there, channel name ->
-    (root, ListValue wire bytes), their channels left out of ``out`` (see :func:`get_wire`)."""
+    (root, ListValue wire bytes), their channels left out of ``out`` (see :func:`get_wire`); a list migrated
+    item-wise on read (state/schemas.MigratedItems) too, with the wire bytes its migration built (a tuple of
+    parts)."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = out.stored_schema_version = m.schema_version
@@ -395,6 +397,12 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
             cv.root = root
             continue
         if root_id is None:  # a value migrated on read (api_schemas.migrated_roots)
+            shape, payload = migrated[name]
+            built = getattr(payload, "wire", None)  # a list migrated item-wise: its ListValue wire bytes
+            if wire_lists is not None and built is not None and not (known_roots and name in known_roots):
+                wire_lists[name] = (root, built)
+                del out.channels[name]
+                continue
             api_schemas.fill_migrated(cv, root, migrated[name], known_roots.get(name) if known_roots else None)
             continue
         if wire_lists is not None and not (known_roots and name in known_roots):
@@ -492,15 +500,17 @@ async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
         return head
     parts = [head]
     for name, (root, body) in lists.items():  # headers made by length: the body is copied once, by the join
-        list_head = _head(_LIST_FIELD, len(body))
-        value_head = _head(_VALUE_FIELD, len(list_head) + len(body))
+        body = (body,) if type(body) is bytes else body  # or parts (a list migrated on read)
+        size = sum(map(len, body))
+        list_head = _head(_LIST_FIELD, size)
+        value_head = _head(_VALUE_FIELD, len(list_head) + size)
         root_field = _len_field(_ROOT_FIELD, root)
-        cv_len = len(root_field) + len(value_head) + len(list_head) + len(body)
+        cv_len = len(root_field) + len(value_head) + len(list_head) + size
         entry_head = _len_field(1, name.encode()) + _head(2, cv_len)  # a map entry: key 1, value 2
         entry_len = len(entry_head) + cv_len
         channels_head = _head(_CHANNELS_FIELD, entry_len)
         parts += [_head(_CHECKPOINT_FIELD, len(channels_head) + entry_len), channels_head, entry_head, root_field,
-                  value_head, list_head, body]
+                  value_head, list_head, *body]
     return b"".join(parts)
 
 

@@ -237,6 +237,11 @@ def fill_migrated(cv, root: bytes, prepared: tuple, known: bytes | None) -> None
     out = cv.value
     if shape == hp.KIND_LIST:
         out.list.SetInParent()
+        built = getattr(payload, "wire", None)  # state/schemas.MigratedItems: the wire bytes made with it
+        if built is not None:
+            for part in built:  # whole ``items`` entries each
+                out.list.MergeFromString(part)
+            return
         items = out.list.items
         for enc in payload:
             wire.set_value(items.add(), enc)

@@ -26,7 +26,7 @@ from blake3 import blake3
 
 from ..errors import ApiError
 from ..storage import hotpath as hp
-from ..storage import layout, migrate, nodes, records
+from ..storage import compression, layout, migrate, nodes, reads, records
 from ..storage.layout import SchemaRec, SchemaVersionRec, MigrationStepRec
 
 # FailurePolicy (schemas.proto); 0 behaves as FAIL
@@ -263,9 +263,13 @@ class _ItemCache:
     MAX_BYTES = 32 << 20
 
     def __init__(self) -> None:
-        self.entries: dict[bytes, tuple[bytes, bytes]] = {}  # key -> (encoding, item hash)
+        self.entries: dict[bytes, tuple] = {}  # key -> (encoding, item hash)
         self.size = 0
         self.lock = threading.Lock()
+
+    @staticmethod
+    def cost(key: bytes, hit: tuple) -> int:
+        return len(key) + len(hit[0]) + 128
 
     def put_many(self, fresh: list) -> None:
         """(key, hit) pairs, as :meth:`put` each."""
@@ -276,41 +280,152 @@ class _ItemCache:
                 if key in self.entries:
                     continue
                 self.entries[key] = hit
-                self.size += len(key) + len(hit[0]) + 128
-            if self.size > self.MAX_BYTES:
-                for k in list(itertools.islice(self.entries, len(self.entries) // 2 + 1)):
-                    self.size -= len(k) + len(self.entries.pop(k)[0]) + 128
+                self.size += self.cost(key, hit)
+            self._trim()
 
-    def put(self, key: bytes, hit: tuple[bytes, bytes]) -> None:
+    def put(self, key: bytes, hit: tuple) -> None:
         with self.lock:
             if key in self.entries:
                 return
             self.entries[key] = hit
-            self.size += len(key) + len(hit[0]) + 128
-            if self.size > self.MAX_BYTES:
-                for k in list(itertools.islice(self.entries, len(self.entries) // 2 + 1)):
-                    self.size -= len(k) + len(self.entries.pop(k)[0]) + 128
+            self.size += self.cost(key, hit)
+            self._trim()
+
+    def _trim(self) -> None:
+        if self.size > self.MAX_BYTES:
+            for k in list(itertools.islice(self.entries, len(self.entries) // 2 + 1)):
+                self.size -= self.cost(k, self.entries.pop(k))
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.size = 0
+
+
+class _SubtreeCache(_ItemCache):
+    """Migrated list subtrees by (plan, channel, the stored subtree node's hash) -> (the migrated subtree's
+    hash, its items' encodings (a tuple), the ``items`` wire bytes of them (storage/reads.items_wire)): a
+    list leaf (8 items) and each perfect subtree a list root names, as storage/wirecache.py keeps the stored
+    ones, and for the same reason sound (a hash names one sequence of stored items, hence one of migrated
+    ones); never one holding a sealed or chunked item (a sealed record is opened on every read)."""
+
+    @staticmethod
+    def cost(key: bytes, hit: tuple) -> int:
+        return len(key) + len(hit[2]) + 8 * len(hit[1]) + 128
 
 
 _items = _ItemCache()
+_subtrees = _SubtreeCache()
+compression.on_forget(_subtrees.clear)  # as storage/wirecache.py: what a new process would read
 
 
-def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[list[bytes], bytes]:
+class MigratedItems(list):
+    """The item encodings of a list migrated on read (the ``payload`` of its ("parts", ...) entry, a list)
+    with ``wire``: the ``ListValue`` wire bytes of them (what a read sends, storage/reads.items_wire) as a
+    tuple of parts to be joined (each whole ``items`` entries: a kept subtree's bytes are not copied here)."""
+
+    __slots__ = ("wire",)
+
+
+def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[MigratedItems, bytes]:
     """The item encodings of stored list ``rec`` (channel ``ch``) migrated by the plan's item-wise steps,
-    and the root hash of the list they make."""
-    inner = plan.itemwise[ch]
+    and the root hash of the list they make. Walked as storage/reads.list_wire walks a stored list: each
+    perfect subtree the root names (and each leaf under one not kept) is taken from :data:`_subtrees` by the
+    stored node's hash, so the unchanged part of a list a read before migrated costs a lookup per peak; the
+    items of a subtree not kept come from :data:`_items` by their hash or are migrated (:func:`_items_at`).
+    The root hash is the one ``hp.list_append`` builds from the migrated items' hashes: a migrated list has
+    the stored one's length, hence the same shape."""
     prefix = plan.key + ch.encode() + b"\x00"
-    cache = _items.entries
+    rec = bytes(rec)
+    if len(rec) <= hp.HASH_SIZE:
+        raise hp.CorruptNode("list root record too short")
+    if rec[hp.HASH_SIZE] != hp.TAG_LIST:
+        raise hp.CorruptNode("not a list root")
+    n = hp.stored_list_length(rec)
+    m = n // hp.LEAF_ITEMS
+    pos = hp.HASH_SIZE + 9
+    ids = hp.ID_SIZE
+    if len(rec) != pos + (bin(m).count("1") + n % hp.LEAF_ITEMS) * ids:
+        raise hp.CorruptNode("list root length mismatch")
+    encs = MigratedItems()
+    wires: list[bytes] = []
+    node = [b"L", n.to_bytes(8, "big")]
+    for k in range(m.bit_length() - 1, -1, -1):
+        if m >> k & 1:
+            h, sub, parts, _ = _subtree(plan, ch, prefix, rec[pos:pos + ids], k, fetch, len(encs), True)
+            encs += sub
+            wires += parts
+            node.append(h)
+            pos += ids
+    tail = [rec[pos + i * ids:pos + (i + 1) * ids] for i in range(n % hp.LEAF_ITEMS)]
+    if tail:
+        t_encs, t_hashes, _ = _items_at(plan, ch, prefix, tail, fetch, len(encs))
+        encs += t_encs
+        wires.append(reads.items_wire(t_encs))
+        node += t_hashes
+    encs.wire = tuple(wires)
+    return encs, hp.hash_bytes(b"".join(node))
+
+
+def _subtree(plan: Plan, ch: str, prefix: bytes, node_id: bytes, level: int, fetch, start: int, peak: bool):
+    """(migrated hash, item encodings, wire parts, may be kept) of the stored perfect subtree of height
+    ``level`` (0: a leaf) whose node id is ``node_id``, its first item at index ``start`` of the list."""
+    rec = fetch(node_id)
+    if rec is None:
+        raise hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
+    rec = bytes(rec)
+    base = hp.HASH_SIZE + 1
+    ids = hp.ID_SIZE
+    if len(rec) <= hp.HASH_SIZE:
+        raise hp.CorruptNode("list node record too short")
+    if level == 0:
+        if rec[hp.HASH_SIZE] != hp.TAG_LEAF or len(rec) != base + hp.LEAF_ITEMS * ids:
+            raise hp.CorruptNode("bad list leaf")
+    elif rec[hp.HASH_SIZE] != hp.TAG_INNER or len(rec) != base + 2 * ids:
+        raise hp.CorruptNode("bad list inner node")
+    key = prefix + rec[:hp.HASH_SIZE]
+    hit = _subtrees.entries.get(key)
+    if hit is not None:
+        return hit[0], hit[1], [hit[2]], True
+    if level == 0:
+        encs, hashes, plain = _items_at(plan, ch, prefix, [rec[base + i * ids:base + (i + 1) * ids]
+                                                           for i in range(hp.LEAF_ITEMS)], fetch, start)
+        h = hp.hash_bytes(b"l" + b"".join(hashes))
+        parts = [reads.items_wire(encs)]
+    else:
+        ha, ea, pa, oka = _subtree(plan, ch, prefix, rec[base:base + ids], level - 1, fetch, start, False)
+        hb, eb, pb, okb = _subtree(plan, ch, prefix, rec[base + ids:base + 2 * ids], level - 1, fetch,
+                                   start + (hp.LEAF_ITEMS << (level - 1)), False)
+        h = hp.hash_bytes(b"n" + ha + hb)
+        encs, parts, plain = [*ea, *eb], pa + pb, oka and okb
+    if plain and (level == 0 or peak):
+        wire = b"".join(parts)
+        encs = tuple(encs)
+        _subtrees.put(key, (h, encs, wire))
+        parts = [wire]
+    return h, encs, parts, plain
+
+
+def _items_at(plan: Plan, ch: str, prefix: bytes, ids: list, fetch, start: int) -> tuple[list, list, bool]:
+    """(migrated encodings, their value hashes, whether every record is a plain or packed value node) of the
+    list items whose node ids are ``ids``, the first at index ``start``: each from :data:`_items` by the
+    stored item's hash, or migrated (on its bytes by the plan's program when it has one, else by the
+    engine) and kept there."""
+    inner = plan.itemwise[ch]
     path = [ch]
+    cache = _items.entries
     prog = plan.programs.get(ch)
     if prog is not None:  # on the items' bytes (storage/migrate), an item it leaves through the steps here
-        encs, hashes, fresh = migrate.migrate_list(
-            prog, rec, fetch, cache, prefix, lambda n, stored: encode(map_item(inner, decode(stored), ((), path, n))))
+        encs, hashes, fresh, plain = migrate.migrate_items(
+            prog, ids, fetch, cache, prefix, lambda n, stored: encode(map_item(inner, decode(stored), ((), path, n))),
+            start)
         _items.put_many(fresh)
-        return encs, hp.list_append(None, hashes, [])
-    encs, hashes = [], []
-    for n, node_id in enumerate(hp.stored_list_ids(rec, fetch)):
+        return encs, hashes, plain
+    encs, hashes, plain = [], [], True
+    for n, node_id in enumerate(ids, start):
         item_rec = nodes.record(fetch, node_id)
+        if item_rec[hp.HASH_SIZE] not in (hp.TAG_VALUE, hp.TAG_PACKED):
+            plain = False
         key = prefix + item_rec[:hp.HASH_SIZE]
         hit = cache.get(key)
         if hit is None:
@@ -319,7 +434,7 @@ def _migrate_items(plan: Plan, ch: str, rec: bytes, fetch) -> tuple[list[bytes],
             _items.put(key, hit)
         encs.append(hit[0])
         hashes.append(hit[1])
-    return encs, hp.list_append(None, hashes, [])
+    return encs, hashes, plain
 
 
 def _where(prefix) -> list[str]:
@@ -650,7 +765,8 @@ def list_from(txn, store, ns: str, after: str | None) -> Iterator[tuple[str, Sch
 class Outcome:
     """What a read returns for one checkpoint: ``channels`` None means the values as stored; otherwise
     (name, ref) pairs in name order where ref is ("stored", root node id) or ("parts", (shape, payload,
-    root hash)) of a value migrated on read (:func:`parts`, :func:`tree_of`)."""
+    root hash)) of a value migrated on read (:func:`parts`, :func:`tree_of`); the payload of a list migrated
+    item by item is a :class:`MigratedItems` (its encodings, with the ListValue wire bytes a read sends)."""
 
     status: int
     version: int  # the version of the values returned
@@ -711,41 +827,62 @@ def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]],
     versions = plan(rec, name, stored, read)
     ids = dict(channels)
     steps = compile_plan(versions)
-    key = blake3(b"".join([steps.key, _encoder.encode((stored, read)),
-                           *(ch.encode() + b"\x00" + nodes.record(fetch, node_id)[:hp.HASH_SIZE]
-                             for ch, node_id in channels)])).digest()
+    head = steps.key + _encoder.encode((stored, read))
+    roots = [(ch, nodes.record(fetch, node_id)) for ch, node_id in channels]
+    key = blake3(b"".join([head, *(ch.encode() + b"\x00" + r[:hp.HASH_SIZE] for ch, r in roots)])).digest()
     out = _cache.get(key)
     if out is None:
-        doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
-                     for ch, node_id in channels}
-        ops, lists = steps.ops, {}
-        for ch in steps.itemwise:
-            if ch in ids:
-                rec0 = nodes.record(fetch, ids[ch])
-                if rec0[hp.HASH_SIZE] != hp.TAG_LIST:  # not a stored list: the whole steps say what is wrong
+        lists: dict | None = {}
+        for ch, r in roots:
+            if ch in steps.itemwise:
+                if r[hp.HASH_SIZE] != hp.TAG_LIST:  # not a stored list: the whole steps say what is wrong
                     lists = None
                     break
-                lists[ch] = rec0
+                lists[ch] = r
         if lists:
-            ops = steps.rest
-            lists = {ch: _migrate_items(steps, ch, rec0, fetch) for ch, rec0 in lists.items()}
-        for op in ops:
-            op(doc, ())
-        out, size = [], 0
-        for ch, v in sorted(doc.items()):
-            if lists and ch in lists:
-                payload, root = lists[ch]
-                size += sum(map(len, payload))
-                out.append((ch, ("parts", (hp.KIND_LIST, payload, root))))
-            elif type(v) is Unread:
-                out.append((ch, ("from", v.ref)))
-            else:
-                shape, payload = parts(v)
-                size += len(payload) if shape == hp.KIND_SCALAR else sum(
-                    len(x) if shape == hp.KIND_LIST else len(x[1]) + len(x[0]) for x in payload)
-                out.append((ch, ("parts", (shape, payload, tree_of(shape, payload, [])))))
+            lists = {ch: _migrate_items(steps, ch, r, fetch) for ch, r in lists.items()}
+            # the other channels' part: what steps.rest makes of them depends on them and on which channels
+            # are there, never on the item-wise lists' content (no step but their map_items reads them:
+            # Plan), so it is kept by their roots alone and reused when only the lists changed
+            rest_key = blake3(b"".join([b"rest\x00", head, *(ch.encode() + b"\x00" + (
+                b"list" if ch in lists else r[:hp.HASH_SIZE]) for ch, r in roots)])).digest()
+            rest = _cache.get(rest_key)
+            if rest is None:
+                rest, size = _run(steps.rest, channels, fetch, lists)
+                _cache.put(rest_key, rest, size + 64 * len(rest))
+            out, size = [], 0
+            for ch, ref in rest:
+                if ref is None:
+                    payload, root = lists[ch]
+                    size += sum(map(len, payload.wire))  # about its encodings (a few bytes an item more)
+                    ref = ("parts", (hp.KIND_LIST, payload, root))
+                out.append((ch, ref))
+        else:
+            out, size = _run(steps.ops, channels, fetch, {})
         _cache.put(key, out, size + 64 * len(out))
     return [(ch, ("stored", ids[ref[1]]) if ref[0] == "from" else ref) for ch, ref in out]
+
+
+def _run(ops: list, channels: list[tuple[str, bytes]], fetch, lists: dict) -> tuple[list, int]:
+    """The document of ``channels`` through ``ops``: [(name, ref)] in name order (ref ("from", the stored
+    channel it is), ("parts", ...) of a value migrated, or None for a channel in ``lists``: left unread, the
+    caller puts its list there) and the bytes of the encodings made."""
+    doc: dict = {ch: Unread(ch, lambda node_id=node_id: decode(nodes.value_encoding(node_id, fetch)))
+                 for ch, node_id in channels}
+    for op in ops:
+        op(doc, ())
+    out, size = [], 0
+    for ch, v in sorted(doc.items()):
+        if ch in lists:
+            out.append((ch, None))
+        elif type(v) is Unread:
+            out.append((ch, ("from", v.ref)))
+        else:
+            shape, payload = parts(v)
+            size += len(payload) if shape == hp.KIND_SCALAR else sum(
+                len(x) if shape == hp.KIND_LIST else len(x[1]) + len(x[0]) for x in payload)
+            out.append((ch, ("parts", (shape, payload, tree_of(shape, payload, [])))))
+    return out, size
 
 
 def _outcome(rec: SchemaRec, m, read: int, fetch, writes=None) -> Outcome:

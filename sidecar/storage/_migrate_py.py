@@ -33,6 +33,7 @@ NATIVE = False
 T_STRING, T_INT, T_FLOAT, T_BOOL, T_LIST = 1, 2, 3, 4, 5
 MAX_DEPTH = 64  # deeper values go the engine's way
 _OPS = {"rename": 0, "drop": 1, "add": 2, "convert": 3}
+_PLAIN = (hp.TAG_VALUE, hp.TAG_PACKED)
 
 
 # ----------------------------------------------------------------- the normal form
@@ -365,11 +366,22 @@ def migrate_list(prog: tuple, record: bytes, fetch, cache: dict, prefix: bytes, 
     ``prefix`` + stored hash is in ``cache`` (-> (encoding, hash)) is taken from it; the others are migrated
     here, an item :func:`apply_item` leaves to the engine by ``fallback(index, stored encoding)`` (its
     encoding, or it raises), in list order; ``fresh`` holds (key, (encoding, hash)) of those, to be cached."""
+    return migrate_items(prog, hp.stored_list_ids(record, fetch), fetch, cache, prefix, fallback)[:3]
+
+
+def migrate_items(prog: tuple, ids, fetch, cache: dict, prefix: bytes, fallback, start: int = 0
+                  ) -> tuple[list, list, list, bool]:
+    """As :func:`migrate_list` for the items whose node ids are ``ids`` (the first at index ``start`` of its
+    list, the index ``fallback`` is given), and whether every item's record is a plain or packed value node
+    (none sealed or chunked: what storage/wirecache.py takes as a subtree that may be cached)."""
     encs, hashes, fresh = [], [], []
-    for n, node_id in enumerate(hp.stored_list_ids(record, fetch)):
+    plain = True
+    for n, node_id in enumerate(ids, start):
         rec = fetch(node_id)
         if rec is None:
             raise hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
+        if len(rec) <= hp.HASH_SIZE or rec[hp.HASH_SIZE] not in _PLAIN:
+            plain = False
         key = prefix + bytes(rec[:hp.HASH_SIZE])
         hit = cache.get(key)
         if hit is None:
@@ -381,4 +393,4 @@ def migrate_list(prog: tuple, record: bytes, fetch, cache: dict, prefix: bytes, 
             fresh.append((key, hit))
         encs.append(hit[0])
         hashes.append(hit[1])
-    return encs, hashes, fresh
+    return encs, hashes, fresh, plain

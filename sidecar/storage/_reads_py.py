@@ -117,3 +117,9 @@ def list_wire(record, fetch: Fetch) -> bytes:
     for i in range(n % LEAF_ITEMS):
         parts.append(item_wire(_get(fetch, record[pos + i * ID:pos + (i + 1) * ID]), fetch)[0])
     return b"".join(parts)
+
+
+def items_wire(encodings) -> bytes:
+    """The ``ListValue`` wire bytes of a list of the item encodings ``encodings``: what :func:`list_wire`
+    gives for a stored list of those items (state/schemas.py builds a list migrated on read with it)."""
+    return b"".join(_field(0x0A, value_wire(bytes(e))) for e in encodings)

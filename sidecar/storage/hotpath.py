@@ -35,6 +35,7 @@ TAG_INNER = _impl.TAG_INNER
 TAG_MAP = _impl.TAG_MAP
 TAG_MAP_INNER = _impl.TAG_MAP_INNER
 TAG_PACKED = _impl.TAG_PACKED
+LEAF_ITEMS = _impl.LEAF_ITEMS
 CorruptNode = _impl.CorruptNode
 UnsupportedValue = _impl.UnsupportedValue
 

@@ -6,6 +6,8 @@ item is left to the engine) when the extension is missing or ``SIDECAR_NO_EXTENS
 byte-identical results (tests/test_schemas_migrate.py). state/schemas.py uses it only when compiled
 (``NATIVE``): in pure Python, walking the bytes costs more than msgspec's decode and encode around the steps,
 so the pure build keeps that path and the twin serves as the reference the compiled module is checked against.
+``migrate_items`` is ``migrate_list`` for given item ids (a list leaf or tail, state/schemas.py walking a stored
+list by its subtrees), the first at a given index, and says whether every item record is a plain value node.
 """
 from __future__ import annotations
 
@@ -24,4 +26,5 @@ implementation = _impl
 program = _impl.program
 apply_item = _impl.apply_item
 migrate_list = _impl.migrate_list
+migrate_items = _impl.migrate_items
 is_normal = _impl.is_normal

@@ -7,6 +7,8 @@ back to the pure-Python twin (``sidecar.storage._reads_py``) when it is missing 
 ``list_wire(record, fetch)``: the wire bytes of the ``ListValue`` message of a stored list (see
 _reads_py), parsed into the response with one ``MergeFromString`` instead of one ``items.add()`` and
 field assignment per item. Assembled subtrees are cached by node hash (storage/wirecache.py).
+``items_wire(encodings)``: the same bytes for a list given as its item encodings (a list migrated on read,
+state/schemas.py, which keeps them by the stored subtree's hash itself).
 """
 from __future__ import annotations
 
@@ -24,3 +26,4 @@ NATIVE: bool = _impl.NATIVE
 implementation = _impl
 
 list_wire = _impl.list_wire
+items_wire = _impl.items_wire
