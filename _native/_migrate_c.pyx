@@ -19,6 +19,7 @@ from libc.string cimport memcmp, memcpy
 
 from blake3 import blake3 as _blake3
 
+from . import encryption as _encryption
 from . import hotpath as _hp
 from ._hotpath_py import CHUNK_THRESHOLD
 
@@ -35,6 +36,7 @@ DEF STACK_ENTRIES = 48
 _OPS = {"rename": 0, "drop": 1, "add": 2, "convert": 3}
 cdef int _TAG_VALUE = _hp.TAG_VALUE
 cdef int _TAG_PACKED = _hp.TAG_PACKED
+cdef int _TAG_SEALED = _encryption.TAG_SEALED
 if _hp.HASH_SIZE != 32:
     raise ImportError("hash size differs from the compiled migration's: rebuild the extension")
 
@@ -768,7 +770,7 @@ def migrate_items(Program prog, ids, fetch, dict cache, bytes prefix, fallback, 
     cdef Py_ssize_t n, size
     cdef object hit, rec, enc, stored
     cdef bytes key, brec
-    cdef bint plain = True
+    cdef bint plain = True, sealed
     cdef int tag
     stored_encoding = _hp.stored_encoding
     value_node = _hp.value_node
@@ -782,14 +784,16 @@ def migrate_items(Program prog, ids, fetch, dict cache, bytes prefix, fallback, 
             raise _hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
         brec = rec if type(rec) is bytes else bytes(rec)
         size = PyBytes_GET_SIZE(brec)
+        sealed = False
         if size <= 32:
             plain = False
         else:
             tag = (<const unsigned char*>PyBytes_AS_STRING(brec))[32]
             if tag != _TAG_VALUE and tag != _TAG_PACKED:
                 plain = False
+                sealed = tag == _TAG_SEALED  # opened on every read: neither from the cache nor kept (as the twin)
         key = prefix + brec[:hash_size]
-        hit = cache.get(key)
+        hit = None if sealed else cache.get(key)
         if hit is None:
             stored = stored_encoding(rec, fetch)
             enc = _apply(prog, stored if type(stored) is bytes else bytes(stored))
@@ -802,7 +806,8 @@ def migrate_items(Program prog, ids, fetch, dict cache, bytes prefix, fallback, 
                 reset()
             else:
                 hit = (enc, value_node(enc, []))
-            fresh.append((key, hit))
+            if not sealed:
+                fresh.append((key, hit))
         encs.append(hit[0])
         hashes.append(hit[1])
     return encs, hashes, fresh, plain

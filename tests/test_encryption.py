@@ -227,6 +227,36 @@ def test_values_sealed_at_rest_and_shredded_with_their_key(tmp_path):
     assert report.clean and report.key_missing.get(SEC, 0) >= 6 and not report.sealed
 
 
+def test_a_key_removed_by_reload_leaves_nothing_readable_from_memory(tmp_path):
+    """Crypto-shredding without a restart: values read (and migrated on read, which keeps migrated items and
+    lists in memory) while the key was loaded fail the same way once a SIGHUP reload has removed it."""
+    from agentstate import schemas as s
+    keys = tmp_path / "keys.toml"
+    keys.write_text(key_entry(SEC, "k1"))
+    keys.chmod(0o600)
+    proc = SidecarProcess(tmp_path / "data", "--encryption-keys", str(keys)).start()
+    try:
+        with proc.client(namespace=SEC) as c:
+            c.schemas.register("agent", [[], [s.map_items("messages", s.rename("text", "content"))]])
+            messages = [{"role": "user", "text": f"secret {i} " + "x" * 300} for i in range(40)]
+            c.put_checkpoint("t", {"messages": messages}, checkpoint_id="c1", schema="agent", schema_version=1)
+            want = [{"role": "user", "content": m["text"]} for m in messages]
+            for _ in range(2):  # the second read is answered from what the first kept
+                assert c.get_values("t", read_schema_version=2)["messages"] == want
+                assert c.get_values("t")["messages"] == messages
+            keys.write_text("")
+            proc.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while "encryption keys reloaded" not in proc.log() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "encryption keys reloaded" in proc.log()
+            for kw in ({"read_schema_version": 2}, {}):
+                with expect_error(CODES.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace=SEC):
+                    c.get_values("t", **kw)
+    finally:
+        proc.stop()
+
+
 def test_rotation_sighup_then_reencrypt_then_old_key_removed(tmp_path):
     keys = tmp_path / "keys.toml"
     keys.write_text(key_entry(SEC, "k1"))

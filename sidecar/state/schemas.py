@@ -26,7 +26,7 @@ from blake3 import blake3
 
 from ..errors import ApiError
 from ..storage import hotpath as hp
-from ..storage import compression, layout, migrate, nodes, reads, records
+from ..storage import compression, encryption, layout, migrate, nodes, reads, records
 from ..storage.layout import SchemaRec, SchemaVersionRec, MigrationStepRec
 
 # FailurePolicy (schemas.proto); 0 behaves as FAIL
@@ -316,7 +316,10 @@ class _SubtreeCache(_ItemCache):
 
 _items = _ItemCache()
 _subtrees = _SubtreeCache()
-compression.on_forget(_subtrees.clear)  # as storage/wirecache.py: what a new process would read
+# emptied by compression.forget_cache() as storage/wirecache.py is (what a new process would read), which
+# Store.set_keys calls too: nothing migrated from a removed key's records outlives its reload
+compression.on_forget(_items.clear)
+compression.on_forget(_subtrees.clear)
 
 
 class MigratedItems(list):
@@ -426,12 +429,14 @@ def _items_at(plan: Plan, ch: str, prefix: bytes, ids: list, fetch, start: int) 
         item_rec = nodes.record(fetch, node_id)
         if item_rec[hp.HASH_SIZE] not in (hp.TAG_VALUE, hp.TAG_PACKED):
             plain = False
+        sealed = encryption.is_sealed(item_rec)  # opened on every read (as storage/migrate.migrate_items)
         key = prefix + item_rec[:hp.HASH_SIZE]
-        hit = cache.get(key)
+        hit = None if sealed else cache.get(key)
         if hit is None:
             enc = encode(map_item(inner, decode(hp.stored_encoding(item_rec, fetch)), ((), path, n)))
             hit = (enc, hp.value_node(enc, []))
-            _items.put(key, hit)
+            if not sealed:
+                _items.put(key, hit)
         encs.append(hit[0])
         hashes.append(hit[1])
     return encs, hashes, plain
@@ -815,8 +820,14 @@ class _Cache:
                 _, (_, n) = self.entries.popitem(last=False)
                 self.size -= n
 
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.size = 0
+
 
 _cache = _Cache()
+compression.on_forget(_cache.clear)
 
 
 def migrate_values(rec: SchemaRec, name: str, channels: list[tuple[str, bytes]], stored: int, read: int,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 
 from . import hotpath as hp
+from .encryption import TAG_SEALED
 
 NATIVE = False
 
@@ -382,15 +383,19 @@ def migrate_items(prog: tuple, ids, fetch, cache: dict, prefix: bytes, fallback,
             raise hp.CorruptNode(f"missing node {bytes(node_id).hex()}")
         if len(rec) <= hp.HASH_SIZE or rec[hp.HASH_SIZE] not in _PLAIN:
             plain = False
+        # a sealed record is opened on every read: its migration is neither taken from the cache nor kept
+        # (a cached one would still be read after the namespace's key is removed: crypto-shredding)
+        sealed = len(rec) > hp.HASH_SIZE and rec[hp.HASH_SIZE] == TAG_SEALED
         key = prefix + bytes(rec[:hp.HASH_SIZE])
-        hit = cache.get(key)
+        hit = None if sealed else cache.get(key)
         if hit is None:
             stored = hp.stored_encoding(rec, fetch)
             enc = apply_item(prog, stored)
             if enc is None:
                 enc = fallback(n, stored)
             hit = (enc, hp.value_node(enc, []))
-            fresh.append((key, hit))
+            if not sealed:
+                fresh.append((key, hit))
         encs.append(hit[0])
         hashes.append(hit[1])
     return encs, hashes, fresh, plain

@@ -402,6 +402,9 @@ class Store:
         self.keys = ring
         self.encrypted = namespaces
         self._prefixes = {}
+        # the process-wide read caches (values, list wire bytes, migrations on read) start again as in a new
+        # process: a value read while a key was loaded is not answered from memory once the key is gone
+        compression.forget_cache()
 
     def prefix(self, ns: str) -> bytes:
         """The hash index prefix of namespace ``ns``'s nodes: its scope when it is encrypted, else b""."""
