@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import msgspec
 
@@ -36,20 +36,20 @@ new_checkpoint_id = ids.new_id  # time-ordered UUIDv7 strings (the client makes 
 
 # ----------------------------------------------------------------- put
 
-@dataclass
-class ChannelOp:
+class ChannelOp(NamedTuple):
     """One channel write of a put, converted: a whole value (``root``, whose nodes are in the put's
     ``built``), ``keep`` of the base's value, or a ``delta`` of it (list items appended after the first
-    ``keep_first``, map keys set and deleted). ``field`` names it in errors (``channels['name']``)."""
+    ``keep_first``, map keys set and deleted). ``field`` names it in errors (``channels['name']``).
+    A tuple, so that the hot path's ``put_channels`` (storage/hotpath.py) hands the fields over as one."""
 
     name: str
     kind: str  # "value" | "keep" | "delta"
     field: str
     root: bytes = b""
-    append: list[bytes] = field(default_factory=list)
+    append: list = []  # (never mutated)
     keep_first: int | None = None
-    sets: list[tuple[str, bytes]] = field(default_factory=list)  # sorted by key
-    deletes: list[str] = field(default_factory=list)
+    sets: list = []  # [(key, encoding)] sorted by key
+    deletes: list = []
     base_root: bytes = b""
 
 
