@@ -82,6 +82,7 @@ from agentstate import codec as _codec
 from sidecar.storage._hotpath_py import CorruptNode
 from sidecar.storage import _hotpath_py as _twin
 from sidecar import limits as _limits
+from sidecar import errors as _errors
 from sidecar.storage import compression as _compression
 from sidecar.storage import encryption as _encryption
 
@@ -2446,3 +2447,52 @@ def put_channels(channels, built, has_base, base_field):
     except Exception:
         del out[n0:]
     return _twin.put_channels(channels, out, has_base, base_field)
+
+
+
+# ================================================================== deltas of stored values (see the twin)
+
+def list_delta(record, append, keep_first, fetch, known, nodes, field):
+    """A stored list with a delta applied (first ``keep_first`` items kept, ``append`` appended)."""
+    cdef bytes rec = _b(record)
+    cdef bytes h
+    cdef list kept, ids
+    cdef Py_ssize_t i, k
+    cdef ListState st
+    cdef _Hasher hs
+    n = stored_list_length(rec)
+    if keep_first is not None and keep_first != n:
+        if keep_first > n:
+            raise _errors.invalid(f"{field}.keep_first", f"{keep_first} is more than the list's {n} items")
+        ids = stored_list_ids(rec, fetch)
+        k = keep_first
+        kept = []
+        for i in range(k if k < len(ids) else len(ids)):
+            node_id = ids[i]
+            h = _fetch(fetch, node_id)
+            if PyBytes_GET_SIZE(h) > C_HASH:
+                h = _slice(h, 0, C_HASH)
+            known[h] = node_id
+            kept.append(h)
+        hs = _Hasher()
+        for e in append:
+            kept.append(_value_node(e, nodes, hs))
+        _list_empty(&st)
+        for h in kept:
+            _list_push(&st, _r(_hash_arg(h, "item")), nodes, hs)
+        return _list_finish(&st, nodes, hs)
+    if not append:
+        return _slice(rec, 0, C_HASH) if PyBytes_GET_SIZE(rec) > C_HASH else rec
+    return build_list(append, nodes, canonical_node_known(_slice(rec, C_HASH, PyBytes_GET_SIZE(rec) - C_HASH)
+                                                          if PyBytes_GET_SIZE(rec) >= C_HASH else b"",
+                                                          fetch, known))
+
+
+def map_delta(root, sets, deletes, node, nodes, field):
+    """A stored map with keys set and deleted."""
+    cdef _Hasher hs = _Hasher()
+    pairs = [(k, _value_node(enc, nodes, hs)) for k, enc in sets]
+    try:
+        return map_update(root, pairs, deletes, node, nodes)
+    except _UV as e:
+        raise _errors.unsupported_value(field, e.reason) from None

@@ -1542,3 +1542,63 @@ def test_put_channels_output():
     assert ops[2][3] == py.value_node(py.encode_opaque("t", b"data"), n)
     assert ops[3][3] == py.build_list([b"\x01", b"\x02"], n)
     assert b1 == n  # (only whole values build nodes)
+
+
+# ----------------------------------------------------------------- deltas of stored values (list_delta, map_delta)
+
+_dspec = importlib.util.spec_from_file_location("golden_generate_deltas", GOLDEN / "generate_deltas.py")
+golden_deltas = importlib.util.module_from_spec(_dspec)
+_dspec.loader.exec_module(golden_deltas)
+DELTAS = json.loads((GOLDEN / "deltas.json").read_text())
+
+
+def test_golden_deltas_cover_the_cases():
+    assert DELTAS["format"] == golden._format_name()
+    assert [(e["n"], e["keep_first"], e["append"]) for e in DELTAS["lists"]] == golden_deltas.list_cases()
+    assert [e["name"] for e in DELTAS["maps"]] == [c[0] for c in golden_deltas.map_cases()]
+    assert any("error" in e for e in DELTAS["lists"]) and any("error" in e for e in DELTAS["maps"])
+
+
+@pytest.mark.parametrize("entry", DELTAS["lists"], ids=lambda e: f"n{e['n']}-k{e['keep_first']}-a{e['append']}")
+def test_golden_list_delta(impl, entry):
+    got = golden_deltas.run_list(impl, entry["n"], entry["keep_first"], entry["append"])
+    assert got == {k: v for k, v in entry.items() if k not in ("n", "keep_first", "append")}
+
+
+@pytest.mark.parametrize("entry", DELTAS["maps"], ids=lambda e: e["name"])
+def test_golden_map_delta(impl, entry):
+    case = {c[0]: c for c in golden_deltas.map_cases()}[entry["name"]]
+    assert golden_deltas.run_map(impl, *case[1:]) == {k: v for k, v in entry.items() if k != "name"}
+
+
+def test_list_delta_equals_the_whole_list(impl):
+    """A delta's result is the root of the list sent whole (kept prefix + appended items)."""
+    fetch, record = golden_deltas.list_base(impl, 70)
+    items = [golden.item_encoding(i) for i in range(70)]
+    new = [golden.item_encoding(500 + i) for i in range(5)]
+    for keep in (None, 70, 69, 33, 8, 0):
+        want = impl.build_list((items if keep is None else items[:keep]) + new, [])
+        assert impl.list_delta(record, new, keep, fetch, {}, [], "f") == want
+    assert impl.list_delta(record, [], None, fetch, {}, [], "f") == record[:32]
+
+
+@SETTINGS
+@given(n=st.integers(0, 200), keep=st.none() | st.integers(0, 210), appended=st.integers(0, 20))
+def test_cross_list_delta(n, keep, appended):
+    outs = []
+    for impl in (_c(), _py()):
+        fetch, record = golden_deltas.list_base(impl, n)
+        known: dict = {}
+        built: list = []
+        got = api_outcome(impl.list_delta, record, [golden.item_encoding(i) for i in range(appended)], keep, fetch,
+                          known, built, "f")
+        outs.append((got, known, built))
+    assert outs[0] == outs[1]
+
+
+def test_list_delta_missing_record_is_corrupt(impl):
+    fetch, record = golden_deltas.list_base(impl, 20)
+    with pytest.raises(impl.CorruptNode):
+        impl.list_delta(record, [b"\x01"], 5, lambda node_id: None, {}, [], "f")
+    with pytest.raises(impl.CorruptNode):
+        impl.list_delta(record, [b"\x01"], None, lambda node_id: None, {}, [], "f")

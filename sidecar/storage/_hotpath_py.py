@@ -783,6 +783,42 @@ def canonical_node_known(stored: bytes, fetch: RecordFetch, known: dict[bytes, b
     return canonical_node(stored, hash_of)
 
 
+
+# ------------------------------------------------------------------ deltas of stored values
+
+def list_delta(record: bytes, append: list[bytes], keep_first: int | None, fetch: RecordFetch,
+               known: dict[bytes, bytes], nodes: Nodes, field: str) -> bytes:
+    """The root hash of the stored list whose root record is ``record`` with a delta applied: its first
+    ``keep_first`` items kept (None: all), then the item encodings ``append`` appended. New nodes go to
+    ``nodes``; every stored node the result refers to is noted in ``known`` (hash -> id). ``field`` (the
+    delta's, ``channels['x'].delta``) names a ``keep_first`` over the list's length (INVALID_ARGUMENT)."""
+    n = stored_list_length(record)
+    if keep_first is not None and keep_first != n:
+        if keep_first > n:
+            raise _errors.invalid(f"{field}.keep_first", f"{keep_first} is more than the list's {n} items")
+        kept = []
+        for node_id in stored_list_ids(record, fetch)[:keep_first]:
+            h = _get(fetch, node_id)[:HASH_SIZE]
+            known[h] = node_id
+            kept.append(h)
+        return list_append(None, kept + [value_node(e, nodes) for e in append], nodes)
+    if not append:
+        return bytes(record[:HASH_SIZE])
+    # the root's children: their hashes read from their records (and noted as known) in one call
+    return build_list(append, nodes, canonical_node_known(record[HASH_SIZE:], fetch, known))
+
+
+def map_delta(root: bytes, sets: list[tuple[str, bytes]], deletes: list[str], node: Fetch, nodes: Nodes,
+              field: str) -> bytes:
+    """The root hash of the map ``root`` with the (key, encoding) ``sets`` stored and set and the keys
+    ``deletes`` deleted (``node``: canonical node by hash, as map_update reads them). A key the map cannot
+    hold is UNSUPPORTED_VALUE naming ``field``."""
+    pairs = [(k, value_node(enc, nodes)) for k, enc in sets]
+    try:  # map keys are any strings (at most 65535 bytes), not identifiers
+        return map_update(root, pairs, deletes, node, nodes)
+    except UnsupportedValue as e:
+        raise _errors.unsupported_value(field, e.reason) from None
+
 # ------------------------------------------------------------------ values of an API request
 #
 # A request's values as they arrive (agentstate.v1 ``Value``, ``ChannelWrite``, ``ValueDelta`` messages, read by

@@ -73,3 +73,7 @@ wire_tree = _impl.wire_tree
 wire_items = _impl.wire_items
 wire_entries = _impl.wire_entries
 put_channels = _impl.put_channels
+
+# deltas of stored values (a put's list append / keep_first and map set / delete)
+list_delta = _impl.list_delta
+map_delta = _impl.map_delta
