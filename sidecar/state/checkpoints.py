@@ -251,7 +251,8 @@ def apply_put(tx: runstate.Tx, store: Store, plan: PutPlan, run_id: str, lease_i
     if old is not None and old.run_id is not None:
         txn.delete(layout.run_key(plan.ns, old.run_id, tkey, plan.cns, plan.checkpoint_id), db=store.db["runidx"])
     usage.put_checkpoint(txn, store, plan.ns, tkey, key, m, plan.charge,  # stores m with its charge
-                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"")
+                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"",
+                         fresh=old is None)
     if m.run_id is not None:
         put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id),
             layout.run_entry(plan.ns, m.run_id), db=store.db["runidx"])
