@@ -80,6 +80,9 @@ from blake3 import blake3 as _blake3_type
 
 from agentstate import codec as _codec
 from sidecar.storage._hotpath_py import CorruptNode
+from sidecar.storage import _hotpath_py as _twin
+from sidecar import limits as _limits
+from sidecar import errors as _errors
 from sidecar.storage import compression as _compression
 from sidecar.storage import encryption as _encryption
 
@@ -2265,3 +2268,231 @@ def canonical_node_known(stored, fetch, known):
     noter.fetch = fetch
     noter.known = known
     return canonical_node(stored, noter)
+
+
+# ================================================================== values of an API request
+#
+# The twin's wire_* and put_channels (see there): the same walk over the message objects, without building a
+# field name per value. Any refusal (an unsupported value, a bad name, a missing kind...) runs the twin on the
+# same input, which raises the faithful error naming the field; nodes this call added are dropped first.
+
+cdef Py_ssize_t C_MAX_NAME = _limits.MAX_NAME_BYTES
+cdef int C_MAX_WIRE_DEPTH = 64
+
+
+class _Refused(Exception):
+    pass
+
+
+cdef inline bytes _header(unsigned char base, unsigned char m16, Py_ssize_t n):
+    cdef unsigned char head[5]
+    if n < 16:
+        head[0] = base | <unsigned char>n
+        return PyBytes_FromStringAndSize(<char*>head, 1)
+    if n < 0x10000:
+        head[0] = m16
+        _st16(head + 1, n)
+        return PyBytes_FromStringAndSize(<char*>head, 3)
+    head[0] = m16 + 1
+    _st32(head + 1, n)
+    return PyBytes_FromStringAndSize(<char*>head, 5)
+
+
+cdef bytes _canon(object data):
+    if type(data) is bytes and _is_canonical(<bytes>data):
+        return <bytes>data
+    return _enc(_decode(data), 0)
+
+
+cdef bytes _wenc(object v, int depth):
+    cdef list parts
+    kind = v.WhichOneof("kind")
+    if kind == "msgpack":
+        return _canon(v.msgpack)
+    if kind == "opaque":
+        o = v.opaque
+        return encode_opaque(o.type, o.data)
+    if kind is None or depth >= C_MAX_WIRE_DEPTH:
+        raise _Refused()
+    if kind == "list":
+        items = v.list.items
+        parts = [_header(0x90, 0xDC, len(items))]
+        for item in items:
+            parts.append(_wenc(item, depth + 1))
+        return b"".join(parts)
+    entries = v.map.entries
+    keys = sorted(entries)
+    parts = [_header(0x80, 0xDE, len(keys))]
+    for k in keys:
+        parts.append(_plain_encode(k))
+        parts.append(_wenc(entries[k], depth + 1))
+    return b"".join(parts)
+
+
+cdef bytes _wtree(object v, list nodes):
+    cdef list encs
+    cdef _Hasher hs
+    kind = v.WhichOneof("kind")
+    if kind == "list":
+        encs = [_wenc(item, 1) for item in v.list.items]
+        return build_list(encs, nodes)
+    if kind == "map":
+        entries = v.map.entries
+        return build_map([(k, _wenc(entries[k], 1)) for k in sorted(entries)], nodes)
+    if kind == "msgpack":
+        shape, payload = decompose(v.msgpack)
+        if shape == KIND_LIST:
+            return build_list(payload, nodes)
+        if shape == KIND_MAP:
+            return build_map(payload, nodes)
+        return _value_node(payload, nodes, None)
+    return _value_node(_wenc(v, 0), nodes, None)
+
+
+cdef inline list _nodes_list(object nodes):
+    if type(nodes) is not list:
+        raise TypeError("nodes must be a list")
+    return <list>nodes
+
+
+def wire_encoding(v, field, int depth=0):
+    """Canonical encoding of a whole ``Value`` (see the twin)."""
+    try:
+        return _wenc(v, depth)
+    except Exception:
+        pass
+    return _twin.wire_encoding(v, field, depth)
+
+
+def wire_tree(v, field, nodes):
+    """Store a ``Value`` as a tree; return its root hash (see the twin)."""
+    cdef list out = _nodes_list(nodes)
+    cdef Py_ssize_t n0 = len(out)
+    try:
+        return _wtree(v, out)
+    except Exception:
+        del out[n0:]
+    return _twin.wire_tree(v, field, out)
+
+
+def wire_items(items, field):
+    """Canonical encodings of a repeated ``Value`` field (see the twin)."""
+    try:
+        return [_wenc(item, 1) for item in items]
+    except Exception:
+        pass
+    return _twin.wire_items(items, field)
+
+
+def wire_entries(entries, field):
+    """{key: canonical encoding} of a ``map<string, Value>`` field (see the twin)."""
+    cdef dict out = {}
+    try:
+        for k in entries:
+            out[k] = _wenc(entries[k], 1)
+        return out
+    except Exception:
+        pass
+    return _twin.wire_entries(entries, field)
+
+
+cdef inline bint _name_ok(object name):
+    cdef Py_ssize_t n
+    if type(name) is not str:
+        return False
+    n = len(<str>name)
+    if n == 0 or n > C_MAX_NAME or "\x00" in <str>name:
+        return False
+    return n * 4 <= C_MAX_NAME or len((<str>name).encode()) <= C_MAX_NAME
+
+
+cdef list _put_channels(object channels, list built, bint has_base):
+    cdef list ops = []
+    cdef list names
+    if not has_base:
+        for name, w in channels.items():
+            op = w.WhichOneof("op")
+            if op == "delta" or op == "keep":
+                raise _Refused()
+    names = sorted(channels)
+    for name in names:
+        if not _name_ok(name):
+            raise _Refused()
+        w = channels[name]
+        op = w.WhichOneof("op")
+        f = f"channels[{name!r}]"
+        if op == "value":
+            ops.append((name, "value", f, _wtree(w.value, built), [], None, [], [], b""))
+        elif op == "keep":
+            if not w.keep:
+                raise _Refused()
+            ops.append((name, "keep", f, b"", [], None, [], [], b""))
+        elif op == "delta":
+            delta = w.delta
+            sets = delta.set
+            ops.append((name, "delta", f, b"", [_wenc(item, 1) for item in delta.append],
+                        delta.keep_first if delta.HasField("keep_first") else None,
+                        [(k, _wenc(sets[k], 1)) for k in sorted(sets)], list(delta.delete), delta.base_root))
+        else:
+            raise _Refused()
+    return ops
+
+
+def put_channels(channels, built, has_base, base_field):
+    """A PutCheckpoint's channel writes, checked and converted (see the twin)."""
+    cdef list out = _nodes_list(built)
+    cdef Py_ssize_t n0 = len(out)
+    try:
+        return _put_channels(channels, out, bool(has_base))
+    except Exception:
+        del out[n0:]
+    return _twin.put_channels(channels, out, has_base, base_field)
+
+
+
+# ================================================================== deltas of stored values (see the twin)
+
+def list_delta(record, append, keep_first, fetch, known, nodes, field):
+    """A stored list with a delta applied (first ``keep_first`` items kept, ``append`` appended)."""
+    cdef bytes rec = _b(record)
+    cdef bytes h
+    cdef list kept, ids
+    cdef Py_ssize_t i, k
+    cdef ListState st
+    cdef _Hasher hs
+    n = stored_list_length(rec)
+    if keep_first is not None and keep_first != n:
+        if keep_first > n:
+            raise _errors.invalid(f"{field}.keep_first", f"{keep_first} is more than the list's {n} items")
+        ids = stored_list_ids(rec, fetch)
+        k = keep_first
+        kept = []
+        for i in range(k if k < len(ids) else len(ids)):
+            node_id = ids[i]
+            h = _fetch(fetch, node_id)
+            if PyBytes_GET_SIZE(h) > C_HASH:
+                h = _slice(h, 0, C_HASH)
+            known[h] = node_id
+            kept.append(h)
+        hs = _Hasher()
+        for e in append:
+            kept.append(_value_node(e, nodes, hs))
+        _list_empty(&st)
+        for h in kept:
+            _list_push(&st, _r(_hash_arg(h, "item")), nodes, hs)
+        return _list_finish(&st, nodes, hs)
+    if not append:
+        return _slice(rec, 0, C_HASH) if PyBytes_GET_SIZE(rec) > C_HASH else rec
+    return build_list(append, nodes, canonical_node_known(_slice(rec, C_HASH, PyBytes_GET_SIZE(rec) - C_HASH)
+                                                          if PyBytes_GET_SIZE(rec) >= C_HASH else b"",
+                                                          fetch, known))
+
+
+def map_delta(root, sets, deletes, node, nodes, field):
+    """A stored map with keys set and deleted."""
+    cdef _Hasher hs = _Hasher()
+    pairs = [(k, _value_node(enc, nodes, hs)) for k, enc in sets]
+    try:
+        return map_update(root, pairs, deletes, node, nodes)
+    except _UV as e:
+        raise _errors.unsupported_value(field, e.reason) from None

@@ -1362,3 +1362,243 @@ def test_write_nodes_short_index_keys_twins_agree():
         outs.append((txn.log, ids))
     assert outs[0] == outs[1]
     assert sum(k.startswith(b"hashes:o-") for k, _ in outs[1][0]) > 100  # most went under their full key
+
+
+# ----------------------------------------------------------------- values of an API request (wire_*, put_channels)
+
+from agentstate.v1 import threads_pb2, values_pb2  # noqa: E402
+
+from sidecar.errors import ApiError  # noqa: E402
+
+
+def api_outcome(fn, *args):
+    """("ok", result) or ("error", reason, message, metadata): an API error compared whole (field included)."""
+    try:
+        return ("ok", fn(*args))
+    except ApiError as e:
+        return ("error", e.reason, e.message, e.metadata)
+    except Exception as e:  # noqa: BLE001
+        return ("error", type(e).__name__, str(e))
+
+
+_msgpack_bytes = st.one_of(
+    st.builds(codec.encode, st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                                         lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c,
+                                                                                             max_size=3),
+                                         max_leaves=6)),
+    st.builds(msgspec.msgpack.encode, st.dictionaries(st.text(max_size=3), st.integers(-999, 999), max_size=3)),  # unsorted
+    st.binary(max_size=12),  # mostly not MessagePack at all
+)
+_names = st.one_of(st.text(min_size=1, max_size=6), st.just(""), st.just("a\x00b"), st.just("x" * 257),
+                   st.just("é" * 100), st.just("é" * 129))
+
+
+def _fill_value(v, spec) -> None:
+    kind, body = spec
+    if kind == "msgpack":
+        v.msgpack = body
+    elif kind == "opaque":
+        v.opaque.type, v.opaque.data = body
+    elif kind == "list":
+        v.list.SetInParent()
+        for item in body:
+            _fill_value(v.list.items.add(), item)
+    elif kind == "map":
+        v.map.SetInParent()
+        for k, item in body:
+            _fill_value(v.map.entries[k], item)
+
+
+value_specs = st.recursive(
+    st.one_of(st.tuples(st.just("msgpack"), _msgpack_bytes),
+              st.tuples(st.just("opaque"), st.tuples(st.sampled_from(["t", "", "x" * 256]), st.binary(max_size=5))),
+              st.just(("none", None))),
+    lambda c: st.one_of(st.tuples(st.just("list"), st.lists(c, max_size=3)),
+                        st.tuples(st.just("map"), st.lists(st.tuples(st.text(max_size=3), c), max_size=3))),
+    max_leaves=8)
+
+
+def value_of(spec) -> values_pb2.Value:
+    v = values_pb2.Value()
+    _fill_value(v, spec)
+    return v
+
+
+write_specs = st.one_of(
+    st.tuples(st.just("value"), value_specs),
+    st.tuples(st.just("keep"), st.booleans()),
+    st.tuples(st.just("delta"), st.tuples(st.lists(value_specs, max_size=3), st.none() | st.integers(0, 5),
+                                          st.lists(st.tuples(st.text(max_size=3), value_specs), max_size=2),
+                                          st.lists(st.text(max_size=3), max_size=2), st.binary(max_size=3))),
+    st.just(("none", None)),
+)
+
+
+def request_of(channels) -> threads_pb2.PutCheckpointRequest:
+    req = threads_pb2.PutCheckpointRequest()
+    for name, (op, body) in channels:
+        w = req.channels[name]
+        if op == "value":
+            _fill_value(w.value, body)
+        elif op == "keep":
+            w.keep = body
+        elif op == "delta":
+            append, keep_first, sets, deletes, base_root = body
+            w.delta.SetInParent()
+            for item in append:
+                _fill_value(w.delta.append.add(), item)
+            if keep_first is not None:
+                w.delta.keep_first = keep_first
+            for k, item in sets:
+                _fill_value(w.delta.set[k], item)
+            w.delta.delete.extend(deletes)
+            w.delta.base_root = base_root
+        else:
+            w.SetInParent()
+    return req
+
+
+def _put_channels(impl, req, has_base):
+    built: list = []
+    got = api_outcome(impl.put_channels, req.channels, built, has_base, "parent_checkpoint_id")
+    return got, built if got[0] == "ok" else None
+
+
+@SETTINGS
+@given(channels=st.lists(st.tuples(_names, write_specs), max_size=4), has_base=st.booleans())
+def test_cross_put_channels(channels, has_base):
+    """A put's channel writes converted by the compiled walk: exactly the twin's ops, nodes and errors (field
+    names included)."""
+    req = request_of(channels)
+    assert _put_channels(_c(), req, has_base) == _put_channels(_py(), req, has_base)
+
+
+@SETTINGS
+@given(channels=st.lists(st.tuples(st.text(min_size=1, max_size=6), write_specs.filter(lambda w: w[0] != "none")),
+                         max_size=4))
+def test_cross_put_channels_valid_names(channels):
+    """As above, with a base and good names: mostly puts that convert (trees built, items encoded)."""
+    req = request_of(channels)
+    assert _put_channels(_c(), req, True) == _put_channels(_py(), req, True)
+
+
+@SETTINGS
+@given(spec=value_specs, depth=st.integers(0, 3))
+def test_cross_wire_values(spec, depth):
+    """wire_encoding, wire_tree, wire_items and wire_entries of any Value: the twin's bytes, nodes, errors."""
+    py, c = _py(), _c()
+    v = value_of(spec)
+    assert api_outcome(c.wire_encoding, v, "f", depth) == api_outcome(py.wire_encoding, v, "f", depth)
+    n1: list = [(b"h", b"kept")]
+    n2: list = [(b"h", b"kept")]
+    assert api_outcome(c.wire_tree, v, "f", n1) == api_outcome(py.wire_tree, v, "f", n2)
+    assert n1 == n2  # (a refusal leaves what the twin leaves)
+    items = [v, value_of(("msgpack", b"\x01"))]
+    assert api_outcome(c.wire_items, items, "g") == api_outcome(py.wire_items, items, "g")
+    entries = {"k": v, "a": value_of(("msgpack", b"\xc0"))}
+    assert api_outcome(c.wire_entries, entries, "m") == api_outcome(py.wire_entries, entries, "m")
+
+
+def test_wire_errors_name_the_field_path():
+    """The compiled walk's refusals name the field down to the value at fault, as the twin's do."""
+    deep = ("msgpack", b"\x01")
+    for _ in range(65):  # the 65th list is at depth 64
+        deep = ("list", [deep])
+    bad = ("map", [("k", ("list", [("msgpack", b"\x01"), ("msgpack", b"\xc1")]))])
+    for impl in (_c(), _py()):
+        e = api_outcome(impl.wire_encoding, value_of(bad), "channels['x'].value")
+        assert e[:2] == ("error", "UNSUPPORTED_VALUE")
+        assert e[3]["field"] == "channels['x'].value.map.entries['k'].list.items[1].msgpack"
+        e = api_outcome(impl.wire_encoding, value_of(deep), "v")
+        assert e[1] == "UNSUPPORTED_VALUE" and e == api_outcome(_py().wire_encoding, value_of(deep), "v")
+        assert api_outcome(impl.wire_encoding, value_of(deep[1][0]), "v")[0] == "ok"  # one level less
+        req = request_of([("b", ("delta", ([("msgpack", b"\x01"), ("none", None)], None, [], [], b""))),
+                          ("a", ("keep", True))])
+        built = [(b"h", b"kept")]
+        e = api_outcome(impl.put_channels, req.channels, built, True, "parent_checkpoint_id")
+        assert e[3]["field"] == "channels['b'].delta.append[1]"
+        assert built == [(b"h", b"kept")]
+        e = api_outcome(impl.put_channels, req.channels, [], False, "base_checkpoint_id")
+        assert e[:2] == ("error", "BASE_MISMATCH") and e[3]["field"] == "base_checkpoint_id"
+
+
+def test_put_channels_output():
+    """What the compiled call hands over for a typical put: sorted ops, trees in ``built``, the twin's bytes."""
+    req = request_of([("messages", ("delta", ([("msgpack", codec.encode({"role": "user"}))], 3,
+                                              [("k", ("msgpack", b"\x02"))], ["d"], b"r"))),
+                      ("context", ("keep", True)),
+                      ("step", ("value", ("msgpack", codec.encode([1, 2])))),
+                      ("opq", ("value", ("opaque", ("t", b"data"))))])
+    b1: list = []
+    b2: list = []
+    ops = _c().put_channels(req.channels, b1, True, "parent_checkpoint_id")
+    assert ops == _py().put_channels(req.channels, b2, True, "parent_checkpoint_id") and b1 == b2
+    assert [op[:3] for op in ops] == [("context", "keep", "channels['context']"),
+                                      ("messages", "delta", "channels['messages']"),
+                                      ("opq", "value", "channels['opq']"), ("step", "value", "channels['step']")]
+    assert ops[1][4:] == ([codec.encode({"role": "user"})], 3, [("k", b"\x02")], ["d"], b"r")
+    n: list = []
+    py = _py()
+    assert ops[2][3] == py.value_node(py.encode_opaque("t", b"data"), n)
+    assert ops[3][3] == py.build_list([b"\x01", b"\x02"], n)
+    assert b1 == n  # (only whole values build nodes)
+
+
+# ----------------------------------------------------------------- deltas of stored values (list_delta, map_delta)
+
+_dspec = importlib.util.spec_from_file_location("golden_generate_deltas", GOLDEN / "generate_deltas.py")
+golden_deltas = importlib.util.module_from_spec(_dspec)
+_dspec.loader.exec_module(golden_deltas)
+DELTAS = json.loads((GOLDEN / "deltas.json").read_text())
+
+
+def test_golden_deltas_cover_the_cases():
+    assert DELTAS["format"] == golden._format_name()
+    assert [(e["n"], e["keep_first"], e["append"]) for e in DELTAS["lists"]] == golden_deltas.list_cases()
+    assert [e["name"] for e in DELTAS["maps"]] == [c[0] for c in golden_deltas.map_cases()]
+    assert any("error" in e for e in DELTAS["lists"]) and any("error" in e for e in DELTAS["maps"])
+
+
+@pytest.mark.parametrize("entry", DELTAS["lists"], ids=lambda e: f"n{e['n']}-k{e['keep_first']}-a{e['append']}")
+def test_golden_list_delta(impl, entry):
+    got = golden_deltas.run_list(impl, entry["n"], entry["keep_first"], entry["append"])
+    assert got == {k: v for k, v in entry.items() if k not in ("n", "keep_first", "append")}
+
+
+@pytest.mark.parametrize("entry", DELTAS["maps"], ids=lambda e: e["name"])
+def test_golden_map_delta(impl, entry):
+    case = {c[0]: c for c in golden_deltas.map_cases()}[entry["name"]]
+    assert golden_deltas.run_map(impl, *case[1:]) == {k: v for k, v in entry.items() if k != "name"}
+
+
+def test_list_delta_equals_the_whole_list(impl):
+    """A delta's result is the root of the list sent whole (kept prefix + appended items)."""
+    fetch, record = golden_deltas.list_base(impl, 70)
+    items = [golden.item_encoding(i) for i in range(70)]
+    new = [golden.item_encoding(500 + i) for i in range(5)]
+    for keep in (None, 70, 69, 33, 8, 0):
+        want = impl.build_list((items if keep is None else items[:keep]) + new, [])
+        assert impl.list_delta(record, new, keep, fetch, {}, [], "f") == want
+    assert impl.list_delta(record, [], None, fetch, {}, [], "f") == record[:32]
+
+
+@SETTINGS
+@given(n=st.integers(0, 200), keep=st.none() | st.integers(0, 210), appended=st.integers(0, 20))
+def test_cross_list_delta(n, keep, appended):
+    outs = []
+    for impl in (_c(), _py()):
+        fetch, record = golden_deltas.list_base(impl, n)
+        known: dict = {}
+        built: list = []
+        got = api_outcome(impl.list_delta, record, [golden.item_encoding(i) for i in range(appended)], keep, fetch,
+                          known, built, "f")
+        outs.append((got, known, built))
+    assert outs[0] == outs[1]
+
+
+def test_list_delta_missing_record_is_corrupt(impl):
+    fetch, record = golden_deltas.list_base(impl, 20)
+    with pytest.raises(impl.CorruptNode):
+        impl.list_delta(record, [b"\x01"], 5, lambda node_id: None, {}, [], "f")
+    with pytest.raises(impl.CorruptNode):
+        impl.list_delta(record, [b"\x01"], None, lambda node_id: None, {}, [], "f")

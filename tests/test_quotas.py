@@ -877,3 +877,57 @@ def test_an_eager_conversation_migration_recharges_the_new_sizes(local, c):
     recount_clean(local)
     c.delete_thread("t")
     assert used(c).usage.bytes == 0
+
+
+class _Txn:
+    """A dict standing in for a write transaction's ckpts table (get/put by key)."""
+
+    def __init__(self, data):
+        self.data = dict(data)
+
+    def get(self, key, db=None):
+        return self.data.get(key)
+
+    def put(self, key, value, db=None):
+        self.data[key] = bytes(value)
+
+
+class _Db:
+    db = {"ckpts": "ckpts"}
+
+
+_U1, _U2, _U3 = (str(uuid.UUID(int=i * 0x1234567)) for i in (1, 2, 3))
+
+
+@pytest.mark.parametrize("charge_base", [None, True, "parent", "other", "text-id", _U3])
+@pytest.mark.parametrize("deps", [[], ["u2"], ["u2", "text-dep"], [_U2], ["é"]])
+@pytest.mark.parametrize("new_id", [_U1, "plain-id", "é-id"])
+def test_add_dep_writes_what_the_round_trip_wrote(charge_base, deps, new_id):
+    """A put on a base notes itself in the base's charge: the bytes are those of the unpack/append/pack round
+    trip (_save of _unpack + key) for every form a charge can be stored in (packed UUIDs, plain ids, a
+    base stored as the parent's id instead of True, an unpacked UUID string)."""
+    parent = layout.pack_id(_U3)
+    pack = {"parent": parent, "other": layout.pack_id(_U2), "u2": layout.pack_id(_U2)}
+    c = layout.CkCharge(7, pack.get(charge_base, charge_base), [pack.get(d, d) for d in deps])
+    m = layout.Manifest(layout.FORMAT_VERSION, parent, 5, msgspec.Raw(b"\x80"), [], None, 0, None, "", c)
+    base = layout.ckpt_key(9, "ns", "base-id")
+    key = layout.ckpt_key(9, "ns", new_id)
+    start = {base: layout.encode(m)}
+    fast = _Txn(start)
+    assert usage._add_dep(fast, _Db(), base, key)
+    slow = _Txn(start)
+    got = layout.manifest_decoder.decode(slow.data[base])
+    rec = usage._unpack(base, got)
+    rec.deps.append(key)
+    usage._save(slow, _Db(), base, rec, got)
+    assert fast.data == slow.data
+    assert layout.manifest_decoder.decode(fast.data[base]).charge.deps[-1] == layout.pack_id(new_id)
+
+
+def test_add_dep_without_a_charge():
+    m = layout.Manifest(layout.FORMAT_VERSION, "", 5, msgspec.Raw(b"\x80"), [], None, 0, None, "", None)
+    base = layout.ckpt_key(9, "", "b")
+    txn = _Txn({base: layout.encode(m)})
+    assert not usage._add_dep(txn, _Db(), base, layout.ckpt_key(9, "", "k"))
+    assert not usage._add_dep(txn, _Db(), layout.ckpt_key(9, "", "missing"), layout.ckpt_key(9, "", "k"))
+    assert txn.data == {base: layout.encode(m)}

@@ -61,27 +61,10 @@ def put_input(req: pb.PutCheckpointRequest) -> PutInput:
         raise invalid("run_id", "is required with lease_id")
     if (req.steps or req.events or req.effects) and not req.run_id:
         raise invalid("run_id", "steps, events and effects need run_id and lease_id")
-    needs_base = [name for name, w in req.channels.items() if w.WhichOneof("op") in ("delta", "keep")]
-    if needs_base and not base_id:
-        raise ApiError("BASE_MISMATCH", f"channels[{needs_base[0]!r}]: a delta or keep needs "
-                       "parent_checkpoint_id or base_checkpoint_id", field=base_field)
     built: list = []
-    ops = []
-    for name in sorted(req.channels):
-        f = f"channels[{name!r}]"
-        validate.name(name, f)
-        w = req.channels[name]
-        op = w.WhichOneof("op")
-        if op == "value":
-            ops.append(ChannelOp(name, "value", f, root=wire.value_tree(w.value, f + ".value", built)))
-        elif op == "keep":
-            if not w.keep:
-                raise invalid(f + ".keep", "must be true when set")
-            ops.append(ChannelOp(name, "keep", f))
-        elif op == "delta":
-            ops.append(_delta_op(name, f, w.delta))
-        else:
-            raise invalid(f, "one of value, delta or keep is required")
+    # every channel checked and converted in one hot-path call (compiled: whole values built as trees, delta
+    # items encoded); a delta or keep without a base is BASE_MISMATCH before anything else
+    ops = list(map(ChannelOp._make, hp.put_channels(req.channels, built, bool(base_id), base_field)))
     extra = None
     if req.HasField("extra"):
         extra = hp.value_node(wire.value_encoding(req.extra, "extra"), built)
@@ -91,14 +74,6 @@ def put_input(req: pb.PutCheckpointRequest) -> PutInput:
     return PutInput(ns, thread_id, cns, checkpoint_id, parent_id, base_id, base_field, metadata_enc, run_id,
                     req.schema_version, ops, built, extra, req.require_thread,
                     req.expected_head_etag if req.HasField("expected_head_etag") else None, schema)
-
-
-def _delta_op(name: str, f: str, delta) -> ChannelOp:
-    fd = f + ".delta"
-    return ChannelOp(name, "delta", f, append=wire.item_encodings(delta.append, fd + ".append"),
-                     keep_first=delta.keep_first if delta.HasField("keep_first") else None,
-                     sets=[(k, wire.value_encoding(delta.set[k], f"{fd}.set[{k!r}]", 1)) for k in sorted(delta.set)],
-                     deletes=list(delta.delete), base_root=delta.base_root)
 
 
 def prepare_put(store: Store, req: pb.PutCheckpointRequest, txn=None) -> PutPlan:

@@ -14,75 +14,33 @@ import msgspec
 from blake3 import blake3
 from google.protobuf import timestamp_pb2
 
-from agentstate.codec import array_header, map_header
 from agentstate.v1 import values_pb2
 
 from ..storage import hotpath as hp
 from .. import limits
 from ..storage import metadata, nodes, reads
-from ..errors import invalid, limit, unsupported_value
+from ..errors import invalid, limit
 from ..storage.layout import metadata_decoder
 
 Value = values_pb2.Value
 Fetch = Callable[[bytes], bytes]
-_str_encoder = msgspec.msgpack.Encoder()
-
-
-def _value_error(field: str, e: hp.UnsupportedValue) -> Exception:
-    return unsupported_value(field + e.path[1:], e.reason)
 
 
 # ----------------------------------------------------------------- values in
+# (the walk is the hot path's: storage/hotpath.py wire_*, compiled, one call per value or per put)
 
 def value_encoding(v: Value, field: str, depth: int = 0) -> bytes:
     """Canonical encoding of a whole Value (items and entries included)."""
-    kind = v.WhichOneof("kind")
-    try:
-        if kind == "msgpack":
-            return hp.canonicalize(v.msgpack)
-        if kind == "opaque":
-            return hp.encode_opaque(v.opaque.type, v.opaque.data)
-    except hp.UnsupportedValue as e:
-        raise _value_error(f"{field}.{kind}", e) from None
-    if kind is None:
-        raise unsupported_value(field, "no value set (one of msgpack, opaque, list, map is required)")
-    if depth >= 64:
-        raise unsupported_value(field, "nested deeper than 64")
-    if kind == "list":
-        items = v.list.items
-        return array_header(len(items)) + b"".join(
-            value_encoding(item, f"{field}.list.items[{i}]", depth + 1) for i, item in enumerate(items))
-    entries = v.map.entries
-    keys = sorted(entries)
-    return map_header(len(keys)) + b"".join(
-        _str_encoder.encode(k) + value_encoding(entries[k], f"{field}.map.entries[{k!r}]", depth + 1) for k in keys)
+    return hp.wire_encoding(v, field, depth)
 
 
 def value_tree(v: Value, field: str, nodes: list) -> bytes:
     """Store a channel value as a tree (lists and maps item by item); return its root hash."""
-    kind = v.WhichOneof("kind")
-    try:
-        if kind == "list":
-            return hp.build_list(
-                [value_encoding(item, f"{field}.list.items[{i}]", 1) for i, item in enumerate(v.list.items)], nodes)
-        if kind == "map":
-            entries = v.map.entries
-            return hp.build_map(
-                [(k, value_encoding(entries[k], f"{field}.map.entries[{k!r}]", 1)) for k in sorted(entries)], nodes)
-        if kind == "msgpack":
-            shape, payload = hp.decompose(v.msgpack)
-            if shape == hp.KIND_LIST:
-                return hp.build_list(payload, nodes)
-            if shape == hp.KIND_MAP:
-                return hp.build_map(payload, nodes)
-            return hp.value_node(payload, nodes)
-    except hp.UnsupportedValue as e:
-        raise _value_error(f"{field}.{kind}", e) from None
-    return hp.value_node(value_encoding(v, field), nodes)
+    return hp.wire_tree(v, field, nodes)
 
 
 def item_encodings(items: Iterable[Value], field: str) -> list[bytes]:
-    return [value_encoding(item, f"{field}[{i}]", 1) for i, item in enumerate(items)]
+    return hp.wire_items(items, field)
 
 
 def metadata_encoding(entries, field: str) -> bytes:
@@ -92,7 +50,7 @@ def metadata_encoding(entries, field: str) -> bytes:
 
 def metadata_items(entries, field: str) -> dict[str, bytes]:
     """{key: canonical encoding} of a map<string, Value> (for filters and merges)."""
-    return {k: value_encoding(entries[k], f"{field}[{k!r}]", 1) for k in entries}
+    return hp.wire_entries(entries, field)
 
 
 # ----------------------------------------------------------------- values out

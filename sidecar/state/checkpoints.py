@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import msgspec
 
 from agentstate import ids
 
 from .. import limits
-from ..errors import ApiError, checkpoint_not_found, invalid, thread_not_found, unsupported_value
+from ..errors import ApiError, checkpoint_not_found, thread_not_found
 from ..storage import hotpath as hp
 from ..storage import layout, metadata, nodes, records, usage
 from ..storage.layout import Manifest
@@ -36,20 +36,20 @@ new_checkpoint_id = ids.new_id  # time-ordered UUIDv7 strings (the client makes 
 
 # ----------------------------------------------------------------- put
 
-@dataclass
-class ChannelOp:
+class ChannelOp(NamedTuple):
     """One channel write of a put, converted: a whole value (``root``, whose nodes are in the put's
     ``built``), ``keep`` of the base's value, or a ``delta`` of it (list items appended after the first
-    ``keep_first``, map keys set and deleted). ``field`` names it in errors (``channels['name']``)."""
+    ``keep_first``, map keys set and deleted). ``field`` names it in errors (``channels['name']``).
+    A tuple, so that the hot path's ``put_channels`` (storage/hotpath.py) hands the fields over as one."""
 
     name: str
     kind: str  # "value" | "keep" | "delta"
     field: str
     root: bytes = b""
-    append: list[bytes] = field(default_factory=list)
+    append: list = []  # (never mutated)
     keep_first: int | None = None
-    sets: list[tuple[str, bytes]] = field(default_factory=list)  # sorted by key
-    deletes: list[str] = field(default_factory=list)
+    sets: list = []  # [(key, encoding)] sorted by key
+    deletes: list = []
     base_root: bytes = b""
 
 
@@ -178,25 +178,13 @@ def apply_delta(op: ChannelOp, root: bytes, root_id: bytes, reader: nodes.Canoni
     if tag == hp.TAG_LIST:
         if is_map_op:
             raise ApiError("BASE_MISMATCH", f"{f}: set/delete on a list value", field=f)
-        n = hp.stored_list_length(rec)
-        if op.keep_first is not None and op.keep_first != n:
-            if op.keep_first > n:
-                raise invalid(f + ".keep_first", f"{op.keep_first} is more than the list's {n} items")
-            kept = [reader.hash_of(i) for i in hp.stored_list_ids(rec, reader.fetch)[:op.keep_first]]
-            return hp.list_append(None, kept + [hp.value_node(e, built) for e in op.append], built)
-        if not op.append:
-            return root
-        # the base root's children: their hashes read from their records (and noted as known) in one call
-        return hp.build_list(op.append, built, hp.canonical_node_known(rec[hp.HASH_SIZE:], reader.fetch,
-                                                                       reader.known))
+        # kept items, appended ones and the new root in one hot-path call (INVALID_ARGUMENT for a keep_first
+        # over the list's length)
+        return hp.list_delta(rec, op.append, op.keep_first, reader.fetch, reader.known, built, f)
     if tag == hp.TAG_MAP or tag == hp.TAG_MAP_INNER:
         if is_list_op:
             raise ApiError("BASE_MISMATCH", f"{f}: append/keep_first on a map value", field=f)
-        sets = [(k, hp.value_node(enc, built)) for k, enc in op.sets]
-        try:  # map keys are any strings (at most 65535 bytes), not identifiers
-            return hp.map_update(root, sets, op.deletes, reader.node, built)
-        except hp.UnsupportedValue as e:
-            raise unsupported_value(f, e.reason) from None
+        return hp.map_delta(root, op.sets, op.deletes, reader.node, built, f)
     if is_list_op or is_map_op:
         raise ApiError("BASE_MISMATCH", f"{f}: the base value is neither a list nor a map", field=f)
     return root
@@ -263,7 +251,8 @@ def apply_put(tx: runstate.Tx, store: Store, plan: PutPlan, run_id: str, lease_i
     if old is not None and old.run_id is not None:
         txn.delete(layout.run_key(plan.ns, old.run_id, tkey, plan.cns, plan.checkpoint_id), db=store.db["runidx"])
     usage.put_checkpoint(txn, store, plan.ns, tkey, key, m, plan.charge,  # stores m with its charge
-                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"")
+                         layout.ckpt_key(tkey, plan.cns, plan.base_id) if plan.base_roots else b"",
+                         fresh=old is None)
     if m.run_id is not None:
         put(layout.run_key(plan.ns, m.run_id, tkey, plan.cns, plan.checkpoint_id),
             layout.run_entry(plan.ns, m.run_id), db=store.db["runidx"])

@@ -36,6 +36,8 @@ from blake3 import blake3
 
 from agentstate import codec as _codec
 
+from .. import errors as _errors
+from .. import limits as _limits
 from . import compression as _compression
 from . import encryption as _encryption
 
@@ -779,3 +781,157 @@ def canonical_node_known(stored: bytes, fetch: RecordFetch, known: dict[bytes, b
         return h
 
     return canonical_node(stored, hash_of)
+
+
+
+# ------------------------------------------------------------------ deltas of stored values
+
+def list_delta(record: bytes, append: list[bytes], keep_first: int | None, fetch: RecordFetch,
+               known: dict[bytes, bytes], nodes: Nodes, field: str) -> bytes:
+    """The root hash of the stored list whose root record is ``record`` with a delta applied: its first
+    ``keep_first`` items kept (None: all), then the item encodings ``append`` appended. New nodes go to
+    ``nodes``; every stored node the result refers to is noted in ``known`` (hash -> id). ``field`` (the
+    delta's, ``channels['x'].delta``) names a ``keep_first`` over the list's length (INVALID_ARGUMENT)."""
+    n = stored_list_length(record)
+    if keep_first is not None and keep_first != n:
+        if keep_first > n:
+            raise _errors.invalid(f"{field}.keep_first", f"{keep_first} is more than the list's {n} items")
+        kept = []
+        for node_id in stored_list_ids(record, fetch)[:keep_first]:
+            h = _get(fetch, node_id)[:HASH_SIZE]
+            known[h] = node_id
+            kept.append(h)
+        return list_append(None, kept + [value_node(e, nodes) for e in append], nodes)
+    if not append:
+        return bytes(record[:HASH_SIZE])
+    # the root's children: their hashes read from their records (and noted as known) in one call
+    return build_list(append, nodes, canonical_node_known(record[HASH_SIZE:], fetch, known))
+
+
+def map_delta(root: bytes, sets: list[tuple[str, bytes]], deletes: list[str], node: Fetch, nodes: Nodes,
+              field: str) -> bytes:
+    """The root hash of the map ``root`` with the (key, encoding) ``sets`` stored and set and the keys
+    ``deletes`` deleted (``node``: canonical node by hash, as map_update reads them). A key the map cannot
+    hold is UNSUPPORTED_VALUE naming ``field``."""
+    pairs = [(k, value_node(enc, nodes)) for k, enc in sets]
+    try:  # map keys are any strings (at most 65535 bytes), not identifiers
+        return map_update(root, pairs, deletes, node, nodes)
+    except UnsupportedValue as e:
+        raise _errors.unsupported_value(field, e.reason) from None
+
+# ------------------------------------------------------------------ values of an API request
+#
+# A request's values as they arrive (agentstate.v1 ``Value``, ``ChannelWrite``, ``ValueDelta`` messages, read by
+# their attributes only: storage never imports protobuf) become canonical encodings and trees here, so that
+# the compiled twin can convert a whole put in one call. Errors are the API's (sidecar/errors.py) and name the
+# request field at fault, down to the path inside a value: ``channels['messages'].delta.append[3].msgpack[1]``.
+
+_MAX_WIRE_DEPTH = 64
+
+
+def _value_error(field: str, e: UnsupportedValue) -> Exception:
+    return _errors.unsupported_value(field + e.path[1:], e.reason)
+
+
+def wire_encoding(v, field: str, depth: int = 0) -> bytes:
+    """Canonical encoding of a whole ``Value`` (items and entries included); ``field`` names it in errors."""
+    kind = v.WhichOneof("kind")
+    try:
+        if kind == "msgpack":
+            return canonicalize(v.msgpack)
+        if kind == "opaque":
+            return encode_opaque(v.opaque.type, v.opaque.data)
+    except UnsupportedValue as e:
+        raise _value_error(f"{field}.{kind}", e) from None
+    if kind is None:
+        raise _errors.unsupported_value(field, "no value set (one of msgpack, opaque, list, map is required)")
+    if depth >= _MAX_WIRE_DEPTH:
+        raise _errors.unsupported_value(field, f"nested deeper than {_MAX_WIRE_DEPTH}")
+    if kind == "list":
+        items = v.list.items
+        return _codec.array_header(len(items)) + b"".join(
+            wire_encoding(item, f"{field}.list.items[{i}]", depth + 1) for i, item in enumerate(items))
+    entries = v.map.entries
+    keys = sorted(entries)
+    return _codec.map_header(len(keys)) + b"".join(
+        _encoder.encode(k) + wire_encoding(entries[k], f"{field}.map.entries[{k!r}]", depth + 1) for k in keys)
+
+
+def wire_tree(v, field: str, nodes: Nodes) -> bytes:
+    """Store a ``Value`` as a tree (lists and maps item by item: list or map nodes, else a value node), its
+    nodes appended to ``nodes``; return its root hash."""
+    kind = v.WhichOneof("kind")
+    try:
+        if kind == "list":
+            return build_list(
+                [wire_encoding(item, f"{field}.list.items[{i}]", 1) for i, item in enumerate(v.list.items)], nodes)
+        if kind == "map":
+            entries = v.map.entries
+            return build_map(
+                [(k, wire_encoding(entries[k], f"{field}.map.entries[{k!r}]", 1)) for k in sorted(entries)], nodes)
+        if kind == "msgpack":
+            shape, payload = decompose(v.msgpack)
+            if shape == KIND_LIST:
+                return build_list(payload, nodes)
+            if shape == KIND_MAP:
+                return build_map(payload, nodes)
+            return value_node(payload, nodes)
+    except UnsupportedValue as e:
+        raise _value_error(f"{field}.{kind}", e) from None
+    return value_node(wire_encoding(v, field), nodes)
+
+
+def wire_items(items, field: str) -> list[bytes]:
+    """Canonical encodings of a repeated ``Value`` field (``field[i]`` in errors)."""
+    return [wire_encoding(item, f"{field}[{i}]", 1) for i, item in enumerate(items)]
+
+
+def wire_entries(entries, field: str) -> dict[str, bytes]:
+    """{key: canonical encoding} of a ``map<string, Value>`` field (``field['key']`` in errors), in its order."""
+    return {k: wire_encoding(entries[k], f"{field}[{k!r}]", 1) for k in entries}
+
+
+def _check_name(value: str, field: str) -> None:
+    """A channel name: as api/validate.py ``name`` checks it (same messages)."""
+    if not value:
+        raise _errors.invalid(field, "must not be empty")
+    if "\x00" in value:
+        raise _errors.invalid(field, "must not contain NUL characters")
+    max_bytes = _limits.MAX_NAME_BYTES
+    if len(value) > max_bytes or len(value.encode()) > max_bytes:
+        raise _errors.invalid(field, f"longer than {max_bytes} bytes")
+
+
+def put_channels(channels, built: Nodes, has_base: bool, base_field: str) -> list[tuple]:
+    """A PutCheckpoint's channel writes (``map<string, ChannelWrite>``), checked and converted, sorted by
+    name: one tuple per channel, the fields of state/checkpoints.ChannelOp in its order (name, kind, field,
+    root, append, keep_first, sets, deletes, base_root). Whole values are built as trees into ``built``,
+    delta items and map sets become canonical encodings. Without a base (``has_base`` false) a delta or keep
+    is BASE_MISMATCH naming ``base_field``, before anything else is checked."""
+    if not has_base:
+        needs_base = [name for name, w in channels.items() if w.WhichOneof("op") in ("delta", "keep")]
+        if needs_base:
+            raise _errors.ApiError("BASE_MISMATCH", f"channels[{needs_base[0]!r}]: a delta or keep needs "
+                                   "parent_checkpoint_id or base_checkpoint_id", field=base_field)
+    ops = []
+    for name in sorted(channels):
+        f = f"channels[{name!r}]"
+        _check_name(name, f)
+        w = channels[name]
+        op = w.WhichOneof("op")
+        if op == "value":
+            ops.append((name, "value", f, wire_tree(w.value, f + ".value", built), [], None, [], [], b""))
+        elif op == "keep":
+            if not w.keep:
+                raise _errors.invalid(f + ".keep", "must be true when set")
+            ops.append((name, "keep", f, b"", [], None, [], [], b""))
+        elif op == "delta":
+            delta = w.delta
+            fd = f + ".delta"
+            ops.append((name, "delta", f, b"", wire_items(delta.append, fd + ".append"),
+                        delta.keep_first if delta.HasField("keep_first") else None,
+                        [(k, wire_encoding(delta.set[k], f"{fd}.set[{k!r}]", 1)) for k in sorted(delta.set)],
+                        list(delta.delete), delta.base_root))
+        else:
+            raise _errors.invalid(f, "one of value, delta or keep is required")
+    return ops

@@ -67,3 +67,14 @@ stored_map_entries = _impl.stored_map_entries
 write_nodes = _impl.write_nodes
 INDEX_KEY = _impl.INDEX_KEY
 canonical_node_known = _impl.canonical_node_known
+
+# values of an API request (agentstate.v1 messages, read by attribute) -> canonical encodings and trees
+wire_encoding = _impl.wire_encoding
+wire_tree = _impl.wire_tree
+wire_items = _impl.wire_items
+wire_entries = _impl.wire_entries
+put_channels = _impl.put_channels
+
+# deltas of stored values (a put's list append / keep_first and map set / delete)
+list_delta = _impl.list_delta
+map_delta = _impl.map_delta

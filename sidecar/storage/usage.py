@@ -351,32 +351,62 @@ def _save(txn, store, key: bytes, rec: ChargeRec, m: layout.Manifest | None = No
 
 
 def put_checkpoint(txn, store, ns: str, tkey: int, key: bytes, m: layout.Manifest, nbytes: int,
-                   base: bytes = b"") -> None:
+                   base: bytes = b"", *, fresh: bool = False) -> None:
     """Store manifest ``m`` at ckpts ``key``, charged ``nbytes``, built on checkpoint ``base`` (a delta or keep
-    of it; b"": whole values). A rewrite of a live checkpoint releases the old one's charge first. A thread
+    of it; b"": whole values). A rewrite of a live checkpoint releases the old one's charge first (``fresh``:
+    the caller just saw that no checkpoint is stored at ``key``, so there is none to look up). A thread
     without a usage row is not counted (the manifest is stored without a charge)."""
     if thread(txn, store, tkey) is None:
         m.charge = None
         txn.put(key, layout.encode(m), db=store.db["ckpts"])
         return
-    old = _charge(txn, store, key)
+    old = None if fresh else _charge(txn, store, key)
     new_ckpt = 1
     if old is not None:
         refund = _release(txn, store, key, old)
         add(txn, store, ns, tkey, nbytes=-refund)
         new_ckpt = 0
     if base and base != key:
-        got = _load(txn, store, base)
-        if got is None or got[1] is None:
+        if not _add_dep(txn, store, base, key):
             base = b""
-        else:
-            got[1].deps.append(key)
-            _save(txn, store, base, got[1], got[0])
     else:
         base = b""
     m.charge = _pack(key, ChargeRec(1, nbytes, base, []), m)
     txn.put(key, layout.encode(m), db=store.db["ckpts"])
     add(txn, store, ns, tkey, nbytes=nbytes, checkpoints=new_ckpt)
+
+
+def _packed_form(x) -> bool:
+    """Whether a checkpoint id in a charge is as ``_pack`` writes it (16 UUID bytes, or an ASCII string that
+    is no canonical UUID), so that unpacking and packing it again gives it back unchanged."""
+    if type(x) is bytes:
+        return len(x) == 16
+    return type(x) is str and x.isascii() and layout.pack_id(x) is x
+
+
+def _add_dep(txn, store, base: bytes, key: bytes) -> bool:
+    """Note checkpoint ``key`` as built on ``base`` (same thread and checkpoint namespace) in the charge
+    kept in base's manifest; False when base has no charge (or no manifest). The charge is changed in its
+    packed form when it is in the form ``_pack`` writes (always, for what this module wrote): the bytes
+    ``_save(..., _unpack(...) + key)`` would write, without the round trip; else by that round trip."""
+    db = store.db["ckpts"]
+    raw = txn.get(base, db=db)
+    if raw is None:
+        return False
+    bm = layout.manifest_decoder.decode(raw)
+    c = bm.charge
+    if c is None:
+        return False
+    cid = key[len(_prefix_of(key)):].decode()
+    if (c.base is None or c.base is True or (c.base != bm.parent and _packed_form(c.base))) and \
+            all(_packed_form(d) for d in c.deps) and cid.isascii():
+        c.deps.append(layout.pack_id(cid))
+        txn.put(base, layout.encode(bm), db=db)
+        return True
+    rec = _unpack(base, bm)
+    rec.deps.append(key)
+    _save(txn, store, base, rec, bm)
+    return True
 
 
 def _release(txn, store, key: bytes, rec: ChargeRec) -> int:
