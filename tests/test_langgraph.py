@@ -731,14 +731,16 @@ def test_a_long_chat_sends_and_stores_one_message_per_message(tmp_path, ns):
 
 
 def test_the_saver_keeps_no_state_of_a_finished_run(lg_sidecar, ns):
-    """Once invoke returned and the caller dropped the result, nothing of the run's state is alive because of
-    the saver: its outbox thread used to keep the last batch of requests (whose plans hold the caller's
-    channel values) until the next one, so the last state of a thread outlived the run by a whole turn."""
+    """Once invoke returned and the caller dropped the result, nothing the run made is alive because of the
+    saver: its outbox thread used to keep the last batch of requests (whose plans hold the caller's channel
+    values) until the next one, so the last state of a thread outlived the run by a whole turn. (The
+    messages the run's read handed out are the saver's own: the compiled hand-out keeps them, to give
+    them again when nothing else holds them, _mirror.hand_out.)"""
     saver = SidecarSaver(lg_sidecar.address, namespace=ns)
     g = chat_graph(saver)
     for turn in range(3):
         out = g.invoke({"messages": [HumanMessage(f"h{turn}")]}, cfg("drop"))
-        refs = [weakref.ref(m) for m in out["messages"]]
+        refs = [weakref.ref(m) for m in out["messages"][-2:]]  # this turn's question and answer
         assert all(r() is not None for r in refs)
         del out
         gc.collect()

@@ -72,12 +72,13 @@ class Rec:
     value whose serialization gives those bytes (``proof``, or None), and the mirror of what reading those
     bytes gives (``source``: None until first read, UNMIRRORABLE when it cannot be mirrored)."""
 
-    __slots__ = ("opaque", "proof", "source")
+    __slots__ = ("opaque", "proof", "source", "given")
 
     def __init__(self, opaque, proof=None, source=None):
         self.opaque = opaque
         self.proof = proof
         self.source = source
+        self.given = None  # what the compiled twin's last hand-out of it gave (this twin never gives again)
 
 
 #: Stands for a record whose value cannot be mirrored: each read makes it fresh from its bytes.
@@ -416,7 +417,10 @@ def common_prefix(items: list, recs: list) -> int:
 
 
 def hand_out(recs: list, fresh) -> list:
-    """A new object for each record: its source thawed, else ``fresh(rec)`` (which may set the source)."""
+    """A new object for each record: its source thawed, else ``fresh(rec)`` (which may set the source).
+    (The compiled twin may instead give again an object it gave before that nothing else refers to, which
+    cannot be told apart from a new one; exact reference counts are not something Python code can read
+    reliably, so this twin always makes new ones.)"""
     out = []
     for rec in recs:
         src = rec.source
