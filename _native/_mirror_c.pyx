@@ -14,7 +14,8 @@ types are walked, and how, is decided once per type by the twin's ``kind_of``
 are the twin's objects. The memo of containers met is made only when a
 container has more references than the walk accounts for (most containers of
 a message have one), and a thawed mirror keeps a table of what it built only
-when the mirror refers back to something.
+when the mirror refers back to something. ``hand_out`` may give again what it
+gave before when nothing else can see it (the twin always thaws): see there.
 """
 
 from cpython.dict cimport PyDict_Next, PyDict_SetItem, PyDict_GetItem, PyDict_Size

@@ -36,7 +36,10 @@ whole state, one tuple per value.
   an object with each other or with the saver.
 * ``common_prefix(items, recs)``: how many leading ``items`` match their
   record's ``proof``; ``hand_out(recs, fresh)``: one new object per record —
-  its ``source`` thawed, or ``fresh(rec)`` when it has none.
+  its ``source`` thawed, or ``fresh(rec)`` when it has none (the compiled
+  twin may give instead the object the record's last hand-out gave, when
+  nothing else refers to it and it is exactly as a thaw would make it: as
+  good as new, and nobody can tell; see its ``hand_out``).
 * ``seal(recs)``: a cached list of records, hidden from the cyclic garbage
   collector where the compiled twin can (time only, no behaviour).
 
