@@ -14,7 +14,8 @@ types are walked, and how, is decided once per type by the twin's ``kind_of``
 are the twin's objects. The memo of containers met is made only when a
 container has more references than the walk accounts for (most containers of
 a message have one), and a thawed mirror keeps a table of what it built only
-when the mirror refers back to something.
+when the mirror refers back to something. ``hand_out`` may give again what it
+gave before when nothing else can see it (the twin always thaws): see there.
 """
 
 from cpython.dict cimport PyDict_Next, PyDict_SetItem, PyDict_GetItem, PyDict_Size
@@ -25,6 +26,9 @@ from cpython.ref cimport Py_INCREF, Py_REFCNT, Py_XDECREF
 from cpython.set cimport PySet_New, PySet_Contains, PySet_GET_SIZE
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM, PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from libc.string cimport memcmp
+
+import sysconfig
+import weakref
 
 from agentstate.langgraph import _mirror_py as _py
 
@@ -106,6 +110,7 @@ cdef class Rec:
     cdef public object opaque
     cdef public object proof
     cdef public object source
+    cdef public object given  # the object the last hand-out of this record gave (see hand_out), or None
 
     def __init__(self, opaque, proof=None, source=None):
         self.opaque = opaque
@@ -485,22 +490,132 @@ def common_prefix(list items, list recs):
     return k
 
 
+#: Whether hand_out may give an object again (below). Not on a free-threaded build, where reference counts
+#: are not exact from another thread's point of view.
+cdef bint _REUSE = not sysconfig.get_config_var("Py_GIL_DISABLED")
+cdef object _weakrefs = weakref.getweakrefcount
+
+
 def hand_out(list recs, fresh):
-    """A new object for each record: its source thawed, else ``fresh(rec)``."""
+    """A new object for each record: its source thawed, else ``fresh(rec)``.
+
+    Or the object this record's previous hand-out gave, when nothing but the record refers to it any more
+    and it is exactly as a thaw would make it (``_sole``): nobody can see that object, nor anything
+    mutable inside it, so giving it again cannot be told from giving a new one, and costs a walk instead
+    of a thaw (no allocation, nothing new for the cyclic collector to scan, nothing to free). A saver's
+    reads in a chat hand out the history every turn; once a turn's state is dropped, its messages are
+    such objects. The record keeps what it gave (``given``); the twin always thaws."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(recs)
     cdef list out = PyList_New(n)
     cdef Rec rec
-    cdef object item, src
+    cdef object item, src, g
     for i in range(n):
         rec = <Rec?>PyList_GET_ITEM(recs, i)
         src = rec.source
         if src is None or src is _UNMIRRORABLE:
             item = fresh(rec)
+            src = rec.source  # fresh may have mirrored what it made
         else:
-            item = _thaw_one(<tuple?>src)
+            g = rec.given
+            # references to g: the record's and this variable's, none else
+            if g is not None and _REUSE and Py_REFCNT(g) == 2 and _sole(g, <tuple?>src, 0, 0, 2) == \
+                    PyTuple_GET_SIZE(<tuple>src):
+                item = g
+            else:
+                item = _thaw_one(<tuple?>src)
+            g = None
+        if _REUSE and type(src) is tuple:
+            rec.given = item
         Py_INCREF(item)
         PyList_SET_ITEM(out, i, item)
     return out
+
+
+cdef Py_ssize_t _sole(object a, tuple m, Py_ssize_t pos, int depth, Py_ssize_t refs) except -2:
+    """Check that ``a`` is what thawing the record at ``pos`` would make, and that nothing outside the walk
+    refers to it or to any container inside it: the position after the record, or -1. ``refs`` counts the
+    references to ``a`` the walk accounts for (its container's, plus a temporary one for attributes).
+    Stricter than ``_match``: a container must have exactly those references; a mirror that refers back to
+    a container (aliasing) never passes, nor does a plain object (reading its attributes may run code), a
+    model with weak references, or a private attribute that differs; immutable leaves may be shared. A
+    passing model gets a new ``__pydantic_fields_set__`` as a thaw would (a set's order of iteration
+    depends on its history)."""
+    cdef object e = _at(m, pos)
+    cdef Py_ssize_t i, n, p, pa = 0
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef int code
+    cdef type t
+    cdef object fields, names, v
+    if type(e) is not Op:
+        return pos + 1 if _leaf_equal(a, e) else -1
+    if depth >= MAX_DEPTH:
+        return -1
+    code = (<Op>e).code
+    if code == K_REF or (<Op>e).referenced or code == K_OBJECT:
+        return -1
+    if Py_REFCNT(a) != refs:
+        return -1
+    t = type(a)
+    depth += 1
+    if code == K_LIST:
+        if t is not list:
+            return -1
+        n = PyList_GET_SIZE(a)
+        if n != <Py_ssize_t>_at(m, pos + 1):
+            return -1
+        p = pos + 2
+        for i in range(n):
+            p = _sole(<object>PyList_GET_ITEM(a, i), m, p, depth, 1)
+            if p < 0:
+                return -1
+        return p
+    if code == K_TUPLE:
+        if t is not tuple:
+            return -1
+        n = PyTuple_GET_SIZE(a)
+        if n != <Py_ssize_t>_at(m, pos + 1):
+            return -1
+        p = pos + 2
+        for i in range(n):
+            p = _sole(<object>PyTuple_GET_ITEM(a, i), m, p, depth, 1)
+            if p < 0:
+                return -1
+        return p
+    if code == K_DICT:
+        if t is not dict or PyDict_Size(a) != <Py_ssize_t>_at(m, pos + 1):
+            return -1
+        p = pos + 2
+        while PyDict_Next(a, &pa, &key, &value):
+            p = _sole(<object>key, m, p, depth, 1)
+            if p < 0:
+                return -1
+            p = _sole(<object>value, m, p, depth, 1)
+            if p < 0:
+                return -1
+        return p
+    # K_MODEL
+    if t is not _at(m, pos + 1) or _weakrefs(a):
+        return -1
+    # each attribute below is held once by the object and once by the temporary reference here
+    p = _sole(PyObject_GenericGetDict(a, NULL), m, pos + 2, depth, 2)
+    if p < 0:
+        return -1
+    p = _sole(PyObject_GenericGetAttr(a, S_EXTRA), m, p, depth, 2)  # None, or a dict
+    if p < 0:
+        return -1
+    fields, names = PyObject_GenericGetAttr(a, S_FIELDS), _at(m, p)
+    n = PyTuple_GET_SIZE(names)
+    if type(fields) is not set or PySet_GET_SIZE(fields) != n:
+        return -1
+    for i in range(n):
+        if not PySet_Contains(fields, <object>PyTuple_GET_ITEM(names, i)):
+            return -1
+    p = _sole(PyObject_GenericGetAttr(a, S_PRIVATE), m, p + 1, depth, 2)  # None, or a dict
+    if p < 0:
+        return -1
+    PyObject_GenericSetAttr(a, S_FIELDS, PySet_New(names))
+    return p
 
 
 def seal(list recs):

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import operator
 import threading
 import time
 import uuid
+import weakref
 from collections import Counter
 from typing import Annotated, Any
 
@@ -726,6 +728,27 @@ def test_a_long_chat_sends_and_stores_one_message_per_message(tmp_path, ns):
         rec.close()
     finally:
         proc.stop()
+
+
+def test_the_saver_keeps_no_state_of_a_finished_run(lg_sidecar, ns):
+    """Once invoke returned and the caller dropped the result, nothing the run made is alive because of the
+    saver: its outbox thread used to keep the last batch of requests (whose plans hold the caller's channel
+    values) until the next one, so the last state of a thread outlived the run by a whole turn. (The
+    messages the run's read handed out are the saver's own: the compiled hand-out keeps them, to give
+    them again when nothing else holds them, _mirror.hand_out.)"""
+    saver = SidecarSaver(lg_sidecar.address, namespace=ns)
+    g = chat_graph(saver)
+    for turn in range(3):
+        out = g.invoke({"messages": [HumanMessage(f"h{turn}")]}, cfg("drop"))
+        refs = [weakref.ref(m) for m in out["messages"][-2:]]  # this turn's question and answer
+        assert all(r() is not None for r in refs)
+        del out
+        gc.collect()
+        assert saver._writer.idle()
+        assert [r for r in refs if r() is not None] == [], turn
+    assert texts(g.get_state(cfg("drop")).values["messages"]) == \
+        ["human:h0", "ai:" + "a" * 400, "human:h1", "ai:" + "a" * 400, "human:h2", "ai:" + "a" * 400]
+    saver.close()
 
 
 def test_history_does_not_resend_the_messages(lg_sidecar, ns):

@@ -170,6 +170,64 @@ def test_a_message_changed_in_place_by_a_node_is_stored(lg, ns, combo):
     assert "turn 0 (seen) (seen) (seen)" in repr(last)
 
 
+# ---------------------------------------------------------------- 3. callers that drop what they read
+
+@scripted(amending_graph)
+async def dropped_reads(api: Api, saver, thread: str):
+    """Results and reads dropped by the caller, changed in place first or not: the compiled hand-out gives
+    the objects of such a read again (nothing else refers to them), which must never show."""
+    g = amending_graph(saver)
+    c = cfg(thread)
+    trace = []
+    for turn in range(4):
+        out = await api.invoke(g, {"messages": [HumanMessage(f"turn {turn}", id=f"h-{turn}")]}, c,
+                               durability="sync")
+        trace.append(canon(out))
+        if turn % 2:
+            out["messages"][0].content += " (changed by the caller, then dropped)"
+            out["messages"][1].additional_kwargs["k"] = ["v"]
+        del out
+        snap = await api.state(g, c)
+        trace.append(canon(snap.values))
+        held = snap.values["messages"]
+        held[-1].content = "changed in a read the caller keeps"
+        kwargs = held[0].additional_kwargs
+        other = (await api.state(g, c)).values  # read while the first one is held
+        trace.append(canon(other))
+        del snap, held, other
+        kwargs["later"] = "a dict of a dropped read, kept and changed"
+        trace.append(canon((await api.state(g, c)).values))
+        del kwargs
+        trace.append(canon((await api.state(g, c)).values))
+    return trace, history_of(await api.history(g, c))
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=combo_id)
+def test_reads_dropped_by_the_caller_change_nothing(lg, ns, combo):
+    asyncio.run(side_by_side(lg.address, ns, combo, dropped_reads))
+
+
+def test_a_dropped_read_is_given_again_by_the_compiled_hand_out(lg, ns):
+    """What makes the scenario above test something: with the compiled mirrors, a read's messages dropped by
+    the caller come back as the same objects (a new object cannot have the old one's id: the saver holds the
+    old one until the new one is made). A read the caller still holds is never given again."""
+    from agentstate.langgraph import _mirror
+
+    saver = SidecarSaver(lg.address, namespace=ns)
+    try:
+        g = amending_graph(saver)
+        c = cfg("given-again")
+        g.invoke({"messages": [HumanMessage("q", id="h")]}, c, durability="sync")
+        ids = [id(m) for m in g.get_state(c).values["messages"]]
+        again = [id(m) for m in g.get_state(c).values["messages"]]
+        if _mirror.NATIVE:  # (the Python twin makes new objects, which may get the freed ones' ids)
+            assert again == ids
+        held = g.get_state(c).values["messages"]
+        assert not {id(m) for m in g.get_state(c).values["messages"]} & {id(m) for m in held}
+    finally:
+        saver.close()
+
+
 # ---------------------------------------------------------------- issue 20: an unchanged version keeps its value
 
 def keeping_graph(saver):
@@ -362,6 +420,7 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("edit_and_update"), spec, st.sampled_from([None, "agent", "tools"])),
     st.tuples(st.just("edit_snapshot"), spec),  # changed in place and never given back: nothing changes
     st.tuples(st.just("edit_result"), spec),  # the last invoke's result changed in place
+    st.tuples(st.just("drop_result")),  # the caller lets the last result go (its objects may be given again)
     st.tuples(st.just("update_notes"), st.text("ab", max_size=3), st.sampled_from([None, "agent"])),
     st.tuples(st.just("fork"), st.integers(0, 30), spec),
     st.tuples(st.just("replay"), st.integers(0, 30)),
@@ -400,6 +459,8 @@ def make_script(plan):
                 elif kind == "edit_result":
                     if isinstance(result, dict):
                         edit(result, op[1])
+                elif kind == "drop_result":
+                    result = None
                 elif kind == "update_notes":
                     snap = await api.state(g, c)
                     notes = snap.values.get("notes") or {}

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any, Optional
 
@@ -59,6 +60,11 @@ class Plan(pydantic.BaseModel):
 
 class Loose(pydantic.BaseModel, extra="allow"):
     name: str
+
+
+class Secretive(pydantic.BaseModel):
+    name: str
+    _secret: int = pydantic.PrivateAttr(default=0)
 
 
 @dataclasses.dataclass
@@ -265,6 +271,87 @@ def test_records_prefix_and_hand_out(m):
     assert [type(x) for x in out] == [type(x) for x in msgs]
     again = m.hand_out(recs, fresh)
     assert all(a is not b for a, b in zip(out, again))
+
+
+def _hand_out_again(m, recs):
+    """hand_out, and for each item whether it is the object the record's previous hand-out gave (a new
+    object cannot have the old one's id: the record holds the old one until the new one is made)."""
+    before = [id(r.given) if r.given is not None else None for r in recs]
+    out = m.hand_out(recs, None)
+    return out, [id(x) == b for x, b in zip(out, before)]
+
+
+def test_an_object_nobody_else_holds_is_given_again(m):
+    """The compiled twin gives again what it gave before when nothing else refers to it, or to anything
+    mutable inside it, and it is exactly as a thaw would make it; anything else gets a new object. Either
+    way every item equals the record's value and shares nothing mutable with what a caller still holds.
+    The Python twin always makes new objects."""
+    msgs = message_samples()
+    recs = [m.Rec(SERDE.dumps_typed(x), m.freeze(x), m.freeze(x)) for x in msgs]
+    reuse = m.NATIVE
+
+    def check(out):
+        assert [SERDE.dumps_typed(x) for x in out] == [SERDE.dumps_typed(x) for x in msgs]
+        assert all(m.matches(x, r.source) for x, r in zip(out, recs))
+
+    first, again = _hand_out_again(m, recs)
+    assert again == [False] * 3
+    held, again = _hand_out_again(m, recs)  # the first read is still held: new objects
+    assert again == [False] * 3 and all(a is not b for a, b in zip(first, held))
+    assert all(a.additional_kwargs is not b.additional_kwargs for a, b in zip(first, held))
+    del first, held
+    out, again = _hand_out_again(m, recs)
+    assert again == [reuse] * 3
+    check(out)
+    # changed in place (at any depth, a private attribute too), then dropped: a new object for that one
+    out[1].tool_calls[0]["args"]["n"].append(3)
+    out[0].content = "changed"
+    del out
+    out, again = _hand_out_again(m, recs)
+    assert again == [False, False, reuse]
+    check(out)
+    # changed and changed back: as good as new
+    out[0].content = "changed"
+    out[0].content = "hello"
+    del out
+    out, again = _hand_out_again(m, recs)
+    assert again == [reuse] * 3
+    check(out)
+    # something mutable inside still held elsewhere, or the object watched by a weak reference: new objects
+    kwargs, args = out[1].additional_kwargs["x"], out[1].tool_calls[0]["args"]
+    watched = weakref.ref(out[2])
+    del out
+    out, again = _hand_out_again(m, recs)
+    assert again == [reuse, False, False]
+    check(out)
+    assert out[1].additional_kwargs["x"] is not kwargs and out[1].tool_calls[0]["args"] is not args
+    kwargs["x"] = "the caller's own copy"
+    assert out[1].additional_kwargs == msgs[1].additional_kwargs
+    del out, kwargs, args, watched
+    out, again = _hand_out_again(m, recs)
+    assert again == [reuse] * 3
+    # the fields set comes back as a thaw makes it (a new set), whatever happened to the old one or who holds it
+    out[0].model_fields_set.add("name")
+    out[0].model_fields_set.discard("name")
+    fields = out[0].model_fields_set
+    del out
+    out, again = _hand_out_again(m, recs)
+    assert again == [reuse] * 3
+    assert out[0].model_fields_set is not fields
+    assert list(out[0].model_fields_set) == list(m.thaw(recs[0].source).model_fields_set)
+    check(out)
+    # an extra field or a private attribute changed in place: a new object
+    models = [Loose(name="n", other={"x": 1}), Secretive(name="s")]
+    mrecs = [m.Rec(b"", m.freeze(x), m.freeze(x)) for x in models]
+    got = m.hand_out(mrecs, None)
+    got[0].other["x"] = 2
+    got[1]._secret = 5
+    del got
+    got, again = _hand_out_again(m, mrecs)
+    assert again == [False, False] and got[0].other == {"x": 1} and got[1]._secret == 0
+    del got
+    got, again = _hand_out_again(m, mrecs)
+    assert again == [reuse, reuse] and got[0].other == {"x": 1} and got[1]._secret == 0
 
 
 # ---------------------------------------------------------------- property: matches => same bytes

@@ -60,7 +60,12 @@ comes back empty, a grown one as the new items only. Every read hands out
 new objects (the records' source mirrors thawed; an item read for the first
 time is deserialized), so no two reads share an object with each other, with
 the caller's earlier puts, or with the cache: changing a returned object in
-place changes nothing stored or cached. ``cache_size=0`` keeps nothing: whole
+place changes nothing stored or cached. (With the compiled mirrors a record
+keeps the object its last read gave and gives that one again when nothing
+else refers to it or to anything mutable in it and it is exactly as a thaw
+would make it: a caller cannot tell it from a new one, and a chat whose turns
+drop their state then reads its history without making it anew;
+``_mirror.hand_out``.) ``cache_size=0`` keeps nothing: whole
 values each time (storage stays linear, since the sidecar deduplicates items,
 but the wire does not).
 """

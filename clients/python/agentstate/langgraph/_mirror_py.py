@@ -36,7 +36,10 @@ whole state, one tuple per value.
   an object with each other or with the saver.
 * ``common_prefix(items, recs)``: how many leading ``items`` match their
   record's ``proof``; ``hand_out(recs, fresh)``: one new object per record —
-  its ``source`` thawed, or ``fresh(rec)`` when it has none.
+  its ``source`` thawed, or ``fresh(rec)`` when it has none (the compiled
+  twin may give instead the object the record's last hand-out gave, when
+  nothing else refers to it and it is exactly as a thaw would make it: as
+  good as new, and nobody can tell; see its ``hand_out``).
 * ``seal(recs)``: a cached list of records, hidden from the cyclic garbage
   collector where the compiled twin can (time only, no behaviour).
 
@@ -72,12 +75,13 @@ class Rec:
     value whose serialization gives those bytes (``proof``, or None), and the mirror of what reading those
     bytes gives (``source``: None until first read, UNMIRRORABLE when it cannot be mirrored)."""
 
-    __slots__ = ("opaque", "proof", "source")
+    __slots__ = ("opaque", "proof", "source", "given")
 
     def __init__(self, opaque, proof=None, source=None):
         self.opaque = opaque
         self.proof = proof
         self.source = source
+        self.given = None  # what the compiled twin's last hand-out of it gave (this twin never gives again)
 
 
 #: Stands for a record whose value cannot be mirrored: each read makes it fresh from its bytes.
@@ -416,7 +420,10 @@ def common_prefix(items: list, recs: list) -> int:
 
 
 def hand_out(recs: list, fresh) -> list:
-    """A new object for each record: its source thawed, else ``fresh(rec)`` (which may set the source)."""
+    """A new object for each record: its source thawed, else ``fresh(rec)`` (which may set the source).
+    (The compiled twin may instead give again an object it gave before that nothing else refers to, which
+    cannot be told apart from a new one; exact reference counts are not something Python code can read
+    reliably, so this twin always makes new ones.)"""
     out = []
     for rec in recs:
         src = rec.source

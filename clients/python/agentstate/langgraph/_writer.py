@@ -201,14 +201,20 @@ class Writer:
                 if self._stream is not None:
                     self._stream.close(5)
                 return
-            for item in batch:
-                try:
-                    fut = self._get_stream().send(item.request)
-                except BaseException as e:  # noqa: BLE001 - never let the thread die with items pending
-                    self._settle(item, None, e)
-                    continue
-                fut.add_done_callback(lambda f, item=item: self._settle(item, f, None))
-            self.batches += 1
+            self._send_batch(batch)
+            # (no reference to the batch is kept while the thread waits for the next one: its puts' plans
+            # hold the caller's channel values, which must not outlive the run because of the saver)
+            del batch
+
+    def _send_batch(self, batch: list[Item]) -> None:
+        for item in batch:
+            try:
+                fut = self._get_stream().send(item.request)
+            except BaseException as e:  # noqa: BLE001 - never let the thread die with items pending
+                self._settle(item, None, e)
+                continue
+            fut.add_done_callback(lambda f, item=item: self._settle(item, f, None))
+        self.batches += 1
 
     def _client(self) -> Client:
         return self._client_factory()
