@@ -400,6 +400,24 @@ def _run_once(turns: int, at, window: int, names, sync: bool, keep: bool, log, b
 
 
 def _checks(result: dict) -> dict:
+    """The targets of issue 10 (when sidecar, sqlite and sqlite+delta ran) and of issue 17 (sidecar next to
+    InMemorySaver, and flat) over ``result``."""
+    out = _checks_issue10(result)
+    at, names, ms = result["at"], result["savers"], result["ms_per_turn"]
+    last, first = at[-1], at[0]
+    if {"sidecar", "inmemory"} <= set(names):
+        out[f"langgraph: sidecar <= 1.25 x inmemory ms/turn at {first} (issue 17)"] = {
+            "met": ms["sidecar"][first] <= 1.25 * ms["inmemory"][first],
+            "figure": f"{ms['sidecar'][first]:.2f} vs {ms['inmemory'][first]:.2f} ms = "
+                      f"{ms['sidecar'][first] / ms['inmemory'][first]:.2f} x"}
+    if "sidecar" in names and last != first:
+        out[f"langgraph: sidecar ms/turn at {last} <= 1.2 x at {first} (flat, issue 17)"] = {
+            "met": ms["sidecar"][last] <= 1.2 * ms["sidecar"][first],
+            "figure": f"{ms['sidecar'][last] / ms['sidecar'][first]:.2f} x"}
+    return out
+
+
+def _checks_issue10(result: dict) -> dict:
     """The targets of issue 10 over ``result`` (empty unless sidecar, sqlite and sqlite+delta ran)."""
     at, names, sizes = result["at"], result["savers"], result["bytes"]
     last, first = at[-1], at[0]
