@@ -98,6 +98,38 @@ def test_list_wire_is_the_message_built_item_by_item(rimpl, n):
     assert rimpl.list_wire(rec, recs.fetch) == got  # again, from the cache
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 17, 200, 1603])
+def test_list_wire_parts_join_to_list_wire(n):
+    """list_wire_parts: one part per peak of the root, then the tail items' entries; joined, list_wire's
+    bytes; the same parts from both twins, cold and cached; a cached peak is the cache's own object."""
+    c, py = importlib.import_module("sidecar.storage._reads_c"), importlib.import_module("sidecar.storage._reads_py")
+    recs, rec = store_list(messages(n))
+    want = item_by_item(rec, recs.fetch).list.SerializeToString()
+    results = []
+    for impl in (c, py, c, py):
+        compression.forget_cache()
+        cold = impl.list_wire_parts(rec, recs.fetch)
+        cached = impl.list_wire_parts(rec, recs.fetch)
+        assert all(type(p) is bytes for p in cold + cached)
+        assert len(cold) == bin(n // 8).count("1") + (1 if n % 8 else 0)
+        assert b"".join(cold) == want and impl.list_wire(rec, recs.fetch) == want
+        peaks = [r[:32] for r in (recs.records[rec[41 + 8 * i:49 + 8 * i]] for i in range(bin(n // 8).count("1")))]
+        assert all(part is wirecache.cache[h] for part, h in zip(cached, peaks))
+        results.append((cold, cached))
+    assert all(r == results[0] for r in results)
+
+
+def test_list_wire_parts_damage_is_reported_as_list_wire_reports_it(rimpl):
+    recs, rec = store_list(messages(40))
+    item_id = next(i for i, r in recs.records.items() if r[32:33] == b"v")
+    records = {k: v for k, v in recs.records.items() if k != item_id}
+    outs = []
+    for fn in (rimpl.list_wire, rimpl.list_wire_parts):
+        compression.forget_cache()
+        outs.append(_outcome(lambda: fn(rec, records.get)))
+    assert outs[0] == outs[1] and outs[0][:2] == ("error", "CorruptNode")
+
+
 @pytest.mark.parametrize("pack", [False, True])
 def test_every_kind_of_item_and_both_twins_agree(pack):
     c, py = importlib.import_module("sidecar.storage._reads_c"), importlib.import_module("sidecar.storage._reads_py")

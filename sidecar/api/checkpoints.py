@@ -371,7 +371,8 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
     """One Checkpoint message; ``extra`` (default: with the values) says whether ``extra`` is filled in;
     ``outcome`` (state/schemas.on_read) is the migration a reader's read_schema_version asked for.
     ``wire_lists`` (a dict): list values sent whole are not filled in but put there, channel name ->
-    (root, ListValue wire bytes), their channels left out of ``out`` (see :func:`get_wire`)."""
+    (root, ListValue wire bytes in parts: reads.list_wire_parts), their channels left out of ``out`` (see
+    :func:`get_wire`)."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = out.stored_schema_version = m.schema_version
@@ -400,7 +401,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
         if wire_lists is not None and not (known_roots and name in known_roots):
             rec = nodes.record(fetch, root_id)
             if rec[hp.HASH_SIZE] == hp.TAG_LIST:
-                wire_lists[name] = (root, reads.list_wire(rec, fetch))
+                wire_lists[name] = (root, reads.list_wire_parts(rec, fetch))
                 del out.channels[name]
                 continue
         fill_channel(cv, txn, store, root, root_id, fetch, known_roots.get(name) if known_roots else None,
@@ -480,27 +481,29 @@ def _len_field(number: int, body: bytes) -> bytes:
 
 
 async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
-    """:func:`get`'s response, serialized: list values sent whole go in as the wire bytes reads.list_wire
+    """:func:`get`'s response, serialized: list values sent whole go in as the wire bytes reads.list_wire_parts
     built, never parsed into the message and serialized again. Each such channel is one more
     ``checkpoint { channels { key, value { root, value { list } } } }`` after the rest of the response
     (protobuf merges a repeated occurrence of a message field), so a client parses the message
-    :func:`get` returns."""
+    :func:`get` returns. The list's parts (cached subtrees, as they are) are copied once, by the join."""
     lists: dict = {}
     resp = await get(store, req, lists)
     head = resp.SerializeToString()
     if not lists:
         return head
     parts = [head]
-    for name, (root, body) in lists.items():  # headers made by length: the body is copied once, by the join
-        list_head = _head(_LIST_FIELD, len(body))
-        value_head = _head(_VALUE_FIELD, len(list_head) + len(body))
+    for name, (root, body) in lists.items():  # headers made by length
+        size = sum(map(len, body))
+        list_head = _head(_LIST_FIELD, size)
+        value_head = _head(_VALUE_FIELD, len(list_head) + size)
         root_field = _len_field(_ROOT_FIELD, root)
-        cv_len = len(root_field) + len(value_head) + len(list_head) + len(body)
+        cv_len = len(root_field) + len(value_head) + len(list_head) + size
         entry_head = _len_field(1, name.encode()) + _head(2, cv_len)  # a map entry: key 1, value 2
         entry_len = len(entry_head) + cv_len
         channels_head = _head(_CHANNELS_FIELD, entry_len)
         parts += [_head(_CHECKPOINT_FIELD, len(channels_head) + entry_len), channels_head, entry_head, root_field,
-                  value_head, list_head, body]
+                  value_head, list_head]
+        parts += body
     return b"".join(parts)
 
 
