@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """_lists_c: the compiled twin of ``agentstate._lists_py`` (built into ``agentstate._lists_c``; import it
 through :mod:`agentstate.values`). Same function, same answers: ``msgpack_array(wire)``, the MessagePack
-array of a ListValue's msgpack items or None (see the twin). The scan runs over the buffer without the
-GIL; the array is written into one bytes object.
+array of a ListValue's msgpack items or None (see the twin); ``wire`` is bytes or any contiguous byte
+buffer (a memoryview of a received response: agentstate.values.response_lists), read where it is. The
+scan runs over the buffer without the GIL; the array is written into one bytes object.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport uint64_t
@@ -140,9 +141,26 @@ cdef Py_ssize_t _scan(const unsigned char* b, Py_ssize_t end, Py_ssize_t* starts
 
 def msgpack_array(wire):
     """The MessagePack array of a ListValue's msgpack items (see the twin), or None."""
-    cdef bytes b = wire if type(wire) is bytes else bytes(wire)
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(b)
-    cdef Py_ssize_t end = PyBytes_GET_SIZE(b), cap = end // 3 + 1, n, i, total = 0, hl, pos
+    cdef bytes b
+    cdef const unsigned char[::1] view  # any other buffer (a memoryview slice of a response) is read in place
+    cdef const unsigned char* p = NULL
+    cdef Py_ssize_t end = 0, cap, n, i, total = 0, hl, pos
+    if type(wire) is bytes:
+        b = <bytes>wire
+        p = <const unsigned char*>PyBytes_AS_STRING(b)
+        end = PyBytes_GET_SIZE(b)
+    else:
+        try:
+            view = wire
+        except (TypeError, ValueError, BufferError):  # not a contiguous byte buffer: as the twin, bytes() of it
+            b = bytes(wire)
+            p = <const unsigned char*>PyBytes_AS_STRING(b)
+            end = PyBytes_GET_SIZE(b)
+        else:
+            end = view.shape[0]
+            if end:
+                p = &view[0]
+    cap = end // 3 + 1
     cdef Py_ssize_t* starts = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
     cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
     cdef bytes out

@@ -304,3 +304,36 @@ def test_get_wire_parses_to_the_response_get_builds(tmp_path):
         assert len(full.checkpoint.channels["messages"].value.list.items) == 21
     finally:
         store.close()
+
+
+def test_get_values_scans_the_lists_as_received(tmp_path):
+    """Client.get_values: the lists found in the response as received (agentstate.values.response_lists)
+    decode as the parsed message does; the values are what was put, in either build."""
+    from conftest import SidecarProcess
+
+    from agentstate import Append, Keep, values as client_values
+    from agentstate.client import checkpoint_values
+    from agentstate.v1 import threads_pb2 as pb
+
+    msgs = [codec.decode(e) for e in messages(203)]
+    mixed = [codec.decode(e) for e in MIXED]
+    side = SidecarProcess(tmp_path / "d").start()
+    try:
+        with side.client() as c:
+            first = c.put_checkpoint("t", {"messages": msgs[:200], "empty": [], "mixed": mixed, "one": ["x"],
+                                           "m": {"a": 1, "b": [1, 2]}, "s": "scalar"})
+            c.put_checkpoint("t", {"messages": Append(msgs[200:]), **{k: Keep() for k in ("empty", "mixed", "one", "m", "s")}},
+                             parent_id=first.checkpoint.checkpoint_id, base_id=first.checkpoint.checkpoint_id)
+            want = {"messages": msgs, "empty": [], "mixed": mixed, "one": ["x"], "m": {"a": 1, "b": [1, 2]},
+                    "s": "scalar"}
+            assert c.get_values("t") == want
+            assert c.get_values("t", first.checkpoint.checkpoint_id)["messages"] == msgs[:200]
+            data = c.channel.unary_unary("/agentstate.v1.ThreadService/GetCheckpoint",
+                                         request_serializer=pb.GetCheckpointRequest.SerializeToString)(
+                pb.GetCheckpointRequest(namespace="default", thread_id="t"), timeout=30)
+    finally:
+        side.stop()
+    found = client_values.response_lists(data)
+    assert set(found) == {"messages", "empty", "mixed", "one"}
+    ck = pb.GetCheckpointResponse.FromString(data).checkpoint
+    assert checkpoint_values(ck, found) == checkpoint_values(ck) == want
