@@ -446,16 +446,18 @@ def test_answers_of_an_encrypted_namespace_are_never_kept(tmp_path):
     from conftest import SidecarProcess, expect_error
 
     keys = tmp_path / "keys.toml"
-    keys.write_text(f'[[key]]\nnamespace = "sec"\nid = "k1"\nkey = "{base64.b64encode(os.urandom(32)).decode()}"\n')
+    keys.write_text("".join(f'[[key]]\nnamespace = "{ns}"\nid = "k1"\nkey = "{base64.b64encode(os.urandom(32)).decode()}"\n\n'
+                            for ns in ("sec", "default")))
     keys.chmod(0o600)
     msgs = _big_messages(300)
     side = SidecarProcess(tmp_path / "d", "--encryption-keys", str(keys)).start()
     try:
-        with side.client(namespace="sec") as c, side.client(namespace="open") as o:
-            c.put_checkpoint("t", {"messages": msgs})
-            o.put_checkpoint("t", {"messages": msgs})
+        with side.client(namespace="sec") as c, side.client(namespace="open") as o, \
+                side.client(namespace="") as d:  # "": the default namespace, as the server reads it
+            for client in (c, o, d):
+                client.put_checkpoint("t", {"messages": msgs})
             for _ in range(3):
-                assert c.get_values("t") == {"messages": msgs} == o.get_values("t")
+                assert c.get_values("t") == {"messages": msgs} == o.get_values("t") == d.get_values("t")
             keys.write_text("")
             side.proc.send_signal(signal.SIGHUP)
             deadline = time.monotonic() + 10
@@ -465,6 +467,8 @@ def test_answers_of_an_encrypted_namespace_are_never_kept(tmp_path):
             for _ in range(2):
                 with expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace="sec"):
                     c.get_checkpoint("t")
+                with expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace="default"):
+                    d.get_checkpoint("t")
             assert o.get_values("t") == {"messages": msgs}
     finally:
         side.stop()

@@ -526,13 +526,14 @@ class _Answers:
     def put(self, key, made_of, answer: bytes) -> None:
         if not ANSWER_MIN <= len(answer) <= ANSWER_MAX:
             return
-        old = self.entries.pop(key, None)
-        if old is not None:
-            self.size -= len(old[1])
-        self.entries[key] = (made_of, answer)
-        self.size += len(answer)
-        while self.size > ANSWERS_BYTES and self.entries:
-            self.size -= len(self.entries.pop(next(iter(self.entries)))[1])
+        with _answers_lock:  # (forget_cache may run on another thread)
+            old = self.entries.pop(key, None)
+            if old is not None:
+                self.size -= len(old[1])
+            self.entries[key] = (made_of, answer)
+            self.size += len(answer)
+            while self.size > ANSWERS_BYTES and self.entries:
+                self.size -= len(self.entries.pop(next(iter(self.entries)))[1])
 
     def clear(self) -> None:
         self.entries.clear()
@@ -552,12 +553,12 @@ def _forget_answers() -> None:
 compression.on_forget(_forget_answers)
 
 
-def _answer_key(store: Store, req: pb.GetCheckpointRequest):
-    """The key of a request whose answer may be kept, or None."""
+def _answer_key(store: Store, req: pb.GetCheckpointRequest, ns: str):
+    """The key of a request (of namespace ``ns``, as validated) whose answer may be kept, or None."""
     if req.omit_values or req.known_roots or req.include_pending_writes or req.read_schema_version \
-            or req.namespace in store.encrypted:
+            or ns in store.encrypted:
         return None
-    return req.namespace, req.thread_id, req.checkpoint_ns, req.checkpoint_id, tuple(sorted(set(req.channels)))
+    return ns, req.thread_id, req.checkpoint_ns, req.checkpoint_id, tuple(sorted(set(req.channels)))
 
 
 async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
@@ -568,7 +569,8 @@ async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
     :func:`get` returns. The list's parts (cached subtrees, as they are) are copied once, by the join; a
     big answer is kept whole and sent again while its checkpoint is unchanged (see ANSWER_MIN)."""
     lists: dict = {}
-    key = _answer_key(store, req)
+    ns = validate.namespace(req.namespace)  # (as get validates it: "" is the default namespace)
+    key = _answer_key(store, req, ns)
     made_of = None
     kept = None
     if key is not None:
@@ -579,7 +581,7 @@ async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
 
         def probe(checkpoint_id: str, m: Manifest, fetch):
             nonlocal made_of
-            if req.namespace in store.encrypted:
+            if ns in store.encrypted:
                 return None
             made_of = (checkpoint_id, records.etag_of(checkpoint_id, m, fetch), m.created_us)
             return kept.get(key, made_of)
@@ -606,7 +608,7 @@ async def get_wire(store: Store, req: pb.GetCheckpointRequest) -> bytes:
                   value_head, list_head]
         parts += body
     answer = b"".join(parts)
-    if made_of is not None and resp.checkpoint.etag == made_of[1] and req.namespace not in store.encrypted:
+    if made_of is not None and resp.checkpoint.etag == made_of[1] and ns not in store.encrypted:
         kept.put(key, made_of, answer)
     return answer
 
