@@ -294,3 +294,63 @@ def codec_varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def test_msgpack_array_into_is_msgpack_array_in_a_kept_buffer():
+    wires = [list_value(SAMPLES).list.SerializeToString(), list_value([1, 2]).list.SerializeToString(), b"",
+             list_value([1, Opaque("t", b"x")]).list.SerializeToString(), b"\x0a\x03\x0a\x01\x92"]
+    for wire in wires:
+        outs = []
+        for impl in (C, PY):
+            for start in (b"", b"z" * 7, b"q" * 100_000):
+                buf = bytearray(start)
+                n = impl.msgpack_array_into(wire, buf)
+                want = impl.msgpack_array(wire)
+                if want is None:
+                    assert n == -1 and buf == bytearray(start)  # unchanged
+                else:
+                    assert n == len(want) and bytes(buf[:n]) == want and bytes(buf[n:]) == start[n:]
+                    assert len(buf) == max(len(start), n)  # grown when too short, never shrunk
+                outs.append((n, bytes(buf)))
+        assert outs[:3] == outs[3:]
+    for impl in (C, PY):
+        with pytest.raises(TypeError):
+            impl.msgpack_array_into(wires[0], memoryview(bytearray(10)))
+        with pytest.raises(BufferError):  # a buffer still exported cannot grow, in either twin
+            buf = bytearray(1)
+            view = memoryview(buf)
+            try:
+                impl.msgpack_array_into(wires[0], buf)
+            finally:
+                view.release()
+
+
+def test_long_lists_are_decoded_through_each_threads_kept_buffer():
+    import threading
+
+    sizes = [1600, 20, 5000, 2, 1600]
+    lists = [list_value([SAMPLES[i % len(SAMPLES)] for i in range(n)]) for n in sizes]
+    bad = list_value(list(range(10)))
+    bad.list.items[6].msgpack = b"\xa2\xff\xfe"  # not UTF-8: item by item, the same error
+
+    def run(out: list) -> None:
+        for v in lists:
+            out.append(values.from_value(v) == per_item(v))
+            with pytest.raises(Exception) as e:
+                values.from_value(bad)
+            out.append(type(e.value).__name__)
+            out.append(values.from_value(v) == per_item(v))
+        out.append(getattr(values._scratch, "buf", None))
+
+    mine: list = []
+    run(mine)
+    theirs: list = []
+    t = threading.Thread(target=run, args=(theirs,))
+    t.start()
+    t.join()
+    assert mine[:-1] == theirs[:-1] and all(x is True for x in mine[:-1] if type(x) is bool)
+    if _lists.NATIVE:
+        assert type(mine[-1]) is bytearray and type(theirs[-1]) is bytearray and mine[-1] is not theirs[-1]
+        first = mine[-1]
+        values.from_value(lists[0])
+        assert values._scratch.buf is first  # kept, not made again
