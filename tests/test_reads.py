@@ -329,6 +329,14 @@ def test_get_values_scans_the_lists_as_received(tmp_path):
                     "s": "scalar"}
             assert c.get_values("t") == want
             assert c.get_values("t", first.checkpoint.checkpoint_id)["messages"] == msgs[:200]
+            async def aio_values():
+                from agentstate import AsyncClient
+                async with AsyncClient(side.address) as a:
+                    return await a.get_values("t"), await a.get_values("t", first.checkpoint.checkpoint_id)
+
+            import asyncio
+            latest, older = asyncio.run(aio_values())
+            assert latest == want and older["messages"] == msgs[:200]
             data = c.channel.unary_unary("/agentstate.v1.ThreadService/GetCheckpoint",
                                          request_serializer=pb.GetCheckpointRequest.SerializeToString)(
                 pb.GetCheckpointRequest(namespace="default", thread_id="t"), timeout=30)
