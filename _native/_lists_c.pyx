@@ -1,9 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """_lists_c: the compiled twin of ``agentstate._lists_py`` (built into ``agentstate._lists_c``; import it
 through :mod:`agentstate.values`). Same function, same answers: ``msgpack_array(wire)``, the MessagePack
-array of a ListValue's msgpack items or None (see the twin). The scan runs over the buffer without the
-GIL; the array is written into one bytes object.
+array of a ListValue's msgpack items or None (see the twin); ``wire`` is bytes or any contiguous byte
+buffer (a memoryview of a received response: agentstate.values.response_lists), read where it is. The
+scan runs over the buffer without the GIL; the array is written into one bytes object, or
+(``msgpack_array_into(wire, out)``) into a bytearray the caller keeps, so a long list read again and
+again does not allocate (and the allocator give back) a new buffer each time.
 """
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport free, malloc
@@ -138,14 +142,34 @@ cdef Py_ssize_t _scan(const unsigned char* b, Py_ssize_t end, Py_ssize_t* starts
     return n
 
 
-def msgpack_array(wire):
-    """The MessagePack array of a ListValue's msgpack items (see the twin), or None."""
-    cdef bytes b = wire if type(wire) is bytes else bytes(wire)
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(b)
-    cdef Py_ssize_t end = PyBytes_GET_SIZE(b), cap = end // 3 + 1, n, i, total = 0, hl, pos
+cdef const unsigned char* _buffer(object wire, Py_ssize_t* end, list keep) except? NULL:
+    """The bytes of ``wire`` (bytes, or any contiguous byte buffer, read in place; else bytes() of it, as
+    the twin); what must stay alive while they are read goes into ``keep``."""
+    cdef const unsigned char[::1] view
+    cdef bytes b
+    if type(wire) is bytes:
+        b = <bytes>wire
+    else:
+        try:
+            view = wire
+        except (TypeError, ValueError, BufferError):  # not a contiguous byte buffer
+            b = bytes(wire)
+        else:
+            keep.append(view)
+            end[0] = view.shape[0]
+            return &view[0] if end[0] else <const unsigned char*>""
+    keep.append(b)
+    end[0] = PyBytes_GET_SIZE(b)
+    return <const unsigned char*>PyBytes_AS_STRING(b)
+
+
+cdef Py_ssize_t _array(const unsigned char* p, Py_ssize_t end, object into, list result) except -2:
+    """Scan ``p[:end]``; -1 when not msgpack items only. Else the array's size, the array written into
+    ``into`` (a bytearray, grown to hold it) or, when ``into`` is None, made and appended to ``result``."""
+    cdef bytes made
+    cdef Py_ssize_t cap = end // 3 + 1, n, i, total = 0, hl, pos
     cdef Py_ssize_t* starts = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
     cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
-    cdef bytes out
     cdef unsigned char* q
     if starts == NULL or lens == NULL:
         free(starts)
@@ -158,12 +182,18 @@ def msgpack_array(wire):
         else:
             n = _scan(p, end, starts, lens, cap)
         if n < 0:
-            return None
+            return -1
         for i in range(n):
             total += lens[i]
         hl = 1 if n < 16 else (3 if n < 0x10000 else 5)
-        out = PyBytes_FromStringAndSize(NULL, hl + total)
-        q = <unsigned char*>PyBytes_AS_STRING(out)
+        if into is None:
+            made = PyBytes_FromStringAndSize(NULL, hl + total)
+            result.append(made)
+            q = <unsigned char*>PyBytes_AS_STRING(made)
+        else:
+            if PyByteArray_GET_SIZE(into) < hl + total:
+                PyByteArray_Resize(into, hl + total)
+            q = <unsigned char*>PyByteArray_AS_STRING(into)
         if n < 16:
             q[0] = 0x90 | n
         elif n < 0x10000:
@@ -174,7 +204,30 @@ def msgpack_array(wire):
         for i in range(n):
             memcpy(q + pos, p + starts[i], lens[i])
             pos += lens[i]
-        return out
+        return pos
     finally:
         free(starts)
         free(lens)
+
+
+def msgpack_array(wire):
+    """The MessagePack array of a ListValue's msgpack items (see the twin), or None."""
+    cdef Py_ssize_t end = 0
+    cdef list keep = []
+    cdef list out = []
+    cdef const unsigned char* p = _buffer(wire, &end, keep)
+    if _array(p, end, None, out) < 0:
+        return None
+    return out[0]
+
+
+def msgpack_array_into(wire, out):
+    """msgpack_array written at the start of ``out`` (a bytearray, grown when too short, never shrunk):
+    its length, or -1 where msgpack_array is None (``out`` then unchanged)."""
+    cdef Py_ssize_t end = 0
+    cdef list keep = []
+    cdef const unsigned char* p
+    if type(out) is not bytearray:
+        raise TypeError("out must be a bytearray")
+    p = _buffer(wire, &end, keep)
+    return _array(p, end, out, None)

@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """_reads_c: compiled twin of ``sidecar/storage/_reads_py.py`` (the read path's response building).
 
-``list_wire(record, fetch)``: the protobuf wire bytes of the ``ListValue`` message of a stored list,
-assembled in one buffer: records fetched through ``fetch`` (a ``txn.get``), value records' encodings
+``list_wire(record, fetch)``: the protobuf wire bytes of the ``ListValue`` message of a stored list;
+``list_wire_parts(record, fetch)``: the same in parts (one per peak of the root, then the tail items),
+so that a cached peak is handed on as it is, never copied here; each part built is assembled in one buffer: records fetched through ``fetch`` (a ``txn.get``), value records' encodings
 taken from their buffers (``v``) or from compression.py's read cache (``z``), subtrees from and into
 storage/wirecache.py. Anything rarer (a chunked or sealed item, a ``z`` record not in the cache, an
 opaque value) goes through the same functions the twin calls, so both give the same bytes and the
@@ -160,8 +161,9 @@ cdef int _item(Buf* buf, const unsigned char* item_id, object fetch) except -1:
     return ok
 
 
-cdef int _subtree(Buf* buf, const unsigned char* node_id, int level, object fetch, bint peak) except -1:
-    """Append the entries of a perfect subtree of height ``level``; 1 when it may be cached."""
+cdef int _subtree(Buf* buf, const unsigned char* node_id, int level, object fetch) except -1:
+    """Append the entries of a perfect subtree of height ``level`` below a peak (:func:`_peak`); 1 when it
+    may be cached (a leaf is cached here)."""
     cdef bytes rec = _fetch(fetch, PyBytes_FromStringAndSize(<char*>node_id, C_ID))
     cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), start, i
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(rec)
@@ -186,11 +188,11 @@ cdef int _subtree(Buf* buf, const unsigned char* node_id, int level, object fetc
             if not _item(buf, p + C_HASH + 1 + C_ID * i, fetch):
                 ok = 0
     else:
-        if not _subtree(buf, p + C_HASH + 1, level - 1, fetch, False):
+        if not _subtree(buf, p + C_HASH + 1, level - 1, fetch):
             ok = 0
-        if not _subtree(buf, p + C_HASH + 1 + C_ID, level - 1, fetch, False):
+        if not _subtree(buf, p + C_HASH + 1 + C_ID, level - 1, fetch):
             ok = 0
-    if ok and (level == 0 or peak):
+    if ok and level == 0:
         _remember(h, PyBytes_FromStringAndSize(<char*>buf.data + start, buf.size - start))
     return ok
 
@@ -203,14 +205,58 @@ cdef inline int _popcount(unsigned long long v) noexcept nogil:
     return c
 
 
-def list_wire(record, fetch):
-    """The ``ListValue`` wire bytes of the list whose root record is ``record``."""
+cdef bytes _peak(const unsigned char* node_id, int level, object fetch):
+    """The entries of the perfect subtree (a peak of the root) of height ``level`` as one bytes object: the
+    cached one itself, or the one built (and cached when it may be), as :func:`_subtree` with ``peak``."""
+    cdef bytes rec = _fetch(fetch, PyBytes_FromStringAndSize(<char*>node_id, C_ID))
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), i
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(rec)
+    cdef bytes h, w
+    cdef PyObject* hit
+    cdef int ok = 1
+    cdef Buf buf
+    if n <= C_HASH:
+        raise _Corrupt("list node record too short")
+    if level == 0:
+        if p[C_HASH] != C_TAG_LEAF or n != C_HASH + 1 + C_LEAF_ITEMS * C_ID:
+            raise _Corrupt("bad list leaf")
+    elif p[C_HASH] != C_TAG_INNER or n != C_HASH + 1 + 2 * C_ID:
+        raise _Corrupt("bad list inner node")
+    h = PyBytes_FromStringAndSize(<char*>p, C_HASH)
+    hit = PyDict_GetItem(_cache, h)
+    if hit != NULL and type(<object>hit) is bytes:
+        return <bytes>hit
+    buf.data = NULL
+    buf.size = buf.cap = 0
+    try:
+        if level == 0:
+            for i in range(C_LEAF_ITEMS):
+                if not _item(&buf, p + C_HASH + 1 + C_ID * i, fetch):
+                    ok = 0
+        else:
+            if not _subtree(&buf, p + C_HASH + 1, level - 1, fetch):
+                ok = 0
+            if not _subtree(&buf, p + C_HASH + 1 + C_ID, level - 1, fetch):
+                ok = 0
+        w = PyBytes_FromStringAndSize(<char*>buf.data, buf.size)
+    finally:
+        free(buf.data)
+    if ok:
+        _remember(h, w)
+    return w
+
+
+def list_wire_parts(record, fetch):
+    """:func:`list_wire` in parts (a list whose ``b"".join`` is that): one bytes object per peak of the root,
+    the cached one itself when there is one, then the tail items' entries (one more, when there are any);
+    a caller that frames the list joins them once, with its own headers."""
     cdef bytes rec = record if type(record) is bytes else bytes(record)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(rec), pos = C_HASH + 9, i
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(rec)
     cdef unsigned long long count = 0, m
     cdef int k
     cdef Buf buf
+    cdef list parts = []
     if n <= C_HASH:
         raise _Corrupt("list root record too short")
     if p[C_HASH] != C_TAG_LIST:
@@ -222,18 +268,26 @@ def list_wire(record, fetch):
     m = count // C_LEAF_ITEMS
     if <unsigned long long>n != <unsigned long long>pos + (<unsigned long long>_popcount(m) + count % C_LEAF_ITEMS) * C_ID:
         raise _Corrupt("list root length mismatch")
-    buf.data = NULL
-    buf.size = buf.cap = 0
-    try:
-        for k in range(63, -1, -1):
-            if (m >> k) & 1:
-                _subtree(&buf, p + pos, k, fetch, True)
-                pos += C_ID
-        for i in range(<Py_ssize_t>(count % C_LEAF_ITEMS)):
-            _item(&buf, p + pos + C_ID * i, fetch)
-        return PyBytes_FromStringAndSize(<char*>buf.data, buf.size)
-    finally:
-        free(buf.data)
+    for k in range(63, -1, -1):
+        if (m >> k) & 1:
+            parts.append(_peak(p + pos, k, fetch))
+            pos += C_ID
+    if count % C_LEAF_ITEMS:
+        buf.data = NULL
+        buf.size = buf.cap = 0
+        try:
+            for i in range(<Py_ssize_t>(count % C_LEAF_ITEMS)):
+                _item(&buf, p + pos + C_ID * i, fetch)
+            parts.append(PyBytes_FromStringAndSize(<char*>buf.data, buf.size))
+        finally:
+            free(buf.data)
+    return parts
+
+
+def list_wire(record, fetch):
+    """The ``ListValue`` wire bytes of the list whose root record is ``record``."""
+    parts = list_wire_parts(record, fetch)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def items_wire(encodings):

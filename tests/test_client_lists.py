@@ -136,3 +136,221 @@ def test_the_selector():
     else:
         assert _lists.implementation is C and _lists.NATIVE is True
         assert type(C.msgpack_array).__name__ in ("cython_function_or_method", "builtin_function_or_method")
+
+
+# ----------------------------------------------------------------- lists scanned in the response as received
+
+def _response(*checkpoints) -> bytes:
+    """A GetCheckpointResponse wire of several ``checkpoint`` occurrences (merged by the parser, as
+    api/checkpoints.get_wire sends list channels), each a Checkpoint message."""
+    from agentstate.v1 import threads_pb2 as pb
+    return b"".join(pb.GetCheckpointResponse(checkpoint=ck).SerializeToString() for ck in checkpoints)
+
+
+def _ck(**channels):
+    from agentstate.v1 import threads_pb2 as pb
+    ck = pb.Checkpoint(thread_id="t", checkpoint_id="c", etag="e")
+    for name, value in channels.items():
+        cv = ck.channels[name]
+        cv.root = b"r" * 32
+        if value is not None:
+            cv.value.CopyFrom(value)
+    return ck
+
+
+def _parsed(wire):
+    from agentstate.v1 import threads_pb2 as pb
+    return pb.GetCheckpointResponse.FromString(wire).checkpoint
+
+
+def _same_values(wire) -> dict:
+    """response_lists of ``wire``; every list it gives decodes as the parsed message's list does."""
+    from agentstate.client import checkpoint_values
+    found = values.response_lists(wire)
+    ck = _parsed(wire)
+    for name, lw in found.items():
+        lv = ck.channels[name].value.list
+        assert C.msgpack_array(lw) == C.msgpack_array(lv.SerializeToString()) == PY.msgpack_array(lw)
+    assert checkpoint_values(ck, found) == checkpoint_values(ck)
+    return found
+
+
+def test_msgpack_array_reads_any_buffer_as_bytes():
+    wire = list_value(SAMPLES[:12]).list.SerializeToString()
+    framed = b"xx" + wire + b"yy"
+    for impl in (C, PY):
+        assert impl.msgpack_array(memoryview(framed)[2:-2]) == impl.msgpack_array(wire) is not None
+        assert impl.msgpack_array(bytearray(wire)) == impl.msgpack_array(wire)
+        assert impl.msgpack_array(memoryview(b"")) == impl.msgpack_array(b"") == b"\x90"
+        assert impl.msgpack_array(memoryview(wire[:-1])) is None
+    strided = memoryview(wire * 2)[::2]  # not contiguous: bytes() of it, in both
+    assert C.msgpack_array(strided) == PY.msgpack_array(strided)
+    for bad in ("text", 5):
+        outs = []
+        for impl in (C, PY):
+            try:
+                outs.append(("ok", impl.msgpack_array(bad)))
+            except Exception as e:  # noqa: BLE001
+                outs.append(("error", type(e)))
+        assert outs[0] == outs[1]
+
+
+def test_response_lists_finds_each_list_channel():
+    msgs = list_value([{"role": "user", "content": f"m{i}" * 30} for i in range(50)])
+    wire = _response(_ck(messages=msgs, other=list_value([1, 2, 3]), empty=list_value([]), s=values.to_value("x"),
+                         none=None, opq=list_value([1, Opaque("t", b"d")])))
+    found = _same_values(wire)
+    assert set(found) == {"messages", "other", "empty", "opq"}
+    assert bytes(found["messages"]) == msgs.list.SerializeToString()
+    assert bytes(found["empty"]) == b""
+    # spliced as get_wire sends it: the list channel in an occurrence of its own, after the rest
+    wire2 = _response(_ck(s=values.to_value("x")), _ck(messages=msgs))
+    assert set(_same_values(wire2)) == {"messages"}
+
+
+def test_response_lists_leaves_out_what_the_parser_merges_or_replaces():
+    a, b = list_value([1, 2, 3]), list_value([4, 5])
+    # the same channel twice (the later entry wins): left out
+    assert "m" not in _same_values(_response(_ck(m=a), _ck(m=b)))
+    # a ChannelValue whose value comes twice (the lists merge): left out
+    from agentstate.v1 import threads_pb2 as pb
+    cv1, cv2 = pb.ChannelValue(value=a), pb.ChannelValue(value=b)
+    entry = (b"\x0a\x01m" + b"\x12" + bytes([len(cv1.SerializeToString() + cv2.SerializeToString())])
+             + cv1.SerializeToString() + cv2.SerializeToString())
+    wire = b"\x0a" + bytes([len(entry) + 2]) + b"\x3a" + bytes([len(entry)]) + entry
+    assert len(_parsed(wire).channels["m"].value.list.items) == 5
+    assert "m" not in _same_values(wire)
+    # a value then a delta (the oneof ends with the delta): left out
+    d = pb.ChannelValue(delta=values_pb2.ValueDelta(keep_first=1))
+    entry = b"\x0a\x01m\x12" + bytes([len(cv1.SerializeToString() + d.SerializeToString())]) + \
+        cv1.SerializeToString() + d.SerializeToString()
+    wire = b"\x0a" + bytes([len(entry) + 2]) + b"\x3a" + bytes([len(entry)]) + entry
+    assert not _parsed(wire).channels["m"].HasField("value")
+    assert "m" not in values.response_lists(wire)
+    # a list then a msgpack in the same Value (the oneof ends with the msgpack): left out
+    v = a.SerializeToString() + values.to_value(7).SerializeToString()
+    cv = b"\x12" + bytes([len(v)]) + v
+    entry = b"\x0a\x01m\x12" + bytes([len(cv)]) + cv
+    wire = b"\x0a" + bytes([len(entry) + 2]) + b"\x3a" + bytes([len(entry)]) + entry
+    assert _parsed(wire).channels["m"].value.WhichOneof("kind") == "msgpack"
+    assert "m" not in _same_values(wire)
+    # two lists in one Value (merged): left out
+    v = a.SerializeToString() + b.SerializeToString()
+    cv = b"\x12" + bytes([len(v)]) + v
+    entry = b"\x0a\x01m\x12" + bytes([len(cv)]) + cv
+    wire = b"\x0a" + bytes([len(entry) + 2]) + b"\x3a" + bytes([len(entry)]) + entry
+    assert len(_parsed(wire).channels["m"].value.list.items) == 5
+    assert "m" not in _same_values(wire)
+
+
+def test_response_lists_of_bytes_it_cannot_read_is_empty():
+    good = _response(_ck(m=list_value([1, 2])))
+    assert values.response_lists(good)
+    for wire in (good[:-1], good + b"\x0b", good + b"\x80", b"\x0a\x05\x3a\x03\x12\x01\x00",  # entry without key
+                 b"\x0a\x04\x3a\x02\x08\x01"):  # a key that is a varint
+        assert values.response_lists(wire) == {}
+
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from(["list", "list2", "msgpack", "delta", "none", "opaque_item"]),
+                          st.lists(st.integers(-3, 3), max_size=4)), max_size=6),
+       st.integers(1, 3))
+def test_response_lists_agrees_with_the_parser(entries, splits):
+    """Any sequence of channel entries (repeated names, values given twice, deltas, other kinds), cut into
+    ``checkpoint`` occurrences: whatever response_lists gives decodes as the parsed message does."""
+    from agentstate.v1 import threads_pb2 as pb
+    raw = []
+    for name, kind, ints in entries:
+        if kind == "list":
+            body = pb.ChannelValue(root=b"r", value=list_value(ints)).SerializeToString()
+        elif kind == "list2":  # the value field twice
+            body = (pb.ChannelValue(value=list_value(ints)).SerializeToString()
+                    + pb.ChannelValue(value=list_value(ints[::-1])).SerializeToString())
+        elif kind == "msgpack":
+            body = pb.ChannelValue(value=values.to_value(ints)).SerializeToString()
+        elif kind == "delta":
+            body = pb.ChannelValue(delta=values_pb2.ValueDelta(keep_first=len(ints))).SerializeToString()
+        elif kind == "opaque_item":
+            body = pb.ChannelValue(value=list_value([*ints, Opaque("t", b"x")])).SerializeToString()
+        else:
+            body = pb.ChannelValue(root=b"r").SerializeToString()
+        entry = pb.Checkpoint.ChannelsEntry(key=name).SerializeToString() + b"\x12" + \
+            codec_varint(len(body)) + body
+        raw.append(b"\x3a" + codec_varint(len(entry)) + entry)
+    step = max(1, len(raw) // splits)
+    wire = b""
+    for i in range(0, max(len(raw), 1), step):
+        ck = b"".join(raw[i:i + step])
+        wire += b"\x0a" + codec_varint(len(ck)) + ck
+    _same_values(wire)
+
+
+def codec_varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def test_msgpack_array_into_is_msgpack_array_in_a_kept_buffer():
+    wires = [list_value(SAMPLES).list.SerializeToString(), list_value([1, 2]).list.SerializeToString(), b"",
+             list_value([1, Opaque("t", b"x")]).list.SerializeToString(), b"\x0a\x03\x0a\x01\x92"]
+    for wire in wires:
+        outs = []
+        for impl in (C, PY):
+            for start in (b"", b"z" * 7, b"q" * 100_000):
+                buf = bytearray(start)
+                n = impl.msgpack_array_into(wire, buf)
+                want = impl.msgpack_array(wire)
+                if want is None:
+                    assert n == -1 and buf == bytearray(start)  # unchanged
+                else:
+                    assert n == len(want) and bytes(buf[:n]) == want and bytes(buf[n:]) == start[n:]
+                    assert len(buf) == max(len(start), n)  # grown when too short, never shrunk
+                outs.append((n, bytes(buf)))
+        assert outs[:3] == outs[3:]
+    for impl in (C, PY):
+        with pytest.raises(TypeError):
+            impl.msgpack_array_into(wires[0], memoryview(bytearray(10)))
+        with pytest.raises(BufferError):  # a buffer still exported cannot grow, in either twin
+            buf = bytearray(1)
+            view = memoryview(buf)
+            try:
+                impl.msgpack_array_into(wires[0], buf)
+            finally:
+                view.release()
+
+
+def test_long_lists_are_decoded_through_each_threads_kept_buffer():
+    import threading
+
+    sizes = [1600, 20, 5000, 2, 1600]
+    lists = [list_value([SAMPLES[i % len(SAMPLES)] for i in range(n)]) for n in sizes]
+    bad = list_value(list(range(10)))
+    bad.list.items[6].msgpack = b"\xa2\xff\xfe"  # not UTF-8: item by item, the same error
+
+    def run(out: list) -> None:
+        for v in lists:
+            out.append(values.from_value(v) == per_item(v))
+            with pytest.raises(Exception) as e:
+                values.from_value(bad)
+            out.append(type(e.value).__name__)
+            out.append(values.from_value(v) == per_item(v))
+        out.append(getattr(values._scratch, "buf", None))
+
+    mine: list = []
+    run(mine)
+    theirs: list = []
+    t = threading.Thread(target=run, args=(theirs,))
+    t.start()
+    t.join()
+    assert mine[:-1] == theirs[:-1] and all(x is True for x in mine[:-1] if type(x) is bool)
+    if _lists.NATIVE:
+        assert type(mine[-1]) is bytearray and type(theirs[-1]) is bytearray and mine[-1] is not theirs[-1]
+        first = mine[-1]
+        values.from_value(lists[0])
+        assert values._scratch.buf is first  # kept, not made again

@@ -6,6 +6,7 @@ import datetime as dt
 import importlib
 import uuid
 
+import grpc
 import pytest
 
 from agentstate import codec
@@ -96,6 +97,38 @@ def test_list_wire_is_the_message_built_item_by_item(rimpl, n):
     v.list.MergeFromString(got)
     assert v == want
     assert rimpl.list_wire(rec, recs.fetch) == got  # again, from the cache
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 17, 200, 1603])
+def test_list_wire_parts_join_to_list_wire(n):
+    """list_wire_parts: one part per peak of the root, then the tail items' entries; joined, list_wire's
+    bytes; the same parts from both twins, cold and cached; a cached peak is the cache's own object."""
+    c, py = importlib.import_module("sidecar.storage._reads_c"), importlib.import_module("sidecar.storage._reads_py")
+    recs, rec = store_list(messages(n))
+    want = item_by_item(rec, recs.fetch).list.SerializeToString()
+    results = []
+    for impl in (c, py, c, py):
+        compression.forget_cache()
+        cold = impl.list_wire_parts(rec, recs.fetch)
+        cached = impl.list_wire_parts(rec, recs.fetch)
+        assert all(type(p) is bytes for p in cold + cached)
+        assert len(cold) == bin(n // 8).count("1") + (1 if n % 8 else 0)
+        assert b"".join(cold) == want and impl.list_wire(rec, recs.fetch) == want
+        peaks = [r[:32] for r in (recs.records[rec[41 + 8 * i:49 + 8 * i]] for i in range(bin(n // 8).count("1")))]
+        assert all(part is wirecache.cache[h] for part, h in zip(cached, peaks))
+        results.append((cold, cached))
+    assert all(r == results[0] for r in results)
+
+
+def test_list_wire_parts_damage_is_reported_as_list_wire_reports_it(rimpl):
+    recs, rec = store_list(messages(40))
+    item_id = next(i for i, r in recs.records.items() if r[32:33] == b"v")
+    records = {k: v for k, v in recs.records.items() if k != item_id}
+    outs = []
+    for fn in (rimpl.list_wire, rimpl.list_wire_parts):
+        compression.forget_cache()
+        outs.append(_outcome(lambda: fn(rec, records.get)))
+    assert outs[0] == outs[1] and outs[0][:2] == ("error", "CorruptNode")
 
 
 @pytest.mark.parametrize("pack", [False, True])
@@ -292,3 +325,178 @@ def test_get_wire_parses_to_the_response_get_builds(tmp_path):
         assert len(full.checkpoint.channels["messages"].value.list.items) == 21
     finally:
         store.close()
+
+
+def test_get_values_scans_the_lists_as_received(tmp_path):
+    """Client.get_values: the lists found in the response as received (agentstate.values.response_lists)
+    decode as the parsed message does; the values are what was put, in either build."""
+    from conftest import SidecarProcess
+
+    from agentstate import Append, Keep, values as client_values
+    from agentstate.client import checkpoint_values
+    from agentstate.v1 import threads_pb2 as pb
+
+    msgs = [codec.decode(e) for e in messages(203)]
+    mixed = [codec.decode(e) for e in MIXED]
+    side = SidecarProcess(tmp_path / "d").start()
+    try:
+        with side.client() as c:
+            first = c.put_checkpoint("t", {"messages": msgs[:200], "empty": [], "mixed": mixed, "one": ["x"],
+                                           "m": {"a": 1, "b": [1, 2]}, "s": "scalar"})
+            c.put_checkpoint("t", {"messages": Append(msgs[200:]), **{k: Keep() for k in ("empty", "mixed", "one", "m", "s")}},
+                             parent_id=first.checkpoint.checkpoint_id, base_id=first.checkpoint.checkpoint_id)
+            want = {"messages": msgs, "empty": [], "mixed": mixed, "one": ["x"], "m": {"a": 1, "b": [1, 2]},
+                    "s": "scalar"}
+            assert c.get_values("t") == want
+            assert c.get_values("t", first.checkpoint.checkpoint_id)["messages"] == msgs[:200]
+            async def aio_values():
+                from agentstate import AsyncClient
+                async with AsyncClient(side.address) as a:
+                    return await a.get_values("t"), await a.get_values("t", first.checkpoint.checkpoint_id)
+
+            import asyncio
+            latest, older = asyncio.run(aio_values())
+            assert latest == want and older["messages"] == msgs[:200]
+            data = c.channel.unary_unary("/agentstate.v1.ThreadService/GetCheckpoint",
+                                         request_serializer=pb.GetCheckpointRequest.SerializeToString)(
+                pb.GetCheckpointRequest(namespace="default", thread_id="t"), timeout=30)
+    finally:
+        side.stop()
+    found = client_values.response_lists(data)
+    assert set(found) == {"messages", "empty", "mixed", "one"}
+    ck = pb.GetCheckpointResponse.FromString(data).checkpoint
+    assert checkpoint_values(ck, found) == checkpoint_values(ck) == want
+
+
+# ----------------------------------------------------------------- whole answers kept (checkpoints.ANSWER_MIN)
+
+def _big_messages(n: int, tag: str = "") -> list:
+    return [{"role": "user" if i % 2 else "assistant", "content": f"{tag}{i} " + "w" * 400} for i in range(n)]
+
+
+def test_a_kept_answer_is_the_answer_built_and_follows_the_checkpoint(tmp_path):
+    """A big answer is kept and sent again only while the request resolves to the same checkpoint (id, etag,
+    creation time); it is byte for byte the answer built without it; requests of other shapes never use it."""
+    from conftest import SidecarProcess
+
+    from agentstate import Append
+    from agentstate.v1 import threads_pb2 as pb
+    from sidecar.api import checkpoints
+    from sidecar.storage.store import Store
+
+    msgs = _big_messages(300)
+    side = SidecarProcess(tmp_path / "d").start()
+    try:
+        with side.client() as c:
+            first = c.put_checkpoint("t", {"messages": msgs[:200], "s": "x"}).checkpoint.checkpoint_id
+            for _ in range(3):  # kept in the server, then the same again
+                assert c.get_values("t") == {"messages": msgs[:200], "s": "x"}
+            second = c.put_checkpoint("t", {"messages": Append(msgs[200:]), "s": "y"},
+                                      parent_id=first, base_id=first).checkpoint.checkpoint_id
+            for _ in range(2):
+                assert c.get_values("t") == {"messages": msgs, "s": "y"}  # the new latest, not the kept one
+            assert c.get_values("t", first) == {"messages": msgs[:200], "s": "x"}
+            c.put_writes("t", second, [("task", 0, "s", "w")])
+            ck = c.get_checkpoint("t", include_pending_writes=True)
+            assert [w.channel for w in ck.pending_writes] == ["s"]
+            roots = {n: cv.root for n, cv in c.get_checkpoint("t", first).channels.items()}
+            c.delete_thread("t")
+            with pytest.raises(Exception) as gone:
+                c.get_checkpoint("t")
+            assert gone.value.code.name == "NOT_FOUND"
+            c.put_checkpoint("u", {"messages": msgs})
+    finally:
+        side.stop()
+    store = Store(str(tmp_path / "d"))
+    try:
+        base = pb.GetCheckpointRequest(thread_id="u")
+        compression.forget_cache()
+        built = _drive(checkpoints.get_wire(store, base))
+        again = _drive(checkpoints.get_wire(store, base))
+        assert again is built and len(built) >= checkpoints.ANSWER_MIN  # kept, and sent as it is
+        compression.forget_cache()  # forgotten (as at a restart): built again, the same bytes
+        rebuilt = _drive(checkpoints.get_wire(store, base))
+        assert rebuilt is not built and rebuilt == built
+        assert pb.GetCheckpointResponse.FromString(built) == _drive(checkpoints.get(store, base))
+        others = [pb.GetCheckpointRequest(thread_id="u", channels=["messages"]),
+                  pb.GetCheckpointRequest(thread_id="u", known_roots={"messages": roots["messages"]}),
+                  pb.GetCheckpointRequest(thread_id="u", include_pending_writes=True),
+                  pb.GetCheckpointRequest(thread_id="u", omit_values=True),
+                  pb.GetCheckpointRequest(thread_id="u", read_schema_version=1)]
+        for req in others:
+            got = _drive(checkpoints.get_wire(store, req))
+            assert got is not built
+            assert pb.GetCheckpointResponse.FromString(got) == _drive(checkpoints.get(store, req)), req
+        kept = _drive(checkpoints.get_wire(store, others[0]))
+        assert _drive(checkpoints.get_wire(store, others[0])) is kept  # named channels: kept under their names
+        for req in others[1:]:
+            assert _drive(checkpoints.get_wire(store, req)) is not _drive(checkpoints.get_wire(store, req))
+    finally:
+        store.close()
+
+
+def test_kept_answers_are_bounded(tmp_path, monkeypatch):
+    from conftest import SidecarProcess
+
+    from agentstate.v1 import threads_pb2 as pb
+    from sidecar.api import checkpoints
+    from sidecar.storage.store import Store
+
+    side = SidecarProcess(tmp_path / "d").start()
+    try:
+        with side.client() as c:
+            for i in range(6):
+                c.put_checkpoint(f"t{i}", {"messages": _big_messages(200, f"t{i}")})
+    finally:
+        side.stop()
+    monkeypatch.setattr(checkpoints, "ANSWERS_BYTES", 3 * 100_000)
+    store = Store(str(tmp_path / "d"))
+    try:
+        compression.forget_cache()
+        answers = [_drive(checkpoints.get_wire(store, pb.GetCheckpointRequest(thread_id=f"t{i}"))) for i in range(6)]
+        assert all(100_000 > len(a) >= checkpoints.ANSWER_MIN for a in answers)
+        kept = checkpoints._answers[store]
+        assert 0 < kept.size <= checkpoints.ANSWERS_BYTES and kept.size == sum(len(a) for _, a in kept.entries.values())
+        assert _drive(checkpoints.get_wire(store, pb.GetCheckpointRequest(thread_id="t5"))) is answers[5]  # newest
+        assert _drive(checkpoints.get_wire(store, pb.GetCheckpointRequest(thread_id="t0"))) is not answers[0]
+    finally:
+        store.close()
+
+
+def test_answers_of_an_encrypted_namespace_are_never_kept(tmp_path):
+    """A namespace with a key is read from its sealed records every time: once the key is removed (SIGHUP),
+    its reads fail, however often the same checkpoint was read before."""
+    import base64
+    import os
+    import signal
+    import time
+
+    from conftest import SidecarProcess, expect_error
+
+    keys = tmp_path / "keys.toml"
+    keys.write_text("".join(f'[[key]]\nnamespace = "{ns}"\nid = "k1"\nkey = "{base64.b64encode(os.urandom(32)).decode()}"\n\n'
+                            for ns in ("sec", "default")))
+    keys.chmod(0o600)
+    msgs = _big_messages(300)
+    side = SidecarProcess(tmp_path / "d", "--encryption-keys", str(keys)).start()
+    try:
+        with side.client(namespace="sec") as c, side.client(namespace="open") as o, \
+                side.client(namespace="") as d:  # "": the default namespace, as the server reads it
+            for client in (c, o, d):
+                client.put_checkpoint("t", {"messages": msgs})
+            for _ in range(3):
+                assert c.get_values("t") == {"messages": msgs} == o.get_values("t") == d.get_values("t")
+            keys.write_text("")
+            side.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while "encryption keys reloaded" not in side.log() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "encryption keys reloaded" in side.log()
+            for _ in range(2):
+                with expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace="sec"):
+                    c.get_checkpoint("t")
+                with expect_error(grpc.StatusCode.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace="default"):
+                    d.get_checkpoint("t")
+            assert o.get_values("t") == {"messages": msgs}
+    finally:
+        side.stop()

@@ -3,7 +3,7 @@
 Import through :mod:`sidecar.storage.reads`, never directly. Both twins give byte-identical
 results (tests/test_reads.py).
 
-``list_wire(record, fetch)`` is the protobuf wire encoding of the ``agentstate.v1.ListValue``
+``list_wire(record, fetch)`` (``list_wire_parts``: the same in parts) is the protobuf wire encoding of the ``agentstate.v1.ListValue``
 message of a stored list (``record``: its root record; ``fetch``: id -> record), exactly what
 ``ListValue.SerializeToString()`` gives for a message built item by item with ``wire.set_value``:
 field 1 (``items``) once per item, each a ``Value`` whose ``msgpack`` (field 1) is the item's
@@ -99,6 +99,14 @@ def _subtree(node_id: bytes, level: int, fetch: Fetch, peak: bool) -> tuple[byte
 
 def list_wire(record, fetch: Fetch) -> bytes:
     """The ``ListValue`` wire bytes of the list whose root record is ``record``."""
+    parts = list_wire_parts(record, fetch)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def list_wire_parts(record, fetch: Fetch) -> list[bytes]:
+    """:func:`list_wire` in parts (a list whose ``b"".join`` is that): one bytes object per peak of the root
+    (the cached one itself when there is one), then the tail items' entries (one more, when there are any);
+    a caller that frames the list (api/checkpoints.get_wire) joins them once, with its own headers."""
     record = bytes(record)
     if len(record) <= H:
         raise CorruptNode("list root record too short")
@@ -114,9 +122,10 @@ def list_wire(record, fetch: Fetch) -> bytes:
         if m >> k & 1:
             parts.append(_subtree(record[pos:pos + ID], k, fetch, True)[0])
             pos += ID
-    for i in range(n % LEAF_ITEMS):
-        parts.append(item_wire(_get(fetch, record[pos + i * ID:pos + (i + 1) * ID]), fetch)[0])
-    return b"".join(parts)
+    if n % LEAF_ITEMS:
+        parts.append(b"".join(item_wire(_get(fetch, record[pos + i * ID:pos + (i + 1) * ID]), fetch)[0]
+                              for i in range(n % LEAF_ITEMS)))
+    return parts
 
 
 def items_wire(encodings) -> bytes:

@@ -6,7 +6,9 @@ back to the pure-Python twin (``sidecar.storage._reads_py``) when it is missing 
 
 ``list_wire(record, fetch)``: the wire bytes of the ``ListValue`` message of a stored list (see
 _reads_py), parsed into the response with one ``MergeFromString`` instead of one ``items.add()`` and
-field assignment per item. Assembled subtrees are cached by node hash (storage/wirecache.py).
+field assignment per item. ``list_wire_parts(record, fetch)``: the same in parts (one per peak of the
+root, then the tail items; ``b"".join`` gives list_wire), for a caller that frames the list and joins once
+(api/checkpoints.get_wire): a cached peak is not copied before that join. Assembled subtrees are cached by node hash (storage/wirecache.py).
 ``items_wire(encodings)``: the same bytes for a list given as its item encodings (a list migrated on read,
 state/schemas.py, which keeps them by the stored subtree's hash itself).
 """
@@ -27,3 +29,4 @@ implementation = _impl
 
 list_wire = _impl.list_wire
 items_wire = _impl.items_wire
+list_wire_parts = _impl.list_wire_parts

@@ -22,3 +22,4 @@ NATIVE: bool = _impl.NATIVE
 implementation = _impl
 
 msgpack_array = _impl.msgpack_array
+msgpack_array_into = _impl.msgpack_array_into

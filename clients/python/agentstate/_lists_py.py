@@ -9,7 +9,9 @@ the MessagePack encoding of the array of its items when every item is a ``Value`
 headers and lengths, nesting at most ``MAX_DEPTH``); otherwise None. Decoding that array gives the list
 ``[codec.decode(item.msgpack) for item in items]`` gives, in one decoder call instead of one per item.
 Anything else (an opaque, list or map item, an unknown field, a malformed or empty payload) is None,
-and the caller decodes item by item as before, so its errors are the same.
+and the caller decodes item by item as before, so its errors are the same. ``msgpack_array_into(wire,
+out)``: the same array written at the start of the bytearray ``out`` (grown when too short), its length
+returned (-1 for None).
 """
 from __future__ import annotations
 
@@ -105,3 +107,17 @@ def msgpack_array(wire) -> bytes | None:
         parts.append(b[p:vend])
         pos = vend
     return array_header(len(parts)) + b"".join(parts)
+
+
+def msgpack_array_into(wire, out: bytearray) -> int:
+    """:func:`msgpack_array` written at the start of ``out`` (a bytearray, grown when too short, never
+    shrunk): its length, or -1 where msgpack_array is None (``out`` then unchanged)."""
+    if type(out) is not bytearray:
+        raise TypeError("out must be a bytearray")
+    array = msgpack_array(wire)
+    if array is None:
+        return -1
+    if len(out) < len(array):
+        out.extend(bytes(len(array) - len(out)))
+    out[:len(array)] = array
+    return len(array)

@@ -29,7 +29,9 @@ from . import transport
 from .transport import TLS
 from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
 from .retries import DEFAULT_TIMEOUT
-from .client import backup_name, checkpoint_values
+from . import _lists
+from .client import _with_wire, backup_name, checkpoint_values
+from .values import response_lists
 from .errors import DeadlineExceeded, from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc
 
@@ -56,6 +58,9 @@ class AsyncClient:
         self.stream_connections = transport.StreamConnections(
             None if channel else lambda: transport.aio_channel(address, own, token, tls), self.channel)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
+        self._get_with_wire = self.channel.unary_unary(  # GetCheckpoint, answering (message, its bytes)
+            "/agentstate.v1.ThreadService/GetCheckpoint", request_serializer=pb.GetCheckpointRequest.SerializeToString,
+            response_deserializer=_with_wire, _registered_method=True)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, conversations, effects, events, memory, runs  # facets of the other services
         self.runs = runs.AsyncRuns(self)
@@ -187,8 +192,15 @@ class AsyncClient:
 
     async def get_values(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
                          timeout: float | None = None) -> dict[str, Any]:
-        return checkpoint_values(await self.get_checkpoint(thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns,
-                                                           timeout=timeout))
+        """As Client.get_values: with the compiled list decoder, a long list is scanned in the response as
+        received (values.response_lists)."""
+        if not _lists.NATIVE:
+            return checkpoint_values(await self.get_checkpoint(thread_id, checkpoint_id,
+                                                               checkpoint_ns=checkpoint_ns, timeout=timeout))
+        req = rq.get_checkpoint_request(self.namespace, thread_id, checkpoint_id, checkpoint_ns, (), False, None,
+                                        False)
+        resp, data = await self._call(self._get_with_wire, req, timeout)
+        return checkpoint_values(resp.checkpoint, response_lists(data))
 
     async def list_checkpoints(self, thread_id: str = "", *, checkpoint_ns: str | None = None,
                                metadata_filter: Mapping[str, Any] | None = None, before: str = "", limit: int = 0,

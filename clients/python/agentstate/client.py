@@ -35,7 +35,8 @@ from ._requests import DEFAULT_ADDRESS, RetryPolicy, channel_options
 from .retries import DEFAULT_TIMEOUT
 from .errors import DeadlineExceeded, from_rpc_error
 from .v1 import admin_pb2, admin_pb2_grpc, threads_pb2 as pb, threads_pb2_grpc, values_pb2
-from .values import from_value
+from . import _lists
+from .values import from_value, response_lists
 
 
 def decode_map(entries) -> dict[str, Any]:
@@ -43,13 +44,19 @@ def decode_map(entries) -> dict[str, Any]:
     return {k: from_value(v) for k, v in entries.items()}
 
 
-def checkpoint_values(checkpoint: pb.Checkpoint) -> dict[str, Any]:
-    """Decode the channel values of a Checkpoint message (channels without content are skipped)."""
+def checkpoint_values(checkpoint: pb.Checkpoint, list_wires: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Decode the channel values of a Checkpoint message (channels without content are skipped).
+    ``list_wires``: channel -> its list's wire bytes as received (values.response_lists)."""
     out = {}
     for name, cv in checkpoint.channels.items():
         if cv.HasField("value"):
-            out[name] = from_value(cv.value)
+            out[name] = from_value(cv.value, list_wires.get(name) if list_wires else None)
     return out
+
+
+def _with_wire(data: bytes) -> tuple[pb.GetCheckpointResponse, bytes]:
+    """GetCheckpoint's response deserializer for get_values: the message, and the bytes it was parsed from."""
+    return pb.GetCheckpointResponse.FromString(data), data
 
 
 class Client:
@@ -87,6 +94,9 @@ class Client:
         self.stream_connections = transport.StreamConnections(
             None if channel else lambda: transport.channel(address, own, token, tls), self.channel)
         self.threads = threads_pb2_grpc.ThreadServiceStub(self.channel)
+        self._get_with_wire = self.channel.unary_unary(  # GetCheckpoint, answering (message, its bytes)
+            "/agentstate.v1.ThreadService/GetCheckpoint", request_serializer=pb.GetCheckpointRequest.SerializeToString,
+            response_deserializer=_with_wire, _registered_method=True)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         from . import artifacts, conversations, effects, events, memory, runs  # facets of the other services
         self.runs = runs.Runs(self)
@@ -221,9 +231,16 @@ class Client:
 
     def get_values(self, thread_id: str, checkpoint_id: str = "", *, checkpoint_ns: str = "",
                    timeout: float | None = None, read_schema_version: int = 0) -> dict[str, Any]:
-        """The decoded channel values of a checkpoint (the latest by default)."""
-        return checkpoint_values(self.get_checkpoint(thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns,
-                                                     timeout=timeout, read_schema_version=read_schema_version))
+        """The decoded channel values of a checkpoint (the latest by default). With the compiled list decoder,
+        a long list is scanned in the response as received (values.response_lists), not serialized again."""
+        if not _lists.NATIVE:
+            return checkpoint_values(self.get_checkpoint(thread_id, checkpoint_id, checkpoint_ns=checkpoint_ns,
+                                                         timeout=timeout, read_schema_version=read_schema_version))
+        req = rq.get_checkpoint_request(self.namespace, thread_id, checkpoint_id, checkpoint_ns, (), False, None,
+                                        False)
+        req.read_schema_version = read_schema_version
+        resp, data = self._call(self._get_with_wire, req, timeout)
+        return checkpoint_values(resp.checkpoint, response_lists(data))
 
     def list_checkpoints(self, thread_id: str = "", *, checkpoint_ns: str | None = None,
                          metadata_filter: Mapping[str, Any] | None = None, before: str = "", limit: int = 0,
