@@ -350,7 +350,7 @@ def fill_checkpoint(out: pb.Checkpoint, txn, store: Store, ns: str, thread_id: s
     ``wire_lists`` (a dict): list values sent whole are not filled in but put there, channel name ->
     (root, ListValue wire bytes in parts: reads.list_wire_parts), their channels left out of ``out`` (see
     :func:`get_wire`); a list migrated item-wise on read (state/schemas.MigratedItems) too, with the wire
-    bytes its migration built (a tuple of parts).
+    bytes its migration built (a tuple of parts)."""
     out.namespace, out.thread_id, out.checkpoint_ns, out.checkpoint_id = ns, thread_id, cns, checkpoint_id
     out.parent_checkpoint_id = m.parent_id
     out.schema_version = out.stored_schema_version = m.schema_version
