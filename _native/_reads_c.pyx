@@ -161,6 +161,18 @@ cdef int _item(Buf* buf, const unsigned char* item_id, object fetch) except -1:
     return ok
 
 
+cdef int _check_node(const unsigned char* p, Py_ssize_t n, int level) except -1:
+    """CorruptNode unless the record ``p`` (``n`` bytes) is a list leaf (``level`` 0) or an inner node."""
+    if n <= C_HASH:
+        raise _Corrupt("list node record too short")
+    if level == 0:
+        if p[C_HASH] != C_TAG_LEAF or n != C_HASH + 1 + C_LEAF_ITEMS * C_ID:
+            raise _Corrupt("bad list leaf")
+    elif p[C_HASH] != C_TAG_INNER or n != C_HASH + 1 + 2 * C_ID:
+        raise _Corrupt("bad list inner node")
+    return 0
+
+
 cdef int _subtree(Buf* buf, const unsigned char* node_id, int level, object fetch) except -1:
     """Append the entries of a perfect subtree of height ``level`` below a peak (:func:`_peak`); 1 when it
     may be cached (a leaf is cached here)."""
@@ -170,13 +182,7 @@ cdef int _subtree(Buf* buf, const unsigned char* node_id, int level, object fetc
     cdef bytes h
     cdef PyObject* hit
     cdef int ok = 1
-    if n <= C_HASH:
-        raise _Corrupt("list node record too short")
-    if level == 0:
-        if p[C_HASH] != C_TAG_LEAF or n != C_HASH + 1 + C_LEAF_ITEMS * C_ID:
-            raise _Corrupt("bad list leaf")
-    elif p[C_HASH] != C_TAG_INNER or n != C_HASH + 1 + 2 * C_ID:
-        raise _Corrupt("bad list inner node")
+    _check_node(p, n, level)
     h = PyBytes_FromStringAndSize(<char*>p, C_HASH)
     hit = PyDict_GetItem(_cache, h)
     if hit != NULL and type(<object>hit) is bytes:
@@ -215,13 +221,7 @@ cdef bytes _peak(const unsigned char* node_id, int level, object fetch):
     cdef PyObject* hit
     cdef int ok = 1
     cdef Buf buf
-    if n <= C_HASH:
-        raise _Corrupt("list node record too short")
-    if level == 0:
-        if p[C_HASH] != C_TAG_LEAF or n != C_HASH + 1 + C_LEAF_ITEMS * C_ID:
-            raise _Corrupt("bad list leaf")
-    elif p[C_HASH] != C_TAG_INNER or n != C_HASH + 1 + 2 * C_ID:
-        raise _Corrupt("bad list inner node")
+    _check_node(p, n, level)
     h = PyBytes_FromStringAndSize(<char*>p, C_HASH)
     hit = PyDict_GetItem(_cache, h)
     if hit != NULL and type(<object>hit) is bytes:
