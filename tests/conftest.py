@@ -67,6 +67,15 @@ class SidecarProcess:
         except FileNotFoundError:
             return ""
 
+    def reload_keys(self, timeout: float = 10.0) -> None:
+        """SIGHUP (the key file read again without a restart), then wait until the log says the reload is done."""
+        done = self.log().count("encryption keys reloaded")
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + timeout
+        while self.log().count("encryption keys reloaded") <= done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.log().count("encryption keys reloaded") > done, "the keys were not reloaded"
+
     def kill(self) -> None:
         """SIGKILL, no cleanup (a crash)."""
         if self.proc and self.proc.poll() is None:

@@ -6,10 +6,8 @@ import base64
 import importlib
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -245,11 +243,7 @@ def test_a_key_removed_by_reload_leaves_nothing_readable_from_memory(tmp_path):
                 assert c.get_values("t", read_schema_version=2)["messages"] == want
                 assert c.get_values("t")["messages"] == messages
             keys.write_text("")
-            proc.proc.send_signal(signal.SIGHUP)
-            deadline = time.monotonic() + 10
-            while "encryption keys reloaded" not in proc.log() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert "encryption keys reloaded" in proc.log()
+            proc.reload_keys()
             for kw in ({"read_schema_version": 2}, {}):
                 with expect_error(CODES.FAILED_PRECONDITION, "ENCRYPTION_KEY_MISSING", namespace=SEC):
                     c.get_values("t", **kw)
@@ -266,10 +260,7 @@ def test_rotation_sighup_then_reencrypt_then_old_key_removed(tmp_path):
         with proc.client(namespace=SEC) as c:
             c.put_checkpoint("a", {"v": "before rotation", "l": ["x" * 100, "y" * 100]})
             keys.write_text(keys.read_text() + key_entry(SEC, "k2"))
-            proc.proc.send_signal(signal.SIGHUP)  # rotation without a restart
-            deadline = time.monotonic() + 10
-            while "encryption keys reloaded" not in proc.log() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            proc.reload_keys()  # rotation without a restart
             c.put_checkpoint("b", {"v": "after rotation"})
             assert c.get_values("a")["v"] == "before rotation" and c.get_values("b")["v"] == "after rotation"
     finally:
@@ -419,10 +410,7 @@ def test_reencrypt_online_through_the_admin_rpc(tmp_path):
             with expect_error(CODES.INVALID_ARGUMENT, "INVALID_FIELD", field="batch_size"):
                 _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=SEC, batch_size=10**6))
             keys.write_text(keys.read_text() + key_entry(SEC, "k2"))
-            proc.proc.send_signal(signal.SIGHUP)
-            deadline = time.monotonic() + 10
-            while "encryption keys reloaded" not in proc.log() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            proc.reload_keys()
             c.put_checkpoint("new", {"v": "under k2"})
             r = _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=SEC, batch_size=3))
             assert r.key_id == "k2" and r.rewritten >= 10 and r.already_current >= 1 and r.structure_nodes >= 5
@@ -430,10 +418,7 @@ def test_reencrypt_online_through_the_admin_rpc(tmp_path):
             again = _reencrypt(c, admin_pb2.ReencryptNamespaceRequest(namespace=SEC))
             assert again.rewritten == 0 and again.already_current == r.rewritten + r.already_current
             keys.write_text(_only(keys, "k2"))  # the old key goes, still without a restart
-            proc.proc.send_signal(signal.SIGHUP)
-            deadline = time.monotonic() + 10
-            while proc.log().count("encryption keys reloaded") < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            proc.reload_keys()
             for i in range(5):
                 assert c.get_values(f"t{i}") == {"v": f"value {i} " * 20, "l": [f"item {i}", f"item {i}b"]}
     finally:
